@@ -313,6 +313,12 @@ func (c *Client) attempt(ctx context.Context, req request, payload []byte, out e
 		return resp.StatusCode, &ProtocolError{Op: req.op, StatusCode: resp.StatusCode, Err: fmt.Errorf("decoding response: %w", err)}
 	}
 	if ae := out.apiError(req.op); ae != nil {
+		if !hasSuccessField(data) {
+			// Not the provider's envelope (e.g. a container's JSON error
+			// page for a 404): success=false only by default.
+			return resp.StatusCode, &ProtocolError{Op: req.op, StatusCode: resp.StatusCode,
+				Err: errors.New("response has no success field")}
+		}
 		return resp.StatusCode, ae
 	}
 	if resp.StatusCode >= 300 {
@@ -322,6 +328,14 @@ func (c *Client) attempt(ctx context.Context, req request, payload []byte, out e
 			slog.String("op", req.op), slog.Int("status", resp.StatusCode))
 	}
 	return resp.StatusCode, nil
+}
+
+// hasSuccessField reports whether a JSON object carries a success member.
+func hasSuccessField(data []byte) bool {
+	var probe struct {
+		Success *bool `json:"success"`
+	}
+	return json.Unmarshal(data, &probe) == nil && probe.Success != nil
 }
 
 // transportError classifies a failure with no HTTP answer. The URL, which

@@ -93,6 +93,7 @@ func ParseStatusCSV(data []byte) ([]DirectMessageLog, error) {
 	r.LazyQuotes = true
 	r.TrimLeadingSpace = true
 	var logs []DirectMessageLog
+	first := true // no non-blank record seen yet
 	for line := 1; ; line++ {
 		rec, err := r.Read()
 		if errors.Is(err, io.EOF) {
@@ -104,9 +105,11 @@ func ParseStatusCSV(data []byte) ([]DirectMessageLog, error) {
 		if len(rec) == 1 && strings.TrimSpace(rec[0]) == "" {
 			continue
 		}
-		if line == 1 && strings.EqualFold(strings.TrimSpace(rec[0]), "From") {
+		if first && strings.EqualFold(strings.TrimSpace(rec[0]), "From") {
+			first = false
 			continue
 		}
+		first = false
 		for len(rec) < csvColumns {
 			rec = append(rec, "")
 		}

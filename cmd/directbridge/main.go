@@ -1,0 +1,194 @@
+// Command directbridge runs the bridge between mail software and a Direct
+// provider's REST API, and the local sandbox provider.
+//
+// Usage:
+//
+//	directbridge sandbox   run the sandbox provider (both REST services)
+//	directbridge version   print the version
+//	directbridge help      list every environment variable with its default
+//
+// All configuration comes from environment variables prefixed DIRECTBRIDGE_.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"runtime/debug"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+
+	"github.com/kelseyhightower/envconfig"
+
+	"github.com/directbridge/directbridge/sandbox"
+)
+
+// version is set at build time with -ldflags "-X main.version=v1.2.3".
+var version = ""
+
+// envPrefix is the prefix of every environment variable.
+const envPrefix = "DIRECTBRIDGE"
+
+// commonConfig holds what every subcommand reads.
+type commonConfig struct {
+	LogLevel  string `envconfig:"LOG_LEVEL" default:"info" desc:"log level: debug, info, warn or error"`
+	LogFormat string `envconfig:"LOG_FORMAT" default:"text" desc:"log format: text or json"`
+}
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// run executes a subcommand and returns the exit status: 0 success,
+// 1 failure while running, 2 bad usage or configuration.
+func run(args []string, stdout, stderr io.Writer) int {
+	cmd := "help"
+	if len(args) > 0 {
+		cmd = args[0]
+	}
+	switch cmd {
+	case "sandbox":
+		return runSandbox(stdout, stderr)
+	case "version", "-version", "--version":
+		fmt.Fprintln(stdout, "directbridge", versionString())
+		return 0
+	case "help", "-h", "-help", "--help":
+		usage(stdout)
+		return 0
+	default:
+		fmt.Fprintf(stderr, "directbridge: unknown command %q\n\n", cmd)
+		usage(stderr)
+		return 2
+	}
+}
+
+func usage(w io.Writer) {
+	fmt.Fprint(w, `directbridge bridges mail software (IMAP, SMTP) to a Direct provider's REST API.
+
+Commands:
+  sandbox   run the local sandbox provider (messaging and registration REST services)
+  version   print the version
+  help      print this help
+
+Configuration is read from these environment variables:
+
+`)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "VARIABLE\tDEFAULT\tMEANING")
+	for _, spec := range []any{&commonConfig{}, &sandbox.Config{}} {
+		envconfig.Usagef(envPrefix, spec, tw, "{{range .}}{{usage_key .}}\t{{usage_default .}}\t{{usage_description .}}\n{{end}}")
+	}
+	tw.Flush()
+}
+
+func versionString() string {
+	if version != "" {
+		return version
+	}
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		if bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+			return bi.Main.Version
+		}
+		for _, s := range bi.Settings {
+			if s.Key == "vcs.revision" && len(s.Value) >= 12 {
+				return "devel-" + s.Value[:12]
+			}
+		}
+	}
+	return "devel"
+}
+
+// newLogger builds the process logger from the common configuration.
+func newLogger(c commonConfig, w io.Writer) (*slog.Logger, error) {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(c.LogLevel)); err != nil {
+		return nil, fmt.Errorf("DIRECTBRIDGE_LOG_LEVEL: %q is not debug, info, warn or error", c.LogLevel)
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	switch strings.ToLower(c.LogFormat) {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, fmt.Errorf("DIRECTBRIDGE_LOG_FORMAT: %q is not text or json", c.LogFormat)
+}
+
+// runSandbox serves the sandbox provider until SIGINT or SIGTERM.
+func runSandbox(stdout, stderr io.Writer) int {
+	var common commonConfig
+	var cfg sandbox.Config
+	var problems []string
+	for _, spec := range []any{&common, &cfg} {
+		if err := envconfig.Process(envPrefix, spec); err != nil {
+			problems = append(problems, err.Error())
+		}
+	}
+	log, err := newLogger(common, stderr)
+	if err != nil {
+		problems = append(problems, err.Error())
+	}
+	opts, demo, err := cfg.Options()
+	if err != nil {
+		problems = append(problems, err.Error())
+	}
+	if len(problems) > 0 {
+		for _, p := range problems {
+			fmt.Fprintln(stderr, "directbridge: configuration:", p)
+		}
+		return 2
+	}
+	opts.Logger = log
+	l, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		fmt.Fprintln(stderr, "directbridge: sandbox:", err)
+		return 2
+	}
+	srv, err := sandbox.Open(opts)
+	if err != nil {
+		l.Close()
+		fmt.Fprintln(stderr, "directbridge:", err)
+		return 1
+	}
+	defer srv.Close()
+
+	base := "http://" + l.Addr().String()
+	fmt.Fprintf(stdout, "directbridge sandbox %s\n", versionString())
+	fmt.Fprintf(stdout, "  base URL:      %s\n", base)
+	fmt.Fprintf(stdout, "  messaging:     %s%s/...\n", base, "/message-rest/api/message")
+	fmt.Fprintf(stdout, "  registration:  %s%s/...\n", base, "/DirectRegistrationRESTful/rest/Patient")
+	fmt.Fprintf(stdout, "  domain:        %s\n", srv.Domain())
+	if cfg.Data == "" {
+		fmt.Fprintln(stdout, "  data:          temporary (removed at exit; set DIRECTBRIDGE_SANDBOX_DATA to keep it)")
+	} else {
+		fmt.Fprintf(stdout, "  data:          %s\n", srv.Dir())
+	}
+	for _, u := range opts.Users {
+		if demo {
+			fmt.Fprintf(stdout, "  mailbox:       %s  password %s (demo)\n", u.Name, u.Password)
+		} else {
+			fmt.Fprintf(stdout, "  mailbox:       %s\n", u.Name)
+		}
+	}
+	for _, r := range opts.Resellers {
+		if r == sandbox.DemoReseller {
+			fmt.Fprintf(stdout, "  registration:  account %s  password %s (demo)\n", r.Name, r.Password)
+		} else {
+			fmt.Fprintf(stdout, "  registration:  account %s\n", r.Name)
+		}
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := srv.Serve(ctx, l); err != nil && !errors.Is(err, context.Canceled) {
+		fmt.Fprintln(stderr, "directbridge: sandbox:", err)
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,368 @@
+package mimeconv
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/hex"
+	"fmt"
+	"mime"
+	"net/mail"
+	"strings"
+	"time"
+
+	"github.com/directbridge/directbridge/restclient"
+	"github.com/emersion/go-message"
+)
+
+// ComposeOptions control Compose: the fields the provider, not the
+// Message, decides.
+type ComposeOptions struct {
+	// MessageID is the message identifier without angle brackets, e.g.
+	// "abc@direct.example" (RFC 5322 §3.6.4 msg-id); required. It is the
+	// smtpId the provider returns.
+	MessageID string
+	// Date is the origination date written to the Date field (RFC 5322
+	// §3.6.1, which requires it); required.
+	Date time.Time
+	// Headers are the custom headers of SendWithHeader. Names must be
+	// RFC 5322 field-names and values must not contain CR, LF or other
+	// control characters (ErrInvalidHeader). Fields Compose writes itself
+	// (From, To, Cc, Bcc, Date, Message-ID, MIME-Version, Content-Type,
+	// Content-Transfer-Encoding, Content-Disposition, Subject, Sender,
+	// Return-Path) are silently skipped. Non-ASCII values are RFC 2047
+	// encoded.
+	Headers []restclient.MessageHeader
+	// Attached are whole RFC 5322 messages attached as message/rfc822
+	// parts, as Forward does with several UIDs.
+	Attached [][]byte
+}
+
+// rfc5322Date is the date-time layout of RFC 5322 §3.3.
+const rfc5322Date = "Mon, 02 Jan 2006 15:04:05 -0700"
+
+// Compose builds the RFC 5322 message the provider sends for msg, with
+// CRLF line endings.
+//
+// From is msg.Sender; To and Cc list the recipients of type TO and CC
+// (types compared case-insensitively). BCC recipients are validated but
+// never written to any field (RFC 5322 §3.6.3 leaves Bcc content to the
+// implementation; the provider delivers to them without disclosing them).
+// The body is text/plain or, with msg.HTMLBody, text/html, in UTF-8 and
+// quoted-printable. With attachments or opts.Attached the message is
+// multipart/mixed (RFC 2046 §5.1.3): the body first, then each attachment
+// base64 encoded with its content type and file name, then each attached
+// message as message/rfc822 in 7bit, 8bit or binary, never base64
+// (RFC 2046 §5.2.1). Attached messages are sent with CRLF line endings,
+// so a message stored with bare LF comes back with CRLF.
+//
+// Errors wrap ErrInvalidOptions, ErrInvalidAddress, ErrInvalidHeader or
+// ErrInvalidAttachment.
+func Compose(msg restclient.Message, opts ComposeOptions) ([]byte, error) {
+	top, err := topFields(msg, opts)
+	if err != nil {
+		return nil, err
+	}
+	files, err := attachmentParts(msg.AttachmentList)
+	if err != nil {
+		return nil, err
+	}
+	for _, raw := range opts.Attached {
+		files = append(files, messagePart(raw, ""))
+	}
+
+	bodyType := "text/plain"
+	if msg.HTMLBody {
+		bodyType = "text/html"
+	}
+	body := []byte(strings.ToValidUTF8(msg.Body, "\uFFFD"))
+	bodyFields := []field{
+		{"Content-Type", mime.FormatMediaType(bodyType, map[string]string{"charset": "utf-8"})},
+		{"Content-Transfer-Encoding", "quoted-printable"},
+	}
+
+	var buf bytes.Buffer
+	if len(files) == 0 {
+		if err := writeEntity(&buf, append(top, bodyFields...), body); err != nil {
+			return nil, err
+		}
+		if !bytes.HasSuffix(buf.Bytes(), []byte("\n")) {
+			// A soft line break (RFC 2045 §6.7 rule 5) ends the message
+			// with CRLF without adding a line to the body.
+			buf.WriteString("=\r\n")
+		}
+		return buf.Bytes(), nil
+	}
+
+	boundary, err := newBoundary()
+	if err != nil {
+		return nil, err
+	}
+	top = append(top, field{"Content-Type", mime.FormatMediaType("multipart/mixed", map[string]string{"boundary": boundary})})
+	h, err := buildHeader(top)
+	if err != nil {
+		return nil, err
+	}
+	w, err := message.CreateWriter(&buf, message.Header{Header: h})
+	if err != nil {
+		return nil, fmt.Errorf("mimeconv: compose: %w", err)
+	}
+	if err := writePart(w, bodyFields, body); err != nil {
+		return nil, err
+	}
+	for _, f := range files {
+		if err := writePart(w, f.fields, f.data); err != nil {
+			return nil, err
+		}
+	}
+	if err := w.Close(); err != nil {
+		return nil, fmt.Errorf("mimeconv: compose: %w", err)
+	}
+	return buf.Bytes(), nil
+}
+
+// topFields validates msg and opts and returns the message's own header
+// fields, in the order they are written, before the MIME fields.
+func topFields(msg restclient.Message, opts ComposeOptions) ([]field, error) {
+	if !validMsgID(opts.MessageID) {
+		return nil, fmt.Errorf("mimeconv: compose: MessageID %q is not id-left@id-right without brackets: %w", opts.MessageID, ErrInvalidOptions)
+	}
+	if opts.Date.IsZero() {
+		return nil, fmt.Errorf("mimeconv: compose: Date is required: %w", ErrInvalidOptions)
+	}
+	from, err := mail.ParseAddress(msg.Sender)
+	if err != nil {
+		return nil, fmt.Errorf("mimeconv: compose: sender %q: %v: %w", msg.Sender, err, ErrInvalidAddress)
+	}
+	var to, cc []*mail.Address
+	for i, r := range msg.Recipients {
+		a, err := mail.ParseAddress(r.Email)
+		if err != nil {
+			return nil, fmt.Errorf("mimeconv: compose: recipient %d %q: %v: %w", i, r.Email, err, ErrInvalidAddress)
+		}
+		switch restclient.RecipientType(strings.ToUpper(strings.TrimSpace(string(r.Type)))) {
+		case restclient.TO:
+			to = append(to, a)
+		case restclient.CC:
+			cc = append(cc, a)
+		case restclient.BCC:
+			// Never written: see Compose.
+		default:
+			return nil, fmt.Errorf("mimeconv: compose: recipient %d: type %q is not TO, CC or BCC: %w", i, r.Type, ErrInvalidAddress)
+		}
+	}
+	custom, err := customFields(opts.Headers)
+	if err != nil {
+		return nil, err
+	}
+
+	fs := []field{{"From", from.String()}}
+	if len(to) > 0 {
+		fs = append(fs, field{"To", formatAddresses(to)})
+	}
+	if len(cc) > 0 {
+		fs = append(fs, field{"Cc", formatAddresses(cc)})
+	}
+	if subject := strings.ToValidUTF8(msg.Subject, "\uFFFD"); subject != "" {
+		fs = append(fs, field{"Subject", encodeText(subject)})
+	}
+	fs = append(fs,
+		field{"Date", opts.Date.Format(rfc5322Date)},
+		field{"Message-ID", "<" + opts.MessageID + ">"},
+	)
+	fs = append(fs, custom...)
+	return append(fs, field{"MIME-Version", "1.0"}), nil
+}
+
+// validMsgID reports whether id can go between the angle brackets of an
+// RFC 5322 §3.6.4 msg-id: printable ASCII without brackets, quotes or
+// backslashes, with an "@" separating two non-empty halves.
+func validMsgID(id string) bool {
+	left, right, ok := strings.Cut(id, "@")
+	if !ok || left == "" || right == "" || strings.Contains(right, "@") {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		if c := id[i]; c < 33 || c > 126 || strings.IndexByte(`<>"\`, c) >= 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// filePart is an attachment ready to write.
+type filePart struct {
+	fields []field
+	data   []byte
+}
+
+// attachmentParts decodes and describes msg.AttachmentList.
+func attachmentParts(list []restclient.Attachment) ([]filePart, error) {
+	var parts []filePart
+	for i, a := range list {
+		data, err := decodeAttachment(a.Content)
+		if err != nil {
+			return nil, fmt.Errorf("mimeconv: compose: attachment %d %q: content is not base64: %v: %w", i, a.Filename, err, ErrInvalidAttachment)
+		}
+		name := strings.ToValidUTF8(strings.TrimSpace(a.Filename), "\uFFFD")
+		mt, params, err := mime.ParseMediaType(a.ContentType)
+		switch {
+		case err != nil || !strings.Contains(mt, "/"):
+			mt, params = "application/octet-stream", nil
+		case mt == "message/rfc822":
+			parts = append(parts, messagePart(data, name))
+			continue
+		case strings.HasPrefix(mt, "multipart/") || strings.HasPrefix(mt, "message/"):
+			// These types forbid base64 (RFC 2046 §5.1, §5.2) and the
+			// content is not known to fit 7bit or 8bit, so send the bytes
+			// as opaque data.
+			mt, params = "application/octet-stream", nil
+		}
+		if params == nil {
+			params = map[string]string{}
+		}
+		delete(params, "name")
+		disp := map[string]string{}
+		if name != "" {
+			params["name"] = name
+			disp["filename"] = name
+		}
+		// mime.FormatMediaType writes non-ASCII names in RFC 2231 form.
+		ct := mime.FormatMediaType(mt, params)
+		if ct == "" {
+			ct = mime.FormatMediaType("application/octet-stream", map[string]string{"name": name})
+		}
+		parts = append(parts, filePart{
+			fields: []field{
+				{"Content-Type", ct},
+				{"Content-Disposition", mime.FormatMediaType("attachment", disp)},
+				{"Content-Transfer-Encoding", "base64"},
+			},
+			data: data,
+		})
+	}
+	return parts, nil
+}
+
+// decodeAttachment decodes the base64 content of an Attachment. Line
+// breaks and spaces, which MIME-style encoders insert, and missing padding
+// are accepted; any other deviation is an error.
+func decodeAttachment(s string) ([]byte, error) {
+	s = strings.Map(func(r rune) rune {
+		if r == ' ' || r == '\t' || r == '\r' || r == '\n' {
+			return -1
+		}
+		return r
+	}, s)
+	data, err := base64.StdEncoding.DecodeString(s)
+	if err != nil {
+		if raw, rawErr := base64.RawStdEncoding.DecodeString(s); rawErr == nil {
+			return raw, nil
+		}
+	}
+	return data, err
+}
+
+// messagePart describes an attached message (RFC 2046 §5.2.1): line
+// endings normalised to CRLF, and the Content-Transfer-Encoding 7bit, 8bit
+// or, for lines longer than 998 octets or NUL (RFC 5322 §2.1.1, RFC 2045
+// §2.7-2.8), binary; base64 is not allowed for message/rfc822.
+func messagePart(raw []byte, name string) filePart {
+	data := toCRLF(raw)
+	disp := map[string]string{}
+	if name != "" {
+		disp["filename"] = name
+	}
+	return filePart{
+		fields: []field{
+			{"Content-Type", "message/rfc822"},
+			{"Content-Disposition", mime.FormatMediaType("attachment", disp)},
+			{"Content-Transfer-Encoding", messageEncoding(data)},
+		},
+		data: data,
+	}
+}
+
+// messageEncoding returns the weakest Content-Transfer-Encoding that holds
+// data, which has CRLF line endings.
+func messageEncoding(data []byte) string {
+	enc := "7bit"
+	for _, line := range bytes.Split(data, []byte("\r\n")) {
+		if len(line) > 998 || bytes.IndexByte(line, 0) >= 0 {
+			return "binary"
+		}
+		if enc == "7bit" && !isASCII(string(line)) {
+			enc = "8bit"
+		}
+	}
+	return enc
+}
+
+// toCRLF makes every line break CRLF (RFC 5322 §2.1): bare LF and bare CR
+// become CRLF.
+func toCRLF(b []byte) []byte {
+	out := make([]byte, 0, len(b)+len(b)/32)
+	for i := 0; i < len(b); i++ {
+		switch c := b[i]; c {
+		case '\r':
+			out = append(out, '\r', '\n')
+			if i+1 < len(b) && b[i+1] == '\n' {
+				i++
+			}
+		case '\n':
+			out = append(out, '\r', '\n')
+		default:
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// newBoundary returns a random multipart boundary (RFC 2046 §5.1.1) that is
+// very unlikely to occur in any part.
+func newBoundary() (string, error) {
+	var b [24]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("mimeconv: compose: boundary: %w", err)
+	}
+	return "=_db_" + hex.EncodeToString(b[:]), nil
+}
+
+// writeEntity writes a single-part entity: header fields, then data in the
+// transfer encoding named by its Content-Transfer-Encoding field.
+func writeEntity(buf *bytes.Buffer, fs []field, data []byte) error {
+	h, err := buildHeader(fs)
+	if err != nil {
+		return err
+	}
+	w, err := message.CreateWriter(buf, message.Header{Header: h})
+	if err != nil {
+		return fmt.Errorf("mimeconv: compose: %w", err)
+	}
+	if _, err := w.Write(data); err != nil {
+		return fmt.Errorf("mimeconv: compose: %w", err)
+	}
+	if err := w.Close(); err != nil {
+		return fmt.Errorf("mimeconv: compose: %w", err)
+	}
+	return nil
+}
+
+// writePart writes one part of a multipart entity.
+func writePart(w *message.Writer, fs []field, data []byte) error {
+	h, err := buildHeader(fs)
+	if err != nil {
+		return err
+	}
+	pw, err := w.CreatePart(message.Header{Header: h})
+	if err != nil {
+		return fmt.Errorf("mimeconv: compose: %w", err)
+	}
+	if _, err := pw.Write(data); err != nil {
+		return fmt.Errorf("mimeconv: compose: %w", err)
+	}
+	if err := pw.Close(); err != nil {
+		return fmt.Errorf("mimeconv: compose: %w", err)
+	}
+	return nil
+}

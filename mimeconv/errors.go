@@ -1,0 +1,32 @@
+package mimeconv
+
+import "errors"
+
+// Sentinel errors. Every error returned by this package wraps one of them, so
+// callers can map them to provider result codes with errors.Is.
+var (
+	// ErrInvalidAttachment reports an attachment whose content is not valid
+	// base64 (messaging-rest.md, "Attachment": content is Base64 encoded data).
+	ErrInvalidAttachment = errors.New("mimeconv: invalid attachment")
+
+	// ErrInvalidHeader reports a custom header whose name is not an RFC 5322
+	// field-name (RFC 5322 §2.2, §3.6.8) or whose value contains CR, LF or
+	// another control character, which would allow header injection.
+	ErrInvalidHeader = errors.New("mimeconv: invalid custom header")
+
+	// ErrInvalidAddress reports a sender or recipient that is not an RFC 5322
+	// address (RFC 5322 §3.4), or a recipient type other than TO, CC or BCC.
+	ErrInvalidAddress = errors.New("mimeconv: invalid address")
+
+	// ErrInvalidOptions reports missing or malformed ComposeOptions (the
+	// Message-ID and Date that RFC 5322 §3.6 requires).
+	ErrInvalidOptions = errors.New("mimeconv: invalid compose options")
+
+	// ErrNoHeader reports input that has no parsable header field at all, so
+	// it cannot be an RFC 5322 message.
+	ErrNoHeader = errors.New("mimeconv: no header fields")
+
+	// ErrTooComplex reports a message whose multipart nesting or number of
+	// parts exceeds ParseOptions, to bound the work spent on hostile input.
+	ErrTooComplex = errors.New("mimeconv: message too complex")
+)

@@ -1,0 +1,61 @@
+package mimeconv
+
+import "bytes"
+
+// splitMultipart returns the raw body parts of a multipart body delimited by
+// boundary (RFC 2046 §5.1.1). It reports false when no part was found, so
+// the caller can read the entity as a single part.
+//
+// Tolerated defects: bare LF line endings, whitespace after a delimiter,
+// and a missing close delimiter (the last part then runs to the end of the
+// input). As RFC 2046 §5.1.1 says, the line break before a delimiter
+// belongs to the delimiter, so a part's bytes are returned exactly.
+func splitMultipart(body []byte, boundary string) ([][]byte, bool) {
+	dash := []byte("--" + boundary)
+	var parts [][]byte
+	start := -1 // start of the current part, -1 before the first delimiter
+	pos := 0
+	for pos < len(body) {
+		next := len(body)
+		lineEnd := len(body)
+		if i := bytes.IndexByte(body[pos:], '\n'); i >= 0 {
+			lineEnd = pos + i
+			next = lineEnd + 1
+		}
+		line := bytes.TrimSuffix(body[pos:lineEnd], []byte{'\r'})
+		if bytes.HasPrefix(line, dash) {
+			rest := line[len(dash):]
+			closing := bytes.HasPrefix(rest, []byte("--"))
+			if closing {
+				rest = rest[2:]
+			}
+			if len(bytes.Trim(rest, " \t")) == 0 {
+				if start >= 0 {
+					parts = append(parts, body[start:partEnd(body, start, pos)])
+				}
+				if closing {
+					return parts, len(parts) > 0
+				}
+				start = next
+			}
+		}
+		pos = next
+	}
+	if start >= 0 && start <= len(body) {
+		parts = append(parts, body[start:])
+	}
+	return parts, len(parts) > 0
+}
+
+// partEnd returns where a part that starts at start ends when the next
+// delimiter line starts at delim: before the line break that precedes it.
+func partEnd(body []byte, start, delim int) int {
+	end := delim
+	if end > start && body[end-1] == '\n' {
+		end--
+		if end > start && body[end-1] == '\r' {
+			end--
+		}
+	}
+	return end
+}

@@ -1,0 +1,82 @@
+// Package restclient is a typed client of the provider's two JSON REST
+// services: the messaging service (messaging-rest.md, 34 operations) and
+// the patient registration service (registration-rest.md, 5 operations).
+// It knows nothing of IMAP or SMTP; the protocol fronts call it.
+//
+// # Shape
+//
+// One method per operation, named after it, each taking a context.Context.
+// Go types exist for every resource of the two documents, with JSON names
+// exactly as written there (hasCvData, attachmentList, UserStateType, ...).
+// Path parameters (folder names, sender, subject, smtpId, sessionId,
+// domain, username) are escaped as path segments, so "/" inside a folder
+// name or subject travels as %2F; a segment made only of dots is escaped
+// too, and an empty one is refused before any request is made.
+//
+// # Errors
+//
+// A response with success=false is an *APIError carrying the code and the
+// provider's message; IsAuthFailure (messaging code 1, registration
+// "011"), IsAddressError (code 2) tell the classes apart. Transport
+// failures, timeouts, HTTP 429 and 5xx are a *TemporaryError (IsTemporary);
+// OutcomeUnknown says whether the request may have been carried out.
+// Anything else unexpected (a 4xx without the documented envelope, a body
+// that is not JSON) is a *ProtocolError. Passwords and session ids are of
+// type Secret, which prints as "[redacted]" under every fmt verb and in
+// log/slog; errors never include URLs (which hold session ids) or bodies.
+//
+// # Usage guidelines built in
+//
+// The provider asks for at most 100 requests per second per client,
+// keep-alive connections (5 to 10), batches of 100 to 500 items, back-off
+// on 429 (1 s, 2 s, 4 s), a 30 to 60 s pause on 503 and up to 3 retries on
+// 500 to 504. Accordingly: a token-bucket rate limiter (Options.RateLimit,
+// default 100/s), a pooled transport with Options.MaxConnsPerHost (default
+// 10) keep-alive connections, UID, smtpId and raw-message lists split into
+// batches of Options.BatchSize (default 500), and up to Options.MaxRetries
+// (default 3) retries with those delays, honouring Retry-After. A retry
+// that would outlast the caller's context deadline is not attempted.
+//
+// Only operations that are safe to repeat are retried after a request may
+// have reached the provider: reads, counts, status, folder listing,
+// subscription, read/unread marking, login, password reset. Send,
+// SendWithHeader, the WithTuser sends, Forward, SaveRawMessages, Copy,
+// Move, Delete, folder creation, renaming and deletion, and provisioning
+// are retried only when the provider surely did not process them: the
+// connection could not be opened, or it answered 429. Batched operations
+// that fail part-way return a *PartialError with the number of items done.
+// An operation on an empty UID list makes no request at all.
+//
+// # Choices where the documents say "not shown"
+//
+//   - Date values: decoded from a JSON number of epoch milliseconds, a
+//     string of epoch milliseconds, yyyyMMddHHmmss (UTC), or ISO-8601 /
+//     RFC 3339 (with or without fraction and zone; without zone means UTC);
+//     null is the zero Date. Encoded as epoch milliseconds.
+//   - csvData: a base64 string (standard or URL alphabet, padding and line
+//     breaks optional) or a JSON array of byte values. Its CSV has the
+//     documented ten columns; a header row is skipped, status values lose
+//     their trailing asterisk, short rows are padded. The records land in
+//     the same DirectMessageLog type as messageLogs, and the status methods
+//     return both sources merged, whatever hasCvData says.
+//   - HTTP status codes of failures: the body decides. A documented
+//     envelope with success=false is an APIError whatever the status; 429
+//     and 5xx are temporary whatever the body; a success envelope with an
+//     error status is believed (and logged).
+//   - RecipientCollection (Forward's recipients): sent as a JSON array of
+//     Recipient; decoded from an array or an object wrapping one under
+//     "recipients", "recipient", "items" or "list".
+//   - MarkMessagesAsUnreadByUIDs and GetRawMessagesByUIDs bodies: sent as
+//     UidsRequestType, like the neighbouring UID operations.
+//   - subscribedFolderOnly and deleteForever path values: "true"/"false".
+//   - MessageDetail attachments: read from "attachmentList", or from
+//     "attachments", the name the document's prose uses once.
+//   - Unknown JSON fields are ignored everywhere; UIDs are int64, so values
+//     beyond 32 bits are kept exactly.
+//
+// # Registration sessions
+//
+// A Registrar logs in on first use, reuses the sessionId, logs in again a
+// minute before the session's 10 minutes run out, and when the provider
+// answers "011" anyway it logs in afresh and retries the call once.
+package restclient

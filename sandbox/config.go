@@ -1,0 +1,71 @@
+package sandbox
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Config is the sandbox's part of the environment (read with envconfig
+// under the prefix DIRECTBRIDGE, so Addr is DIRECTBRIDGE_SANDBOX_ADDR).
+type Config struct {
+	Addr      string `envconfig:"SANDBOX_ADDR" default:"127.0.0.1:8080" desc:"address the sandbox provider listens on (host:port)"`
+	Data      string `envconfig:"SANDBOX_DATA" desc:"directory of the sandbox database; empty: a private temporary database removed at exit"`
+	Domain    string `envconfig:"SANDBOX_DOMAIN" default:"direct.example" desc:"Direct domain the sandbox hosts"`
+	Users     string `envconfig:"SANDBOX_USERS" desc:"mailboxes to seed, as addr:password,addr:password; empty: two demo mailboxes"`
+	Reseller  string `envconfig:"SANDBOX_RESELLER" desc:"registration account to seed, as user:password; empty: a demo account"`
+	MaxBody   int64  `envconfig:"SANDBOX_MAX_BODY" default:"67108864" desc:"largest request body the sandbox accepts, in bytes"`
+	StatusCSV bool   `envconfig:"SANDBOX_STATUS_CSV" default:"false" desc:"answer status operations with csvData instead of messageLogs"`
+}
+
+// DemoPassword is the password of the demo accounts; they exist only when
+// no accounts are configured, and README names them.
+const DemoPassword = "sandbox-demo"
+
+// DemoUsers returns the demo mailboxes of domain.
+func DemoUsers(domain string) []Account {
+	return []Account{{Name: "alice@" + domain, Password: DemoPassword}, {Name: "bob@" + domain, Password: DemoPassword}}
+}
+
+// DemoReseller is the demo registration account.
+var DemoReseller = Account{Name: "reseller", Password: DemoPassword}
+
+// Options turns the configuration into Options. Demo reports whether demo
+// accounts were used (their passwords may then be shown).
+func (c Config) Options() (opts Options, demo bool, err error) {
+	opts = Options{Dir: c.Data, Domain: c.Domain, MaxBodyBytes: c.MaxBody, StatusAsCSV: c.StatusCSV}
+	if c.MaxBody < 0 {
+		return opts, false, fmt.Errorf("DIRECTBRIDGE_SANDBOX_MAX_BODY must not be negative")
+	}
+	if strings.TrimSpace(c.Users) == "" {
+		opts.Users, demo = DemoUsers(opts.Domain), true
+	} else if opts.Users, err = ParseAccounts(c.Users); err != nil {
+		return opts, false, fmt.Errorf("DIRECTBRIDGE_SANDBOX_USERS: %w", err)
+	}
+	if strings.TrimSpace(c.Reseller) == "" {
+		opts.Resellers = []Account{DemoReseller}
+	} else if opts.Resellers, err = ParseAccounts(c.Reseller); err != nil {
+		return opts, false, fmt.Errorf("DIRECTBRIDGE_SANDBOX_RESELLER: %w", err)
+	}
+	return opts, demo, nil
+}
+
+// ParseAccounts reads "name:password,name:password". A password may hold
+// colons (the first colon separates), not commas.
+func ParseAccounts(s string) ([]Account, error) {
+	var out []Account
+	for i, item := range strings.Split(s, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		name, pw, found := strings.Cut(item, ":")
+		if !found || strings.TrimSpace(name) == "" || pw == "" {
+			return nil, fmt.Errorf("entry %d: want name:password", i+1)
+		}
+		out = append(out, Account{Name: strings.TrimSpace(name), Password: pw})
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("no accounts")
+	}
+	return out, nil
+}

@@ -1,0 +1,229 @@
+package sandbox
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"time"
+	"unicode/utf8"
+
+	"github.com/directbridge/directbridge/restclient"
+)
+
+// HTTP conventions of the sandbox. The documents do not show which HTTP
+// statuses the provider uses for failures, so the sandbox answers every
+// application outcome (success or success=false with a code) with 200 and
+// the documented envelope, and uses HTTP errors only where no operation
+// could run: 400 for a body that is not JSON or not UTF-8, 413 for a body
+// over the size limit, 404 for an unknown path, 405 for a known path with
+// the wrong method, 500 for the sandbox's own failures. Those answers carry
+// the envelope too (code 3 or 4 for messaging, "010" or "999" for registration).
+
+type service int
+
+const (
+	messaging service = iota
+	registration
+)
+
+// handlerFunc carries out one operation and returns its response.
+type handlerFunc func(ctx context.Context, c *call) (any, error)
+
+// call is one request as a handler sees it.
+type call struct {
+	r    *http.Request
+	body []byte
+}
+
+// param returns a decoded path parameter.
+func (c *call) param(name string) string { return c.r.PathValue(name) }
+
+// decode reads the JSON body into v. Unknown fields are ignored, as a
+// tolerant provider would; a missing body or malformed JSON is a bad request.
+func (c *call) decode(v any) error {
+	if len(bytes.TrimSpace(c.body)) == 0 {
+		return &badBody{status: http.StatusBadRequest, msg: "request body missing"}
+	}
+	if err := json.Unmarshal(c.body, v); err != nil {
+		return &badBody{status: http.StatusBadRequest, msg: "request body is not valid JSON: " + jsonProblem(err)}
+	}
+	return nil
+}
+
+// jsonProblem describes a JSON error without echoing request content.
+func jsonProblem(err error) string {
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &se):
+		return fmt.Sprintf("syntax error at byte %d", se.Offset)
+	case errors.As(err, &te):
+		return fmt.Sprintf("field %q must be %s, not %s", te.Field, te.Type, te.Value)
+	default:
+		return "unreadable"
+	}
+}
+
+func (s *Server) routes() *http.ServeMux {
+	mux := http.NewServeMux()
+	msg := func(method, path, op string, h handlerFunc) {
+		mux.Handle(method+" "+restclient.MessagingPath+path, s.wrap(op, messaging, h))
+	}
+	msg("PUT", "/Send", "Send", s.handleSend)
+	msg("PUT", "/SendWithHeader", "SendWithHeader", s.handleSendWithHeader)
+	msg("PUT", "/Forward/{folder}", "Forward", s.handleForward)
+	msg("POST", "/GetMessageStatus/{smtpId}", "GetMessageStatus", s.handleGetMessageStatus)
+	msg("POST", "/GetMessageStatus/{$}", "GetMessageStatuses", s.handleGetMessageStatuses)
+	msg("POST", "/GetMessageStatus", "GetMessageStatuses", s.handleGetMessageStatuses)
+	msg("POST", "/GetMessageCount/{folder}", "GetMessageCount", s.handleGetMessageCount)
+	msg("POST", "/GetUnreadMessageCount/{folder}", "GetUnreadMessageCount", s.handleGetUnreadMessageCount)
+	msg("POST", "/GetDeletedMessageCount/{folder}", "GetDeletedMessageCount", s.handleGetDeletedMessageCount)
+	msg("POST", "/GetMessagesByUIDs/{folder}", "GetMessagesByUIDs", s.handleGetMessagesByUIDs)
+	msg("POST", "/GetUnreadMessages/{folder}", "GetUnreadMessages", s.handleGetUnreadMessages)
+	msg("POST", "/GetMessagesByReceivedDate/{folder}/{begin}/{end}", "GetMessagesByReceivedDate", s.handleByReceivedDate(false, false))
+	msg("POST", "/GetMessagesByReceivedDateUTC/{folder}/{begin}/{end}", "GetMessagesByReceivedDateUTC", s.handleByReceivedDate(true, false))
+	msg("POST", "/GetMessagesBySender/{folder}/{sender}", "GetMessagesBySender", s.handleGetMessagesBySender)
+	msg("POST", "/GetMessagesBySubject/{folder}/{subject}", "GetMessagesBySubject", s.handleGetMessagesBySubject)
+	msg("POST", "/GetMessages/{folder}", "GetMessages", s.handleGetMessages)
+	msg("POST", "/GetMessageMetaData/{folder}", "GetMessageMetaData", s.handleGetMessageMetaData)
+	msg("POST", "/SearchMessagesMetadataByReceivedDate/{folder}/{begin}/{end}", "SearchMessagesMetadataByReceivedDate", s.handleByReceivedDate(false, true))
+	msg("POST", "/SearchMessagesMetadataByReceivedDateUTC/{folder}/{begin}/{end}", "SearchMessagesMetadataByReceivedDateUTC", s.handleByReceivedDate(true, true))
+	msg("POST", "/GetUIDs/{folder}", "GetUIDs", s.handleGetUIDs)
+	msg("POST", "/GetFolders/{root}/{subscribedOnly}", "GetFolders", s.handleGetFolders)
+	msg("POST", "/SetFoldersSubscribed/{$}", "SetFoldersSubscribed", s.handleSetFoldersSubscribed)
+	msg("POST", "/SetFoldersSubscribed", "SetFoldersSubscribed", s.handleSetFoldersSubscribed)
+	msg("POST", "/CreateFolder/{folder}", "CreateFolder", s.handleCreateFolder)
+	msg("POST", "/MoveFolder/{folder}/{newFolder}", "MoveFolder", s.handleMoveFolder)
+	msg("POST", "/DeleteFolder/{folder}", "DeleteFolder", s.handleDeleteFolder)
+	msg("POST", "/CopyMessagesByUIDs/{folder}/{dest}", "CopyMessagesByUIDs", s.handleCopyMessages)
+	msg("POST", "/MoveMessagesByUIDs/{folder}/{dest}", "MoveMessagesByUIDs", s.handleMoveMessages)
+	msg("POST", "/DeleteMessagesByUIDs/{folder}/{deleteForever}", "DeleteMessagesByUIDs", s.handleDeleteMessages)
+	msg("POST", "/MarkMessagesAsReadByUIDs/{folder}", "MarkMessagesAsReadByUIDs", s.handleMark(false))
+	msg("POST", "/MarkMessagesAsUnreadByUIDs/{folder}", "MarkMessagesAsUnreadByUIDs", s.handleMark(true))
+	msg("POST", "/GetRawMessagesByUIDs/{folder}", "GetRawMessagesByUIDs", s.handleGetRawMessages)
+	msg("POST", "/SaveRawMessages/{folder}", "SaveRawMessages", s.handleSaveRawMessages)
+	msg("PUT", "/SendWithTuser", "SendWithTuser", s.handleSendWithTuser)
+	msg("PUT", "/SendWithHeaderWithTuser", "SendWithHeaderWithTuser", s.handleSendWithHeaderWithTuser)
+	msg("POST", "/GetMessageStatusWithTuser/{smtpId}", "GetMessageStatusWithTuser", s.handleGetMessageStatusWithTuser)
+
+	reg := func(method, path, op string, h handlerFunc) {
+		mux.Handle(method+" "+restclient.RegistrationPath+path, s.wrap(op, registration, h))
+	}
+	reg("POST", "/login", "Login", s.handleLogin)
+	reg("POST", "/ProvisionIDProofedPatient/{session}/{domain}", "ProvisionIDProofedPatient", s.handleProvision)
+	reg("POST", "/GetPatientAddressByMeta/{session}/{domain}", "GetPatientAddressByMeta", s.handleAddressByMeta)
+	reg("GET", "/GetPatientAddressByUsername/{session}/{domain}/{username}", "GetPatientAddressByUsername", s.handleAddressByUsername)
+	reg("POST", "/SetPatientsPasswords/{session}/{domain}", "SetPatientsPasswords", s.handleSetPasswords)
+
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) { s.unrouted(mux, w, r) })
+	return mux
+}
+
+// unrouted answers a path no operation has: 405 when the path exists with
+// another method, else 404; both with the service's envelope.
+func (s *Server) unrouted(mux *http.ServeMux, w http.ResponseWriter, r *http.Request) {
+	status, text := http.StatusNotFound, "no such operation"
+	for _, m := range []string{"GET", "POST", "PUT"} {
+		if m == r.Method {
+			continue
+		}
+		probe := r.Clone(r.Context())
+		probe.Method = m
+		if _, pattern := mux.Handler(probe); pattern != "/" && pattern != "" {
+			status, text = http.StatusMethodNotAllowed, "method "+r.Method+" not allowed; use "+m
+			w.Header().Set("Allow", m)
+			break
+		}
+	}
+	if bytes.HasPrefix([]byte(r.URL.Path), []byte(restclient.RegistrationPath)) {
+		writeJSON(w, status, restclient.ResellerAPIResponseType{Code: restclient.RegCodeInvalidArgument, ErrorMessage: text})
+		return
+	}
+	writeJSON(w, status, restclient.APIResponse{Code: CodeBadRequest, Message: text})
+}
+
+// wrap adds to a handler what every operation shares: the body limit and
+// checks, counting, recording, fault injection, the error envelope and a
+// log line (operation, status, duration; never bodies or paths, which hold
+// addresses, subjects and session ids).
+func (s *Server) wrap(op string, svc service, h handlerFunc) http.Handler {
+	envelope := func(code int) any {
+		return restclient.APIResponse{Code: code, Message: "injected fault"}
+	}
+	regEnv := func(code string) any {
+		return restclient.ResellerAPIResponseType{Code: code, ErrorMessage: "injected fault"}
+	}
+	if svc == registration {
+		envelope = func(int) any { return regEnv(restclient.RegCodeOther) }
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		body, readErr := s.readBody(w, r)
+		fault := s.hooks.record(op, body)
+		if fault != nil && fault.Latency > 0 {
+			t := time.NewTimer(fault.Latency)
+			select {
+			case <-t.C:
+			case <-r.Context().Done():
+				t.Stop()
+				return
+			}
+		}
+		if fault != nil && !fault.After && fault.apply(w, envelope, regEnv) {
+			return
+		}
+		var resp any
+		status := http.StatusOK
+		err := readErr
+		if err == nil {
+			resp, err = h(r.Context(), &call{r: r, body: body})
+		}
+		if err != nil {
+			if svc == registration {
+				status, resp = regEnvelope(err)
+			} else {
+				status, resp = msgEnvelope(err)
+			}
+			if status >= 500 {
+				s.log.Error("sandbox operation failed", "op", op, "err", err)
+			}
+		}
+		if fault != nil && fault.After && fault.apply(w, envelope, regEnv) {
+			return
+		}
+		writeJSON(w, status, resp)
+		s.log.LogAttrs(r.Context(), slog.LevelDebug, "sandbox request", slog.String("op", op),
+			slog.Int("status", status), slog.Duration("duration", time.Since(start)))
+	})
+}
+
+// readBody reads the whole body within the size limit and checks it is
+// UTF-8 (RFC 8259 §8.1); encoding/json would otherwise replace bad bytes
+// silently and store something other than what was sent.
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.maxBody))
+	var mbe *http.MaxBytesError
+	switch {
+	case errors.As(err, &mbe):
+		return nil, &badBody{status: http.StatusRequestEntityTooLarge,
+			msg: fmt.Sprintf("request body larger than %d bytes", s.maxBody)}
+	case err != nil:
+		return nil, &badBody{status: http.StatusBadRequest, msg: "request body could not be read"}
+	case !utf8.Valid(body):
+		return nil, &badBody{status: http.StatusBadRequest, msg: "request body is not valid UTF-8"}
+	}
+	return body, nil
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	enc.Encode(v)
+}
