@@ -91,7 +91,9 @@ func regEnvelope(err error) (int, restclient.ResellerAPIResponseType) {
 	}
 }
 
-func ok() restclient.APIResponse { return restclient.APIResponse{Success: true, Code: 0, Message: "OK"} }
+func ok() restclient.APIResponse {
+	return restclient.APIResponse{Success: true, Code: 0, Message: "OK"}
+}
 
 func regOK() restclient.ResellerAPIResponseType {
 	return restclient.ResellerAPIResponseType{Code: restclient.RegCodeSuccess, Success: true}

@@ -314,4 +314,3 @@ func uidsOf(tx *sql.Tx, folderID int64) ([]int64, error) {
 	}
 	return out, rows.Err()
 }
-
