@@ -260,17 +260,14 @@ func listFolders(tx *sql.Tx, u user, root string, subscribedOnly bool) ([]string
 	}
 	var sub map[int64]bool
 	if subscribedOnly {
-		sub = map[int64]bool{}
-		rows, err := tx.Query(`SELECT id FROM folders WHERE user_id = ? AND subscribed = 1`, u.id)
+		ids, err := column[int64](tx, `SELECT id FROM folders WHERE user_id = ? AND subscribed = 1`, u.id)
 		if err != nil {
 			return nil, err
 		}
-		for rows.Next() {
-			var id int64
-			rows.Scan(&id)
+		sub = map[int64]bool{}
+		for _, id := range ids {
 			sub[id] = true
 		}
-		rows.Close()
 	}
 	out := []string{}
 	for _, f := range tree {
@@ -298,20 +295,7 @@ func setSubscribed(tx *sql.Tx, u user, names []string, subscribed bool) ([]strin
 			return nil, err
 		}
 	}
-	rows, err := tx.Query(`SELECT name FROM folders WHERE user_id = ? AND subscribed = 1 ORDER BY name`, u.id)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	out := []string{}
-	for rows.Next() {
-		var n string
-		if err := rows.Scan(&n); err != nil {
-			return nil, err
-		}
-		out = append(out, n)
-	}
-	return out, rows.Err()
+	return column[string](tx, `SELECT name FROM folders WHERE user_id = ? AND subscribed = 1 ORDER BY name`, u.id)
 }
 
 // allocUIDs reserves n consecutive UIDs of a folder and returns the first.

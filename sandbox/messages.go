@@ -299,18 +299,5 @@ func countMessages(tx *sql.Tx, u user, folder, which string) (int, error) {
 
 // uidsOf lists a folder's UIDs in ascending order.
 func uidsOf(tx *sql.Tx, folderID int64) ([]int64, error) {
-	rows, err := tx.Query(`SELECT uid FROM messages WHERE folder_id = ? ORDER BY uid`, folderID)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	out := []int64{}
-	for rows.Next() {
-		var uid int64
-		if err := rows.Scan(&uid); err != nil {
-			return nil, err
-		}
-		out = append(out, uid)
-	}
-	return out, rows.Err()
+	return column[int64](tx, `SELECT uid FROM messages WHERE folder_id = ? ORDER BY uid`, folderID)
 }

@@ -120,3 +120,22 @@ func (s *Server) tx(ctx context.Context, fn func(*sql.Tx) error) error {
 	}
 	return nil
 }
+
+// column runs a one-column query and returns its values; never nil, so
+// an empty result is written as [] in JSON answers.
+func column[T any](tx *sql.Tx, query string, args ...any) ([]T, error) {
+	rows, err := tx.Query(query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := []T{}
+	for rows.Next() {
+		var v T
+		if err := rows.Scan(&v); err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, rows.Err()
+}
