@@ -342,8 +342,9 @@ func hasSuccessField(data []byte) bool {
 // may hold a registration sessionId, is dropped from the error chain.
 func (c *Client) transportError(ctx context.Context, op string, err error) error {
 	if ctx.Err() != nil {
-		// The caller gave up; that is its decision, not a provider fault.
-		return fmt.Errorf("restclient: %s: %w", op, ctx.Err())
+		// The caller gave up; that is its decision, not a provider fault,
+		// but the request may still have been carried out.
+		return &CanceledError{Op: op, MayHaveReached: !notSent(err), Err: ctx.Err()}
 	}
 	var uerr *url.Error
 	if errors.As(err, &uerr) {

@@ -82,6 +82,20 @@ func (e *PartialError) Error() string {
 
 func (e *PartialError) Unwrap() error { return e.Err }
 
+// CanceledError reports that the caller's context ended while a request
+// was under way. It unwraps to context.Canceled or DeadlineExceeded.
+type CanceledError struct {
+	Op string
+	// MayHaveReached is true when the request had been sent: the
+	// provider may have carried it out.
+	MayHaveReached bool
+	Err            error
+}
+
+func (e *CanceledError) Error() string { return fmt.Sprintf("restclient: %s: %v", e.Op, e.Err) }
+
+func (e *CanceledError) Unwrap() error { return e.Err }
+
 // IsAuthFailure reports an authentication failure: messaging code 1 or
 // registration code "011".
 func IsAuthFailure(err error) bool {
@@ -113,5 +127,6 @@ func IsAPIError(err error) bool {
 // gone out; callers must not claim either result.
 func OutcomeUnknown(err error) bool {
 	var te *TemporaryError
-	return errors.As(err, &te) && te.MayHaveReached
+	var ce *CanceledError
+	return errors.As(err, &te) && te.MayHaveReached || errors.As(err, &ce) && ce.MayHaveReached
 }

@@ -73,11 +73,13 @@ func (r *Registrar) with(ctx context.Context, fn func(Secret) error) error {
 			return err
 		}
 		err = fn(id)
-		if try == 0 && IsAuthFailure(err) {
-			r.drop(id)
-			continue
+		if !IsAuthFailure(err) {
+			return err
 		}
-		return err
+		r.drop(id) // refused twice or once: either way it is no good
+		if try > 0 {
+			return err
+		}
 	}
 }
 

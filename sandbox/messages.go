@@ -72,7 +72,8 @@ func headerValue(hs []restclient.MessageHeader, name string) string {
 type msgFilter struct {
 	uids       []int64 // nil: all
 	unreadOnly bool
-	from, to   int64 // received_at range in ms, inclusive; to == 0: no range
+	dated      bool  // from and to apply
+	from, to   int64 // received_at range in ms, inclusive
 	sender     string
 	subject    string
 	withRaw    bool
@@ -96,7 +97,7 @@ func loadMessages(tx *sql.Tx, folderID int64, f msgFilter) ([]storedMsg, error) 
 	if f.unreadOnly {
 		q += ` AND unread = 1`
 	}
-	if f.to != 0 {
+	if f.dated {
 		q += ` AND received_at BETWEEN ? AND ?`
 		args = append(args, f.from, f.to)
 	}

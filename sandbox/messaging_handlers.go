@@ -250,7 +250,7 @@ func (s *Server) handleByReceivedDate(utc, meta bool) handlerFunc {
 			if end.Before(begin) {
 				return msgFilter{}, errInvalid("endTime is before beginTime")
 			}
-			return msgFilter{from: begin.UnixMilli(), to: end.UnixMilli()}, nil
+			return msgFilter{dated: true, from: begin.UnixMilli(), to: end.UnixMilli()}, nil
 		})
 	}
 }
