@@ -16,7 +16,8 @@ import (
 // encoded display names): when the value is not a valid address-list, each
 // comma-separated item is read on its own, taking an angle-addr or a bare
 // addr-spec where one can be found, and items without an address are
-// skipped.
+// skipped. The results are valid UTF-8 (RFC 6532 allows UTF-8 addresses);
+// invalid bytes become U+FFFD.
 func Addresses(value string) []string {
 	value = strings.TrimSpace(value)
 	if value == "" {
@@ -34,7 +35,7 @@ func Addresses(value string) []string {
 	var out []string
 	for _, item := range splitAddressList(value) {
 		if a := liberalAddress(item); a != "" {
-			out = append(out, a)
+			out = append(out, strings.ToValidUTF8(a, "\uFFFD"))
 		}
 	}
 	return out

@@ -3,7 +3,6 @@ package mimeconv
 import (
 	"bytes"
 	"crypto/rand"
-	"encoding/base64"
 	"encoding/hex"
 	"fmt"
 	"mime"
@@ -46,15 +45,23 @@ const rfc5322Date = "Mon, 02 Jan 2006 15:04:05 -0700"
 //
 // From is msg.Sender; To and Cc list the recipients of type TO and CC
 // (types compared case-insensitively). BCC recipients are validated but
-// never written to any field (RFC 5322 §3.6.3 leaves Bcc content to the
-// implementation; the provider delivers to them without disclosing them).
+// never written to any field: RFC 5322 §3.6.3 describes removing the Bcc
+// field from the copies sent, and Direct recipients must not learn of
+// them. The Subject is RFC 2047 encoded when it is not plain ASCII, so
+// that Parse gives it back exactly.
+//
 // The body is text/plain or, with msg.HTMLBody, text/html, in UTF-8 and
-// quoted-printable. With attachments or opts.Attached the message is
-// multipart/mixed (RFC 2046 §5.1.3): the body first, then each attachment
-// base64 encoded with its content type and file name, then each attached
-// message as message/rfc822 in 7bit, 8bit or binary, never base64
-// (RFC 2046 §5.2.1). Attached messages are sent with CRLF line endings,
-// so a message stored with bare LF comes back with CRLF.
+// quoted-printable, its line breaks sent as CRLF. With attachments or
+// opts.Attached the message is multipart/mixed (RFC 2046 §5.1.3): the body
+// first, then each attachment base64 encoded with its content type
+// (application/octet-stream when empty or unparsable) and its file name
+// (RFC 2231 encoded when not ASCII, in both Content-Disposition filename
+// and Content-Type name), then each attached message. Messages, whether
+// from opts.Attached or an attachment of type message/rfc822, are sent as
+// message/rfc822 in 7bit, 8bit or binary, never base64 (RFC 2046 §5.2.1),
+// with CRLF line endings, so a message stored with bare LF comes back with
+// CRLF. Attachments of other multipart/* or message/* types, which forbid
+// base64 too, are sent as application/octet-stream.
 //
 // Errors wrap ErrInvalidOptions, ErrInvalidAddress, ErrInvalidHeader or
 // ErrInvalidAttachment.
@@ -75,7 +82,11 @@ func Compose(msg restclient.Message, opts ComposeOptions) ([]byte, error) {
 	if msg.HTMLBody {
 		bodyType = "text/html"
 	}
-	body := []byte(strings.ToValidUTF8(msg.Body, "\uFFFD"))
+	// Line breaks become CRLF before quoted-printable encoding, as RFC 2045
+	// §6.7 wants them in canonical form. Doing it here also avoids a quirk
+	// of mime/quotedprintable.Writer, which drops the LF of a CR, encoded
+	// octets, LF sequence.
+	body := toCRLF([]byte(strings.ToValidUTF8(msg.Body, "\uFFFD")))
 	bodyFields := []field{
 		{"Content-Type", mime.FormatMediaType(bodyType, map[string]string{"charset": "utf-8"})},
 		{"Content-Transfer-Encoding", "quoted-printable"},
@@ -156,7 +167,7 @@ func topFields(msg restclient.Message, opts ComposeOptions) ([]field, error) {
 		return nil, err
 	}
 
-	fs := []field{{"From", from.String()}}
+	fs := []field{{"From", formatAddresses([]*mail.Address{from})}}
 	if len(to) > 0 {
 		fs = append(fs, field{"To", formatAddresses(to)})
 	}
@@ -188,134 +199,6 @@ func validMsgID(id string) bool {
 		}
 	}
 	return true
-}
-
-// filePart is an attachment ready to write.
-type filePart struct {
-	fields []field
-	data   []byte
-}
-
-// attachmentParts decodes and describes msg.AttachmentList.
-func attachmentParts(list []restclient.Attachment) ([]filePart, error) {
-	var parts []filePart
-	for i, a := range list {
-		data, err := decodeAttachment(a.Content)
-		if err != nil {
-			return nil, fmt.Errorf("mimeconv: compose: attachment %d %q: content is not base64: %v: %w", i, a.Filename, err, ErrInvalidAttachment)
-		}
-		name := strings.ToValidUTF8(strings.TrimSpace(a.Filename), "\uFFFD")
-		mt, params, err := mime.ParseMediaType(a.ContentType)
-		switch {
-		case err != nil || !strings.Contains(mt, "/"):
-			mt, params = "application/octet-stream", nil
-		case mt == "message/rfc822":
-			parts = append(parts, messagePart(data, name))
-			continue
-		case strings.HasPrefix(mt, "multipart/") || strings.HasPrefix(mt, "message/"):
-			// These types forbid base64 (RFC 2046 §5.1, §5.2) and the
-			// content is not known to fit 7bit or 8bit, so send the bytes
-			// as opaque data.
-			mt, params = "application/octet-stream", nil
-		}
-		if params == nil {
-			params = map[string]string{}
-		}
-		delete(params, "name")
-		disp := map[string]string{}
-		if name != "" {
-			params["name"] = name
-			disp["filename"] = name
-		}
-		// mime.FormatMediaType writes non-ASCII names in RFC 2231 form.
-		ct := mime.FormatMediaType(mt, params)
-		if ct == "" {
-			ct = mime.FormatMediaType("application/octet-stream", map[string]string{"name": name})
-		}
-		parts = append(parts, filePart{
-			fields: []field{
-				{"Content-Type", ct},
-				{"Content-Disposition", mime.FormatMediaType("attachment", disp)},
-				{"Content-Transfer-Encoding", "base64"},
-			},
-			data: data,
-		})
-	}
-	return parts, nil
-}
-
-// decodeAttachment decodes the base64 content of an Attachment. Line
-// breaks and spaces, which MIME-style encoders insert, and missing padding
-// are accepted; any other deviation is an error.
-func decodeAttachment(s string) ([]byte, error) {
-	s = strings.Map(func(r rune) rune {
-		if r == ' ' || r == '\t' || r == '\r' || r == '\n' {
-			return -1
-		}
-		return r
-	}, s)
-	data, err := base64.StdEncoding.DecodeString(s)
-	if err != nil {
-		if raw, rawErr := base64.RawStdEncoding.DecodeString(s); rawErr == nil {
-			return raw, nil
-		}
-	}
-	return data, err
-}
-
-// messagePart describes an attached message (RFC 2046 §5.2.1): line
-// endings normalised to CRLF, and the Content-Transfer-Encoding 7bit, 8bit
-// or, for lines longer than 998 octets or NUL (RFC 5322 §2.1.1, RFC 2045
-// §2.7-2.8), binary; base64 is not allowed for message/rfc822.
-func messagePart(raw []byte, name string) filePart {
-	data := toCRLF(raw)
-	disp := map[string]string{}
-	if name != "" {
-		disp["filename"] = name
-	}
-	return filePart{
-		fields: []field{
-			{"Content-Type", "message/rfc822"},
-			{"Content-Disposition", mime.FormatMediaType("attachment", disp)},
-			{"Content-Transfer-Encoding", messageEncoding(data)},
-		},
-		data: data,
-	}
-}
-
-// messageEncoding returns the weakest Content-Transfer-Encoding that holds
-// data, which has CRLF line endings.
-func messageEncoding(data []byte) string {
-	enc := "7bit"
-	for _, line := range bytes.Split(data, []byte("\r\n")) {
-		if len(line) > 998 || bytes.IndexByte(line, 0) >= 0 {
-			return "binary"
-		}
-		if enc == "7bit" && !isASCII(string(line)) {
-			enc = "8bit"
-		}
-	}
-	return enc
-}
-
-// toCRLF makes every line break CRLF (RFC 5322 §2.1): bare LF and bare CR
-// become CRLF.
-func toCRLF(b []byte) []byte {
-	out := make([]byte, 0, len(b)+len(b)/32)
-	for i := 0; i < len(b); i++ {
-		switch c := b[i]; c {
-		case '\r':
-			out = append(out, '\r', '\n')
-			if i+1 < len(b) && b[i+1] == '\n' {
-				i++
-			}
-		case '\n':
-			out = append(out, '\r', '\n')
-		default:
-			out = append(out, c)
-		}
-	}
-	return out
 }
 
 // newBoundary returns a random multipart boundary (RFC 2046 §5.1.1) that is

@@ -90,11 +90,15 @@ func isASCII(s string) bool {
 }
 
 // formatAddresses formats an address-list; display names that need it are
-// RFC 2047 encoded by net/mail.
+// RFC 2047 encoded by net/mail. An address without a display name is
+// written as a bare addr-spec.
 func formatAddresses(list []*mail.Address) string {
 	s := make([]string, len(list))
 	for i, a := range list {
 		s[i] = a.String()
+		if a.Name == "" {
+			s[i] = strings.TrimSuffix(strings.TrimPrefix(s[i], "<"), ">")
+		}
 	}
 	return strings.Join(s, ", ")
 }
@@ -151,21 +155,50 @@ func plainText(s string) bool {
 
 // buildHeader makes a go-message header with the fields in the given order,
 // names written as given (field names are case-insensitive, RFC 5322
-// §1.2.2, but custom names are kept as the caller wrote them) and values
-// folded by go-message at 76 characters where possible (RFC 5322 §2.1.1).
+// §1.2.2, but custom names are kept as the caller wrote them).
 func buildHeader(fs []field) (textproto.Header, error) {
 	var h textproto.Header
 	// AddRaw inserts at the top, so add in reverse order.
 	for i := len(fs) - 1; i >= 0; i-- {
-		var one textproto.Header
-		one.Add(fs[i].name, fs[i].value)
-		var b bytes.Buffer
-		if err := textproto.WriteHeader(&b, one); err != nil {
-			return h, fmt.Errorf("mimeconv: header %q: %v: %w", fs[i].name, err, ErrInvalidHeader)
+		raw, err := foldField(fs[i].name, fs[i].value)
+		if err != nil {
+			return h, err
 		}
-		raw := b.Bytes()[:b.Len()-2] // without the empty line that ends a header
-		copy(raw, fs[i].name)         // the canonical name has the same length
 		h.AddRaw(raw)
 	}
 	return h, nil
+}
+
+// Line length limits of RFC 5322 §2.1.1.
+const (
+	foldAt     = 78  // SHOULD
+	maxLineLen = 998 // MUST
+)
+
+// foldField formats one field, folding it (RFC 5322 §2.2.3) before a space
+// wherever a line would exceed 78 characters. A word that does not fit
+// stays on its own line; a line over 998 characters is an error, because
+// breaking inside a word would change the value.
+func foldField(name, value string) ([]byte, error) {
+	if !validFieldName(name) || strings.ContainsAny(value, "\r\n") {
+		return nil, fmt.Errorf("mimeconv: header %q: %w", name, ErrInvalidHeader)
+	}
+	var b bytes.Buffer
+	b.WriteString(name)
+	b.WriteString(":")
+	lineLen := b.Len()
+	for i, word := range strings.Split(value, " ") {
+		if i > 0 && lineLen+1+len(word) > foldAt && lineLen > len(name)+1 {
+			b.WriteString("\r\n")
+			lineLen = 0
+		}
+		b.WriteString(" ")
+		b.WriteString(word)
+		lineLen += 1 + len(word)
+		if lineLen > maxLineLen {
+			return nil, fmt.Errorf("mimeconv: header %q: a word of the value is too long to fold into a %d-character line: %w", name, maxLineLen, ErrInvalidHeader)
+		}
+	}
+	b.WriteString("\r\n")
+	return b.Bytes(), nil
 }

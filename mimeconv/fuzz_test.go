@@ -1,0 +1,121 @@
+package mimeconv
+
+import (
+	"bytes"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/directbridge/directbridge/restclient"
+)
+
+// FuzzParse checks that Parse never panics and keeps its promises on any
+// input, and that Compose followed by Parse gives back any subject, body and
+// attachment bytes.
+func FuzzParse(f *testing.F) {
+	files, _ := filepath.Glob("testdata/messages/*")
+	for _, file := range files {
+		raw, err := os.ReadFile(file)
+		if err == nil && len(raw) < 8<<10 {
+			f.Add(raw, "Überweisung – Befund ✓", "line\r\nline\n", false)
+		}
+	}
+	f.Add([]byte("From: a@x.example\nContent-Type: multipart/mixed; boundary=b\n\n--b\n--b--\n"), "=?utf-8?q?x?=", "", true)
+	f.Add(nested(25), "  ", "\r\r\n\xff", false)
+
+	f.Fuzz(func(t *testing.T, raw []byte, subject, body string, html bool) {
+		checkParse(t, raw)
+		checkComposeRoundTrip(t, raw, subject, body, html)
+	})
+}
+
+func checkParse(t *testing.T, raw []byte) {
+	p, err := Parse(raw, ParseOptions{MaxDepth: 8, MaxParts: 64})
+	if err != nil {
+		if !errors.Is(err, ErrNoHeader) && !errors.Is(err, ErrTooComplex) {
+			t.Fatalf("unexpected error: %v", err)
+		}
+		if p != nil {
+			t.Fatalf("result with error")
+		}
+		return
+	}
+	texts := []string{p.Sender, p.Subject, p.Body, p.MessageID, p.ReplyTo}
+	for _, h := range p.Headers {
+		texts = append(texts, h.Name, h.Value)
+	}
+	for _, a := range p.Attachments {
+		texts = append(texts, a.Filename, a.ContentType)
+		if _, err := base64.StdEncoding.DecodeString(a.Content); err != nil {
+			t.Fatalf("attachment content is not base64: %v", err)
+		}
+		if a.Filename == "" || a.ContentType == "" {
+			t.Fatalf("attachment without name or type: %q %q", a.Filename, a.ContentType)
+		}
+	}
+	for _, r := range p.Recipients {
+		texts = append(texts, r.Email)
+	}
+	for _, s := range texts {
+		if !utf8.ValidString(s) {
+			t.Fatalf("invalid UTF-8: %q", s)
+		}
+	}
+	if len(p.Headers) == 0 {
+		t.Fatalf("no headers and no error")
+	}
+
+	meta, err := Parse(raw, ParseOptions{SkipBodies: true})
+	if err != nil {
+		t.Fatalf("SkipBodies failed where a full parse did not: %v", err)
+	}
+	p.Body, p.HTMLBody, p.Attachments = "", false, nil
+	if fmt.Sprint(*meta) != fmt.Sprint(*p) {
+		t.Fatalf("SkipBodies gives other header fields")
+	}
+}
+
+func checkComposeRoundTrip(t *testing.T, attachment []byte, subject, body string, html bool) {
+	msg := restclient.Message{
+		Sender:     "alice@direct.example",
+		Subject:    subject,
+		Body:       body,
+		HTMLBody:   html,
+		Recipients: []restclient.Recipient{{Email: "bob@direct.example", Type: restclient.TO}},
+	}
+	if len(attachment)%2 == 1 { // half of the inputs also carry an attachment
+		msg.AttachmentList = []restclient.Attachment{{
+			Content: base64.StdEncoding.EncodeToString(attachment), ContentType: "application/octet-stream", Filename: "f.bin",
+		}}
+	}
+	raw, err := Compose(msg, ComposeOptions{MessageID: "fuzz@direct.example", Date: testDate})
+	if err != nil {
+		t.Fatalf("Compose: %v", err)
+	}
+	p, err := Parse(raw, ParseOptions{})
+	if err != nil {
+		t.Fatalf("Parse of Compose output: %v", err)
+	}
+	if want := strings.ToValidUTF8(subject, "\uFFFD"); p.Subject != want {
+		t.Fatalf("Subject = %q, want %q", p.Subject, want)
+	}
+	want := strings.ToValidUTF8(body, "\uFFFD")
+	want = strings.ReplaceAll(strings.ReplaceAll(want, "\r\n", "\n"), "\r", "\n")
+	if p.Body != want || p.HTMLBody != html {
+		t.Fatalf("Body = %q html=%v, want %q html=%v", p.Body, p.HTMLBody, want, html)
+	}
+	if len(p.Attachments) != len(msg.AttachmentList) {
+		t.Fatalf("%d attachments, want %d", len(p.Attachments), len(msg.AttachmentList))
+	}
+	if len(p.Attachments) == 1 {
+		got, _ := base64.StdEncoding.DecodeString(p.Attachments[0].Content)
+		if !bytes.Equal(got, attachment) || p.Attachments[0].Filename != "f.bin" {
+			t.Fatalf("attachment changed")
+		}
+	}
+}
