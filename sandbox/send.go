@@ -84,7 +84,10 @@ func (s *Server) send(tx *sql.Tx, from user, out outgoing) (string, error) {
 	smtpID := newSMTPID(from.address)
 	raw, err := mimeconv.Compose(msg, mimeconv.ComposeOptions{MessageID: smtpID, Date: now, Headers: out.headers, Attached: out.attached})
 	if err != nil {
-		if errors.Is(err, mimeconv.ErrInvalidHeader) || errors.Is(err, mimeconv.ErrInvalidAttachment) {
+		switch {
+		case errors.Is(err, mimeconv.ErrInvalidAddress):
+			return "", errAddress("%v", err)
+		case errors.Is(err, mimeconv.ErrInvalidHeader), errors.Is(err, mimeconv.ErrInvalidAttachment):
 			return "", errInvalid("%v", err)
 		}
 		return "", err
