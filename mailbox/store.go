@@ -1,0 +1,95 @@
+package mailbox
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	_ "modernc.org/sqlite" // pure-Go SQLite, so builds stay CGO_ENABLED=0
+)
+
+// Store is the bridge's own state, kept in SQLite in the data directory:
+// what the provider does not keep but mail clients need. It holds no
+// message content: no bodies, subjects or attachment names.
+type Store struct {
+	db *sql.DB
+}
+
+const storeSchema = `
+CREATE TABLE IF NOT EXISTS sent (
+	id          INTEGER PRIMARY KEY,
+	username    TEXT NOT NULL COLLATE NOCASE,
+	smtp_id     TEXT NOT NULL,
+	message_id  TEXT NOT NULL,
+	sent_at     INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS sent_by_message_id ON sent (username, message_id);
+CREATE INDEX IF NOT EXISTS sent_by_smtp_id ON sent (smtp_id);
+`
+
+// OpenStore opens (creating if needed) the state store in dir.
+func OpenStore(dir string) (*Store, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("mailbox: state directory: %w", err)
+	}
+	path := filepath.Join(dir, "state.db")
+	dsn := "file:" + (&url.URL{Path: path}).EscapedPath() +
+		"?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)"
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("mailbox: opening state store: %w", err)
+	}
+	db.SetMaxOpenConns(1)
+	if _, err := db.Exec(storeSchema); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("mailbox: creating state store: %w", err)
+	}
+	return &Store{db: db}, nil
+}
+
+// Close closes the store.
+func (s *Store) Close() error { return s.db.Close() }
+
+// SentRecord links a message the bridge submitted to what the provider
+// made of it.
+type SentRecord struct {
+	Username  string
+	SmtpID    string // the provider's id of the sent message
+	MessageID string // the Message-ID the client wrote, with angle brackets
+	SentAt    time.Time
+}
+
+// RecordSent remembers a submitted message. The IMAP front uses it to
+// recognise a client's APPEND of its own copy to Sent (the provider files
+// one already); delivery status builds on it.
+func (s *Store) RecordSent(ctx context.Context, r SentRecord) error {
+	_, err := s.db.ExecContext(ctx, `INSERT INTO sent (username, smtp_id, message_id, sent_at) VALUES (?, ?, ?, ?)`,
+		strings.ToLower(r.Username), r.SmtpID, r.MessageID, r.SentAt.UnixMilli())
+	if err != nil {
+		return fmt.Errorf("mailbox: recording sent message: %w", err)
+	}
+	return nil
+}
+
+// FindSent returns the latest record of user's message with messageID
+// sent at or after since, or ok false.
+func (s *Store) FindSent(ctx context.Context, username, messageID string, since time.Time) (rec SentRecord, ok bool, err error) {
+	var at int64
+	err = s.db.QueryRowContext(ctx, `SELECT username, smtp_id, message_id, sent_at FROM sent
+		WHERE username = ? AND message_id = ? AND sent_at >= ? ORDER BY sent_at DESC LIMIT 1`,
+		strings.ToLower(username), messageID, since.UnixMilli()).Scan(&rec.Username, &rec.SmtpID, &rec.MessageID, &at)
+	if errors.Is(err, sql.ErrNoRows) {
+		return SentRecord{}, false, nil
+	}
+	if err != nil {
+		return SentRecord{}, false, fmt.Errorf("mailbox: looking up sent message: %w", err)
+	}
+	rec.SentAt = time.UnixMilli(at).UTC()
+	return rec, true, nil
+}

@@ -1,0 +1,157 @@
+package mailbox_test
+
+import (
+	"context"
+	"errors"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/directbridge/directbridge/mailbox"
+	"github.com/directbridge/directbridge/restclient"
+	"github.com/directbridge/directbridge/sandbox"
+)
+
+const alice, pw = "alice@direct.example", restclient.Secret("alice-password")
+
+// newProvider starts a sandbox over real HTTP and a client for it.
+func newProvider(t *testing.T) (*sandbox.Server, *restclient.Client) {
+	t.Helper()
+	srv, err := sandbox.Open(sandbox.Options{
+		Users:     []sandbox.Account{{Name: alice, Password: string(pw)}, {Name: "bob@direct.example", Password: "bob-password"}},
+		Resellers: []sandbox.Account{{Name: "tuser", Password: "tuser-password"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv)
+	t.Cleanup(func() { hs.Close(); srv.Close() })
+	c, err := restclient.New(restclient.Options{BaseURL: hs.URL, MaxRetries: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return srv, c
+}
+
+func TestVerifierSharesOneCheck(t *testing.T) {
+	srv, c := newProvider(t)
+	v := mailbox.NewVerifier(c, time.Minute)
+	var wg sync.WaitGroup
+	errs := make(chan error, 5)
+	for range 5 { // Thunderbird's five connections
+		wg.Add(1)
+		go func() { defer wg.Done(); errs <- v.Verify(context.Background(), alice, pw) }()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := v.Verify(context.Background(), alice, pw); err != nil {
+		t.Fatal(err)
+	}
+	if n := srv.Calls("GetMessageCount"); n != 1 {
+		t.Fatalf("%d REST calls for six logins; want 1", n)
+	}
+}
+
+func TestVerifierRefusesAndDoesNotRemember(t *testing.T) {
+	srv, c := newProvider(t)
+	v := mailbox.NewVerifier(c, time.Minute)
+	for range 2 {
+		if err := v.Verify(context.Background(), alice, "wrong"); !errors.Is(err, mailbox.ErrAuthFailed) {
+			t.Fatalf("wrong password: %v; want ErrAuthFailed", err)
+		}
+	}
+	if n := srv.Calls("GetMessageCount"); n != 2 {
+		t.Fatalf("%d calls; failures must not be cached", n)
+	}
+	// A success for alice does not let another password in.
+	if err := v.Verify(context.Background(), alice, pw); err != nil {
+		t.Fatal(err)
+	}
+	if err := v.Verify(context.Background(), alice, pw+"x"); !errors.Is(err, mailbox.ErrAuthFailed) {
+		t.Fatalf("other password after success: %v", err)
+	}
+	if err := v.Verify(context.Background(), "", ""); !errors.Is(err, mailbox.ErrAuthFailed) {
+		t.Fatalf("empty credentials: %v", err)
+	}
+}
+
+func TestVerifierProviderDownIsUnavailable(t *testing.T) {
+	srv, c := newProvider(t)
+	v := mailbox.NewVerifier(c, time.Minute)
+	for _, f := range []sandbox.Fault{{Status: 503}, {Malformed: true}, {Reset: true}, {Code: 4}} {
+		srv.InjectFault("GetMessageCount", f)
+		err := v.Verify(context.Background(), alice, pw)
+		if !errors.Is(err, mailbox.ErrUnavailable) || errors.Is(err, mailbox.ErrAuthFailed) {
+			t.Errorf("fault %+v: %v; want ErrUnavailable", f, err)
+		}
+	}
+	srv.ClearFaults()
+	if err := v.Verify(context.Background(), alice, pw); err != nil {
+		t.Fatalf("provider back: %v", err)
+	}
+}
+
+func TestVerifierExpires(t *testing.T) {
+	srv, c := newProvider(t)
+	v := mailbox.NewVerifier(c, 20*time.Millisecond)
+	if err := v.Verify(context.Background(), alice, pw); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(30 * time.Millisecond)
+	if err := v.Verify(context.Background(), alice, pw); err != nil {
+		t.Fatal(err)
+	}
+	if n := srv.Calls("GetMessageCount"); n != 2 {
+		t.Fatalf("%d calls; an expired success must be checked again", n)
+	}
+}
+
+func TestVerifierTuser(t *testing.T) {
+	_, c := newProvider(t)
+	v := mailbox.NewVerifier(c, time.Minute)
+	ctx := context.Background()
+	if err := v.VerifyTuser(ctx, "tuser", "tuser-password", alice); err != nil {
+		t.Fatalf("T-user: %v", err)
+	}
+	if err := v.VerifyTuser(ctx, "tuser", "wrong", alice); !errors.Is(err, mailbox.ErrAuthFailed) {
+		t.Fatalf("T-user wrong password: %v", err)
+	}
+	if err := v.VerifyTuser(ctx, "tuser", "tuser-password", "nobody@elsewhere.example"); !errors.Is(err, mailbox.ErrAddress) {
+		t.Fatalf("T-user unknown directAddr: %v", err)
+	}
+}
+
+func TestStoreSentRecords(t *testing.T) {
+	dir := t.TempDir()
+	s, err := mailbox.OpenStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	if err := s.RecordSent(ctx, mailbox.SentRecord{Username: "Alice@Direct.Example", SmtpID: "abc@direct.example", MessageID: "<m1@client>", SentAt: at}); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	s, err = mailbox.OpenStore(dir) // survives a restart
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	rec, ok, err := s.FindSent(ctx, alice, "<m1@client>", at.Add(-time.Hour))
+	if err != nil || !ok || rec.SmtpID != "abc@direct.example" || !rec.SentAt.Equal(at) {
+		t.Fatalf("FindSent = %+v, %v, %v", rec, ok, err)
+	}
+	if _, ok, _ := s.FindSent(ctx, alice, "<m1@client>", at.Add(time.Second)); ok {
+		t.Fatal("a record older than since was found")
+	}
+	if _, ok, _ := s.FindSent(ctx, "bob@direct.example", "<m1@client>", time.Time{}); ok {
+		t.Fatal("another user's record was found")
+	}
+}
