@@ -9,7 +9,7 @@ import (
 // under the prefix DIRECTBRIDGE, so Addr is DIRECTBRIDGE_SANDBOX_ADDR).
 type Config struct {
 	Addr      string `envconfig:"SANDBOX_ADDR" default:"127.0.0.1:8080" desc:"address the sandbox provider listens on (host:port)"`
-	Data      string `envconfig:"SANDBOX_DATA" desc:"directory of the sandbox database; empty: a private temporary database removed at exit"`
+	Data      string `envconfig:"SANDBOX_DATA" desc:"directory of the sandbox database; empty: DATA_DIR/sandbox for the bridge, a temporary database removed at exit for the sandbox command"`
 	Domain    string `envconfig:"SANDBOX_DOMAIN" default:"direct.example" desc:"Direct domain the sandbox hosts"`
 	Users     string `envconfig:"SANDBOX_USERS" desc:"mailboxes to seed, as addr:password,addr:password; empty: two demo mailboxes"`
 	Reseller  string `envconfig:"SANDBOX_RESELLER" desc:"registration account to seed, as user:password; empty: a demo account"`

@@ -3,7 +3,8 @@
 //
 // Usage:
 //
-//	directbridge sandbox   run the sandbox provider (both REST services)
+//	directbridge [serve]   run the bridge (on the embedded sandbox without DIRECTBRIDGE_API_URL)
+//	directbridge sandbox   run the sandbox provider alone (both REST services)
 //	directbridge version   print the version
 //	directbridge help      list every environment variable with its default
 //
@@ -26,6 +27,7 @@ import (
 
 	"github.com/kelseyhightower/envconfig"
 
+	"github.com/directbridge/directbridge/bridge"
 	"github.com/directbridge/directbridge/sandbox"
 )
 
@@ -48,11 +50,13 @@ func main() {
 // run executes a subcommand and returns the exit status: 0 success,
 // 1 failure while running, 2 bad usage or configuration.
 func run(args []string, stdout, stderr io.Writer) int {
-	cmd := "help"
+	cmd := "serve"
 	if len(args) > 0 {
 		cmd = args[0]
 	}
 	switch cmd {
+	case "serve":
+		return runServe(stdout, stderr)
 	case "sandbox":
 		return runSandbox(stdout, stderr)
 	case "version", "-version", "--version":
@@ -72,7 +76,9 @@ func usage(w io.Writer) {
 	fmt.Fprint(w, `directbridge bridges mail software (IMAP, SMTP) to a Direct provider's REST API.
 
 Commands:
-  sandbox   run the local sandbox provider (messaging and registration REST services)
+  serve     run the bridge (the default); without DIRECTBRIDGE_API_URL it runs on
+            an embedded sandbox provider with demo mailboxes
+  sandbox   run the local sandbox provider alone (messaging and registration REST services)
   version   print the version
   help      print this help
 
@@ -81,7 +87,7 @@ Configuration is read from these environment variables:
 `)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "VARIABLE\tDEFAULT\tMEANING")
-	for _, spec := range []any{&commonConfig{}, &sandbox.Config{}} {
+	for _, spec := range []any{&commonConfig{}, &bridge.Config{}} {
 		envconfig.Usagef(envPrefix, spec, tw, "{{range .}}{{usage_key .}}\t{{usage_default .}}\t{{usage_description .}}\n{{end}}")
 	}
 	tw.Flush()
@@ -120,12 +126,12 @@ func newLogger(c commonConfig, w io.Writer) (*slog.Logger, error) {
 	return nil, fmt.Errorf("DIRECTBRIDGE_LOG_FORMAT: %q is not text or json", c.LogFormat)
 }
 
-// runSandbox serves the sandbox provider until SIGINT or SIGTERM.
-func runSandbox(stdout, stderr io.Writer) int {
+// readConfig fills specs from the environment and builds the logger. It
+// prints one line per problem and reports whether there was none.
+func readConfig(stderr io.Writer, specs ...any) (*slog.Logger, bool) {
 	var common commonConfig
-	var cfg sandbox.Config
 	var problems []string
-	for _, spec := range []any{&common, &cfg} {
+	for _, spec := range append([]any{&common}, specs...) {
 		if err := envconfig.Process(envPrefix, spec); err != nil {
 			problems = append(problems, err.Error())
 		}
@@ -134,14 +140,45 @@ func runSandbox(stdout, stderr io.Writer) int {
 	if err != nil {
 		problems = append(problems, err.Error())
 	}
+	for _, p := range problems {
+		fmt.Fprintln(stderr, "directbridge: configuration:", p)
+	}
+	return log, len(problems) == 0
+}
+
+// runServe runs the bridge until SIGINT or SIGTERM.
+func runServe(stdout, stderr io.Writer) int {
+	var cfg bridge.Config
+	log, ok := readConfig(stderr, &cfg)
+	if !ok {
+		return 2
+	}
+	b, err := bridge.New(cfg, log, stdout)
+	if err != nil {
+		for _, line := range strings.Split(err.Error(), "\n") {
+			fmt.Fprintln(stderr, "directbridge:", line)
+		}
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := b.Run(ctx); err != nil {
+		fmt.Fprintln(stderr, "directbridge:", err)
+		return 1
+	}
+	return 0
+}
+
+// runSandbox serves the sandbox provider until SIGINT or SIGTERM.
+func runSandbox(stdout, stderr io.Writer) int {
+	var cfg sandbox.Config
+	log, ok := readConfig(stderr, &cfg)
+	if !ok {
+		return 2
+	}
 	opts, demo, err := cfg.Options()
 	if err != nil {
-		problems = append(problems, err.Error())
-	}
-	if len(problems) > 0 {
-		for _, p := range problems {
-			fmt.Fprintln(stderr, "directbridge: configuration:", p)
-		}
+		fmt.Fprintln(stderr, "directbridge: configuration:", err)
 		return 2
 	}
 	opts.Logger = log

@@ -1,0 +1,255 @@
+package bridge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/directbridge/directbridge/mailbox"
+	"github.com/directbridge/directbridge/restclient"
+	"github.com/directbridge/directbridge/sandbox"
+	"github.com/directbridge/directbridge/smtpbackend"
+)
+
+// shutdownGrace bounds a clean stop: SMTP transactions in DATA get this
+// long to be answered.
+const shutdownGrace = 30 * time.Second
+
+// Bridge is the whole daemon: the protocol listeners, the state store, and
+// (without a provider URL) the embedded sandbox provider.
+type Bridge struct {
+	cfg Config
+	log *slog.Logger
+	out io.Writer
+
+	sandbox   *sandbox.Server
+	sandboxL  net.Listener
+	demo      bool
+	client    *restclient.Client
+	store     *mailbox.Store
+	certs     *certSource
+	smtp      *smtpbackend.Server
+	listeners []namedListener
+}
+
+type namedListener struct {
+	name  string
+	l     net.Listener
+	serve func(net.Listener) error
+}
+
+// New validates cfg, opens the state store (and the embedded sandbox when
+// cfg.APIURL is empty) and binds every listener, so that address problems
+// show before Run. Banner lines (addresses, demo credentials, certificate
+// fingerprint; never a configured secret) go to out.
+func New(cfg Config, log *slog.Logger, out io.Writer) (*Bridge, error) {
+	if errs := cfg.Validate(); len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if out == nil {
+		out = io.Discard
+	}
+	if cfg.DataDir == "" {
+		cfg.DataDir = DefaultDataDir()
+	}
+	b := &Bridge{cfg: cfg, log: log, out: out}
+	if err := b.open(); err != nil {
+		b.close()
+		return nil, err
+	}
+	return b, nil
+}
+
+func (b *Bridge) open() error {
+	apiURL := b.cfg.APIURL
+	if apiURL == "" {
+		opts, demo, err := b.cfg.SandboxConfig.Options()
+		if err != nil {
+			return err
+		}
+		if opts.Dir == "" {
+			opts.Dir = filepath.Join(b.cfg.DataDir, "sandbox")
+		}
+		opts.Logger = b.log.With("component", "sandbox")
+		if b.sandbox, err = sandbox.Open(opts); err != nil {
+			return err
+		}
+		b.demo = demo
+		l, err := net.Listen("tcp", b.cfg.SandboxConfig.Addr)
+		if err != nil {
+			// The embedded provider need not be reachable from outside;
+			// a busy port is no reason to fail.
+			b.log.Warn("sandbox address busy, using a free loopback port", "addr", b.cfg.SandboxConfig.Addr)
+			if l, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
+				return fmt.Errorf("embedded sandbox: %w", err)
+			}
+		}
+		b.sandboxL = l
+		apiURL = "http://" + l.Addr().String()
+	}
+	var err error
+	b.client, err = restclient.New(restclient.Options{
+		BaseURL:        apiURL,
+		RateLimit:      b.cfg.APIRateLimit,
+		BatchSize:      b.cfg.APIBatchSize,
+		RequestTimeout: b.cfg.APITimeout,
+		Logger:         b.log.With("component", "restclient"),
+		UserAgent:      "directbridge",
+	})
+	if err != nil {
+		return err
+	}
+	if b.store, err = mailbox.OpenStore(b.cfg.DataDir); err != nil {
+		return err
+	}
+	certFile, keyFile := b.cfg.TLSCert, b.cfg.TLSKey
+	if certFile == "" {
+		if certFile, keyFile, err = selfSigned(b.cfg.DataDir); err != nil {
+			return fmt.Errorf("self-signed certificate: %w", err)
+		}
+	}
+	if b.certs, err = loadCertSource(certFile, keyFile); err != nil {
+		return err
+	}
+	b.smtp, err = smtpbackend.New(smtpbackend.Config{
+		Client:            b.client,
+		Verifier:          mailbox.NewVerifier(b.client, 0),
+		Store:             b.store,
+		TLSConfig:         b.certs.tlsConfig(),
+		AllowInsecureAuth: b.cfg.AllowInsecureAuth,
+		MaxMessageBytes:   b.cfg.SMTPMaxMessageBytes,
+		MaxRecipients:     b.cfg.SMTPMaxRecipients,
+		Logger:            b.log.With("component", "smtp"),
+	})
+	if err != nil {
+		return err
+	}
+	for _, ln := range []struct {
+		name, addr string
+		serve      func(net.Listener) error
+	}{
+		{"SMTP submission (STARTTLS)", b.cfg.SMTPAddr, b.smtp.ServeSubmission},
+		{"SMTP submission (TLS)", b.cfg.SMTPSAddr, b.smtp.ServeImplicitTLS},
+	} {
+		if ln.addr == Off {
+			continue
+		}
+		l, err := net.Listen("tcp", ln.addr)
+		if err != nil {
+			return fmt.Errorf("%s: %w", ln.name, err)
+		}
+		b.listeners = append(b.listeners, namedListener{ln.name, l, ln.serve})
+	}
+	return nil
+}
+
+// Sandbox returns the embedded sandbox provider, or nil when the bridge
+// talks to a real provider.
+func (b *Bridge) Sandbox() *sandbox.Server { return b.sandbox }
+
+// Addr returns the bound address of the listener whose name starts with
+// prefix (e.g. "SMTP submission (STARTTLS)"), or "".
+func (b *Bridge) Addr(name string) string {
+	for _, l := range b.listeners {
+		if l.name == name {
+			return l.l.Addr().String()
+		}
+	}
+	return ""
+}
+
+// Run serves until ctx ends, then stops accepting, lets SMTP transactions
+// finish within a bounded time, and closes everything. It returns nil
+// after a clean stop.
+func (b *Bridge) Run(ctx context.Context) error {
+	b.banner()
+	errc := make(chan error, len(b.listeners)+1)
+	// The embedded provider stops last: sends in flight still need it.
+	sandboxCtx, stopSandbox := context.WithCancel(context.Background())
+	defer stopSandbox()
+	sandboxDone := make(chan struct{})
+	if b.sandbox != nil {
+		go func() {
+			defer close(sandboxDone)
+			if err := b.sandbox.Serve(sandboxCtx, b.sandboxL); err != nil {
+				errc <- fmt.Errorf("embedded sandbox: %w", err)
+			}
+		}()
+	} else {
+		close(sandboxDone)
+	}
+	var wg sync.WaitGroup
+	for _, nl := range b.listeners {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := nl.serve(nl.l); err != nil {
+				errc <- fmt.Errorf("%s: %w", nl.name, err)
+			}
+		}()
+	}
+	var runErr error
+	select {
+	case <-ctx.Done():
+	case runErr = <-errc:
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+	defer cancel()
+	if err := b.smtp.Shutdown(sctx); err != nil {
+		b.log.Warn("smtp shutdown", "err", err)
+	}
+	wg.Wait()
+	stopSandbox()
+	<-sandboxDone
+	b.close()
+	return runErr
+}
+
+func (b *Bridge) close() {
+	for _, l := range b.listeners {
+		l.l.Close()
+	}
+	if b.sandboxL != nil {
+		b.sandboxL.Close()
+	}
+	if b.sandbox != nil {
+		b.sandbox.Close()
+	}
+	if b.store != nil {
+		b.store.Close()
+	}
+}
+
+// banner prints what a user needs to connect a mail client.
+func (b *Bridge) banner() {
+	w := b.out
+	fmt.Fprintln(w, "directbridge is running")
+	if b.sandbox != nil {
+		fmt.Fprintf(w, "  provider:      embedded sandbox at http://%s (mail kept in %s)\n", b.sandboxL.Addr(), b.sandbox.Dir())
+	} else {
+		fmt.Fprintf(w, "  provider:      %s\n", b.cfg.APIURL)
+	}
+	for _, l := range b.listeners {
+		fmt.Fprintf(w, "  %-28s %s\n", l.name+":", l.l.Addr())
+	}
+	fmt.Fprintf(w, "  TLS certificate SHA-256:     %s\n", b.certs.fingerprint())
+	if b.sandbox != nil {
+		opts, _, _ := b.cfg.SandboxConfig.Options()
+		for _, u := range opts.Users {
+			if b.demo {
+				fmt.Fprintf(w, "  demo mailbox:                %s  password %s\n", u.Name, u.Password)
+			} else {
+				fmt.Fprintf(w, "  mailbox:                     %s\n", u.Name)
+			}
+		}
+	}
+}

@@ -1,0 +1,92 @@
+package bridge
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/directbridge/directbridge/sandbox"
+)
+
+// Off disables a listener when given as its address.
+const Off = "off"
+
+// Config is the bridge's configuration, read from the environment with
+// envconfig under the prefix DIRECTBRIDGE (so APIURL is DIRECTBRIDGE_API_URL).
+type Config struct {
+	APIURL string `envconfig:"API_URL" desc:"provider base URL (https://...); empty: run the embedded sandbox provider"`
+
+	DataDir string `envconfig:"DATA_DIR" desc:"directory for the state store, the generated TLS certificate and the embedded sandbox's mail; default $XDG_STATE_HOME/directbridge or ~/.local/state/directbridge"`
+
+	SMTPAddr  string `envconfig:"SMTP_ADDR" default:"127.0.0.1:1587" desc:"SMTP submission listener with STARTTLS (host:port or off)"`
+	SMTPSAddr string `envconfig:"SMTPS_ADDR" default:"127.0.0.1:1465" desc:"SMTP submission listener with implicit TLS (host:port or off)"`
+
+	TLSCert string `envconfig:"TLS_CERT" desc:"PEM certificate file for STARTTLS and TLS; empty: a self-signed certificate for localhost in the data directory"`
+	TLSKey  string `envconfig:"TLS_KEY" desc:"PEM private key file matching DIRECTBRIDGE_TLS_CERT"`
+
+	AllowInsecureAuth bool `envconfig:"ALLOW_INSECURE_AUTH" default:"false" desc:"offer password authentication without TLS on non-loopback listeners (loopback always may)"`
+
+	SMTPMaxMessageBytes int64 `envconfig:"SMTP_MAX_MESSAGE_BYTES" default:"52428800" desc:"largest message accepted by SMTP, in bytes (advertised as SIZE)"`
+	SMTPMaxRecipients   int   `envconfig:"SMTP_MAX_RECIPIENTS" default:"100" desc:"most recipients of one SMTP message"`
+
+	APIRateLimit float64       `envconfig:"API_RATE_LIMIT" default:"100" desc:"most REST requests per second to the provider"`
+	APIBatchSize int           `envconfig:"API_BATCH_SIZE" default:"500" desc:"most UIDs per REST request"`
+	APITimeout   time.Duration `envconfig:"API_TIMEOUT" default:"60s" desc:"time limit of one REST request"`
+
+	// The embedded sandbox, used when APIURL is empty; its variables are
+	// DIRECTBRIDGE_SANDBOX_*.
+	SandboxConfig
+}
+
+// SandboxConfig is the embedded sandbox's part of Config.
+type SandboxConfig = sandbox.Config
+
+// DefaultDataDir is the per-user state directory.
+func DefaultDataDir() string {
+	if d := os.Getenv("XDG_STATE_HOME"); d != "" {
+		return filepath.Join(d, "directbridge")
+	}
+	if home, err := os.UserHomeDir(); err == nil {
+		return filepath.Join(home, ".local", "state", "directbridge")
+	}
+	return filepath.Join(os.TempDir(), "directbridge")
+}
+
+// Validate returns one error per problem, each naming its variable.
+func (c *Config) Validate() []error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if c.APIURL != "" && !strings.HasPrefix(c.APIURL, "https://") && !strings.HasPrefix(c.APIURL, "http://") {
+		bad("DIRECTBRIDGE_API_URL: %q is not an http(s) URL", c.APIURL)
+	}
+	for name, addr := range map[string]string{"DIRECTBRIDGE_SMTP_ADDR": c.SMTPAddr, "DIRECTBRIDGE_SMTPS_ADDR": c.SMTPSAddr} {
+		if addr == Off {
+			continue
+		}
+		if _, port, err := net.SplitHostPort(addr); err != nil || port == "" {
+			bad("%s: %q is not host:port or off", name, addr)
+		}
+	}
+	if (c.TLSCert == "") != (c.TLSKey == "") {
+		bad("DIRECTBRIDGE_TLS_CERT and DIRECTBRIDGE_TLS_KEY must be set together")
+	}
+	if c.SMTPMaxMessageBytes <= 0 {
+		bad("DIRECTBRIDGE_SMTP_MAX_MESSAGE_BYTES must be positive")
+	}
+	if c.SMTPMaxRecipients <= 0 {
+		bad("DIRECTBRIDGE_SMTP_MAX_RECIPIENTS must be positive")
+	}
+	if c.APIBatchSize < 1 || c.APIBatchSize > 500 {
+		bad("DIRECTBRIDGE_API_BATCH_SIZE must be between 1 and 500 (the provider's guideline)")
+	}
+	if c.APITimeout <= 0 {
+		bad("DIRECTBRIDGE_API_TIMEOUT must be positive")
+	}
+	if c.APIRateLimit <= 0 {
+		bad("DIRECTBRIDGE_API_RATE_LIMIT must be positive")
+	}
+	return errs
+}

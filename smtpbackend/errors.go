@@ -1,0 +1,106 @@
+package smtpbackend
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/emersion/go-smtp"
+
+	"github.com/directbridge/directbridge/mailbox"
+	"github.com/directbridge/directbridge/mimeconv"
+	"github.com/directbridge/directbridge/restclient"
+)
+
+// This file is the one place where errors become SMTP replies (RFC 5321
+// §4.2, enhanced codes RFC 3463). The rule that matters most: nothing is
+// answered 250 unless the provider answered success, and anything that may
+// succeed later is 4xx so the client keeps the message and retries.
+
+func reply(code int, enh smtp.EnhancedCode, msg string) *smtp.SMTPError {
+	return &smtp.SMTPError{Code: code, EnhancedCode: enh, Message: msg}
+}
+
+var (
+	errAuthRequired = reply(530, smtp.EnhancedCode{5, 7, 0}, "Authentication required") // RFC 4954 §6
+	errAuthFailed   = reply(535, smtp.EnhancedCode{5, 7, 8}, "Authentication credentials invalid")
+	errAuthTempFail = reply(454, smtp.EnhancedCode{4, 7, 0}, "Temporary authentication failure: the provider cannot be reached")
+	errBadAddress   = reply(501, smtp.EnhancedCode{5, 1, 3}, "Bad recipient address syntax")
+)
+
+// senderRefused answers a MAIL FROM or From header that is not the
+// authenticated Direct address.
+func senderRefused(sender string) *smtp.SMTPError {
+	return reply(553, smtp.EnhancedCode{5, 7, 1}, fmt.Sprintf("Sender must be <%s>, the authenticated Direct address", sender))
+}
+
+// authReply maps a credential check failure.
+func authReply(err error) *smtp.SMTPError {
+	switch {
+	case errors.Is(err, mailbox.ErrAuthFailed):
+		return errAuthFailed
+	case errors.Is(err, mailbox.ErrAddress):
+		return reply(535, smtp.EnhancedCode{5, 7, 8}, "Authorization identity is not a Direct address you may act for")
+	default:
+		return errAuthTempFail
+	}
+}
+
+// dataReply maps a failure to take a message: conversion or the provider.
+func dataReply(err error) *smtp.SMTPError {
+	var se *smtp.SMTPError
+	var ce *ConvertError
+	var ae *restclient.APIError
+	switch {
+	case errors.As(err, &se):
+		return se
+	case errors.Is(err, ErrFromMismatch):
+		return reply(553, smtp.EnhancedCode{5, 7, 1}, ce0(err).Reason)
+	case errors.Is(err, ErrBareLineEnding):
+		return reply(550, smtp.EnhancedCode{5, 6, 0}, "Message contains a bare CR or LF; lines must end with CRLF (RFC 5321 section 2.3.8)")
+	case errors.Is(err, mimeconv.ErrTooComplex):
+		return reply(554, smtp.EnhancedCode{5, 6, 0}, "Message structure too complex (too deeply nested or too many parts)")
+	case errors.As(err, &ce):
+		return reply(554, smtp.EnhancedCode{5, 6, 0}, "Message cannot be converted: "+ce.Reason)
+	case restclient.IsAuthFailure(err):
+		return errAuthFailed
+	case restclient.IsAddressError(err):
+		return reply(550, smtp.EnhancedCode{5, 1, 1}, "The provider refused an address: "+ae0(err).Message)
+	case errors.As(err, &ae) && ae.Code == sandboxServerErrorCode:
+		return reply(451, smtp.EnhancedCode{4, 3, 0}, "The provider failed; try again later")
+	case errors.As(err, &ae):
+		return reply(554, smtp.EnhancedCode{5, 0, 0}, "The provider refused the message: "+ae.Message)
+	}
+	var te *restclient.TemporaryError
+	if errors.As(err, &te) {
+		switch {
+		case te.StatusCode == 429:
+			return reply(451, smtp.EnhancedCode{4, 4, 5}, "The provider is busy; try again later")
+		case te.StatusCode != 0:
+			return reply(451, smtp.EnhancedCode{4, 3, 0}, "The provider failed; try again later")
+		default:
+			return reply(451, smtp.EnhancedCode{4, 4, 1}, "The provider cannot be reached; try again later")
+		}
+	}
+	// Protocol errors, cancellation, anything unforeseen: the message is
+	// not lost if the client keeps it and tries again.
+	return reply(451, smtp.EnhancedCode{4, 3, 0}, "Message not accepted now; try again later")
+}
+
+// sandboxServerErrorCode is messaging code 4, which the document calls
+// "other error" and which the sandbox uses for its own failures. Treated as
+// temporary: retrying costs little, a wrongly permanent answer loses mail.
+const sandboxServerErrorCode = restclient.CodeOtherError4
+
+func ce0(err error) *ConvertError {
+	var ce *ConvertError
+	if errors.As(err, &ce) {
+		return ce
+	}
+	return &ConvertError{Reason: err.Error()}
+}
+
+func ae0(err error) *restclient.APIError {
+	var ae *restclient.APIError
+	errors.As(err, &ae)
+	return ae
+}

@@ -1,0 +1,165 @@
+package smtpbackend
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"log"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/emersion/go-smtp"
+
+	"github.com/directbridge/directbridge/mailbox"
+	"github.com/directbridge/directbridge/restclient"
+)
+
+// Defaults of Config.
+const (
+	DefaultMaxMessageBytes = 50 << 20 // Direct messages carry C-CDA documents and XDM packages
+	DefaultMaxRecipients   = 100
+	// DefaultReadTimeout is RFC 5321 §4.5.3.2's five minutes for commands;
+	// DATA blocks arrive well within it.
+	DefaultReadTimeout  = 5 * time.Minute
+	DefaultWriteTimeout = time.Minute
+	// DefaultSendTimeout bounds the provider's answer to a send.
+	DefaultSendTimeout = 2 * time.Minute
+)
+
+// Config configures the submission server.
+type Config struct {
+	Client   *restclient.Client
+	Verifier *mailbox.Verifier
+	// Store records submitted messages (smtpId, Message-ID, time); nil
+	// keeps no record.
+	Store *mailbox.Store
+	// Hostname is announced in the greeting.
+	Hostname string
+	// TLSConfig is needed for STARTTLS and implicit TLS.
+	TLSConfig *tls.Config
+	// AllowInsecureAuth offers AUTH on clear-text connections to
+	// non-loopback listeners. Loopback listeners always offer it.
+	AllowInsecureAuth bool
+	MaxMessageBytes   int64
+	MaxRecipients     int
+	ReadTimeout       time.Duration
+	WriteTimeout      time.Duration
+	SendTimeout       time.Duration
+	Limits            Limits
+	Logger            *slog.Logger
+}
+
+// Server is the SMTP submission front: authenticated clients submit RFC
+// 5322 messages, which become the provider's Send calls.
+type Server struct {
+	cfg     Config
+	log     *slog.Logger
+	pending *pendingSends
+
+	mu      sync.Mutex
+	servers []*smtp.Server
+	closed  bool
+}
+
+// New returns a Server; it serves nothing until ServeSubmission or
+// ServeImplicitTLS is called.
+func New(cfg Config) (*Server, error) {
+	if cfg.Client == nil || cfg.Verifier == nil {
+		return nil, errors.New("smtpbackend: Client and Verifier are required")
+	}
+	if cfg.Hostname == "" {
+		cfg.Hostname = "localhost"
+	}
+	if cfg.MaxMessageBytes <= 0 {
+		cfg.MaxMessageBytes = DefaultMaxMessageBytes
+	}
+	if cfg.MaxRecipients <= 0 {
+		cfg.MaxRecipients = DefaultMaxRecipients
+	}
+	if cfg.ReadTimeout <= 0 {
+		cfg.ReadTimeout = DefaultReadTimeout
+	}
+	if cfg.WriteTimeout <= 0 {
+		cfg.WriteTimeout = DefaultWriteTimeout
+	}
+	if cfg.SendTimeout <= 0 {
+		cfg.SendTimeout = DefaultSendTimeout
+	}
+	lg := cfg.Logger
+	if lg == nil {
+		lg = slog.New(slog.DiscardHandler)
+	}
+	return &Server{cfg: cfg, log: lg, pending: newPendingSends()}, nil
+}
+
+// ServeSubmission serves message submission (RFC 6409) with STARTTLS
+// (RFC 3207) on l until Shutdown. AUTH is offered only after STARTTLS,
+// except on loopback or when AllowInsecureAuth is set.
+func (s *Server) ServeSubmission(l net.Listener) error {
+	return s.serve(l, false)
+}
+
+// ServeImplicitTLS serves submission over implicit TLS (RFC 8314 §3.3) on l.
+func (s *Server) ServeImplicitTLS(l net.Listener) error {
+	if s.cfg.TLSConfig == nil {
+		return errors.New("smtpbackend: implicit TLS needs a TLS configuration")
+	}
+	return s.serve(tls.NewListener(l, s.cfg.TLSConfig), true)
+}
+
+func (s *Server) serve(l net.Listener, implicitTLS bool) error {
+	srv := smtp.NewServer(smtp.BackendFunc(s.newSession))
+	srv.Domain = s.cfg.Hostname
+	srv.TLSConfig = s.cfg.TLSConfig
+	srv.AllowInsecureAuth = s.cfg.AllowInsecureAuth || implicitTLS || isLoopback(l.Addr())
+	srv.MaxMessageBytes = s.cfg.MaxMessageBytes
+	srv.MaxRecipients = s.cfg.MaxRecipients
+	srv.ReadTimeout = s.cfg.ReadTimeout
+	srv.WriteTimeout = s.cfg.WriteTimeout
+	srv.ErrorLog = log.New(slogWriter{s.log}, "", 0)
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		l.Close()
+		return smtp.ErrServerClosed
+	}
+	s.servers = append(s.servers, srv)
+	s.mu.Unlock()
+	err := srv.Serve(l)
+	if errors.Is(err, smtp.ErrServerClosed) {
+		return nil
+	}
+	return err
+}
+
+// Shutdown stops accepting connections and waits, until ctx ends, for
+// sessions to finish; a transaction in DATA gets its answer.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	s.closed = true
+	servers := s.servers
+	s.mu.Unlock()
+	var errs []error
+	for _, srv := range servers {
+		if err := srv.Shutdown(ctx); err != nil && !errors.Is(err, smtp.ErrServerClosed) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func isLoopback(a net.Addr) bool {
+	tcp, ok := a.(*net.TCPAddr)
+	return ok && tcp.IP.IsLoopback()
+}
+
+// slogWriter carries go-smtp's own error log (connection-level failures,
+// never message content) into slog.
+type slogWriter struct{ l *slog.Logger }
+
+func (w slogWriter) Write(p []byte) (int, error) {
+	w.l.Warn("smtp server", "detail", string(p))
+	return len(p), nil
+}

@@ -1,0 +1,221 @@
+package smtpbackend
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/mail"
+	"strings"
+	"time"
+
+	"github.com/emersion/go-sasl"
+	"github.com/emersion/go-smtp"
+
+	"github.com/directbridge/directbridge/mailbox"
+	"github.com/directbridge/directbridge/restclient"
+)
+
+// session is one SMTP connection.
+type session struct {
+	s    *Server
+	conn *smtp.Conn
+
+	// Set by AUTH: the account's credentials (memory only) and, for a
+	// T-user, the Direct address it acts for.
+	username   string
+	password   restclient.Secret
+	directAddr string
+
+	rcpts []string // this transaction's recipients, deduplicated
+}
+
+var _ smtp.AuthSession = (*session)(nil)
+
+func (s *Server) newSession(c *smtp.Conn) (smtp.Session, error) {
+	return &session{s: s, conn: c}, nil
+}
+
+// sender is the address messages must come from: the T-user's directAddr,
+// or the authenticated address.
+func (ss *session) sender() string {
+	if ss.directAddr != "" {
+		return ss.directAddr
+	}
+	return ss.username
+}
+
+// AuthMechanisms lists PLAIN (RFC 4616) and LOGIN.
+func (ss *session) AuthMechanisms() []string { return []string{sasl.Plain, sasl.Login} }
+
+// Auth checks credentials with the provider (shared with the IMAP side's
+// short-lived verification). A PLAIN authorization identity other than
+// the login selects the T-user operations, acting for that identity.
+func (ss *session) Auth(mech string) (sasl.Server, error) {
+	switch mech {
+	case sasl.Plain:
+		return sasl.NewPlainServer(func(identity, username, password string) error {
+			return ss.login(identity, username, password)
+		}), nil
+	case sasl.Login:
+		return newLoginServer(func(username, password string) error {
+			return ss.login("", username, password)
+		}), nil
+	}
+	return nil, smtp.ErrAuthUnknownMechanism
+}
+
+func (ss *session) login(identity, username, password string) error {
+	username = strings.TrimSpace(username)
+	identity = strings.TrimSpace(identity)
+	if strings.EqualFold(identity, username) {
+		identity = ""
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), ss.s.cfg.SendTimeout)
+	defer cancel()
+	var err error
+	if identity == "" {
+		err = ss.s.cfg.Verifier.Verify(ctx, username, restclient.Secret(password))
+	} else {
+		err = ss.s.cfg.Verifier.VerifyTuser(ctx, username, restclient.Secret(password), identity)
+	}
+	if err != nil {
+		ss.s.log.Info("smtp auth failed", "remote", ss.conn.Conn().RemoteAddr().String(), "tuser", identity != "",
+			"unavailable", errors.Is(err, mailbox.ErrUnavailable))
+		return authReply(err)
+	}
+	ss.username, ss.password, ss.directAddr = strings.ToLower(username), restclient.Secret(password), strings.ToLower(identity)
+	ss.s.log.Info("smtp auth", "user", ss.username, "tuser", identity != "")
+	return nil
+}
+
+// Mail starts a transaction. The reverse-path must be the sender's
+// address: a Direct mailbox sends only as itself (RFC 6409 §6.1 lets an
+// MSA refuse other addresses).
+func (ss *session) Mail(from string, _ *smtp.MailOptions) error {
+	if ss.username == "" {
+		return errAuthRequired
+	}
+	if !strings.EqualFold(strings.TrimSpace(from), ss.sender()) {
+		return senderRefused(ss.sender())
+	}
+	ss.rcpts = nil
+	return nil
+}
+
+// Rcpt adds a recipient; the address must be a valid addr-spec.
+func (ss *session) Rcpt(to string, _ *smtp.RcptOptions) error {
+	if ss.username == "" {
+		return errAuthRequired
+	}
+	a, err := mail.ParseAddress("<" + strings.TrimSpace(to) + ">")
+	if err != nil || !strings.Contains(a.Address, "@") {
+		return errBadAddress
+	}
+	addr := strings.ToLower(a.Address)
+	for _, r := range ss.rcpts {
+		if r == addr {
+			return nil
+		}
+	}
+	ss.rcpts = append(ss.rcpts, addr)
+	return nil
+}
+
+// Data converts the message and sends it through the provider. The reply
+// is 250 only when the provider answered success, and it carries the
+// provider's smtpId.
+func (ss *session) Data(r io.Reader) error {
+	if ss.username == "" {
+		return errAuthRequired
+	}
+	raw, err := io.ReadAll(r)
+	if err != nil {
+		if errors.Is(err, smtp.ErrDataTooLarge) {
+			return smtp.ErrDataTooLarge
+		}
+		return reply(451, smtp.EnhancedCode{4, 3, 0}, "Message not received completely")
+	}
+	start := time.Now()
+	sub, err := Convert(raw, Envelope{From: ss.sender(), Recipients: ss.rcpts}, ss.sender(), ss.s.cfg.Limits)
+	if err != nil {
+		ss.s.log.Info("smtp message refused", "user", ss.username, "size", len(raw), "reason", errReason(err))
+		return dataReply(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), ss.s.cfg.SendTimeout)
+	defer cancel()
+	smtpID, err := ss.send(ctx, raw, sub)
+	if err != nil {
+		ss.s.log.Warn("smtp send failed", "user", ss.username, "recipients", len(ss.rcpts), "size", len(raw),
+			"duration", time.Since(start), "err", err)
+		return dataReply(err)
+	}
+	if ss.s.cfg.Store != nil && sub.MessageID != "" {
+		rec := mailbox.SentRecord{Username: ss.sender(), SmtpID: smtpID, MessageID: sub.MessageID, SentAt: time.Now()}
+		if err := ss.s.cfg.Store.RecordSent(ctx, rec); err != nil {
+			// The provider has the message: the answer must be 250.
+			ss.s.log.Error("recording sent message", "err", err)
+		}
+	}
+	ss.s.log.Info("smtp message sent", "user", ss.username, "recipients", len(ss.rcpts), "size", len(raw),
+		"smtp_id", smtpID, "duration", time.Since(start))
+	return reply(250, smtp.EnhancedCode{2, 0, 0}, "OK: queued as "+smtpID)
+}
+
+// send makes the provider call, or recognises a message an earlier attempt
+// already delivered (see pendingSends).
+func (ss *session) send(ctx context.Context, raw []byte, sub *Submission) (string, error) {
+	key := submissionKey(ss.username, ss.directAddr, raw)
+	if id, found, err := ss.s.pending.resolve(ctx, ss, key); err != nil || found {
+		return id, err
+	}
+	attempt := time.Now()
+	c := ss.s.cfg.Client
+	var smtpID string
+	var err error
+	if ss.directAddr == "" {
+		auth := restclient.Authentication{Username: ss.username, Password: ss.password}
+		if sub.UseHeaders() {
+			smtpID, err = c.SendWithHeader(ctx, auth, sub.Message)
+		} else {
+			smtpID, err = c.Send(ctx, auth, sub.Message.Message)
+		}
+	} else {
+		auth := restclient.AuthenticationWithTuser{Username: ss.username, Password: ss.password, DirectAddr: ss.directAddr}
+		if sub.UseHeaders() {
+			smtpID, err = c.SendWithHeaderWithTuser(ctx, auth, sub.Message)
+		} else {
+			smtpID, err = c.SendWithTuser(ctx, auth, sub.Message.Message)
+		}
+	}
+	if err != nil && mayHaveSent(err) {
+		ss.s.pending.add(key, attempt, sub)
+	}
+	if restclient.IsAuthFailure(err) {
+		ss.s.cfg.Verifier.Forget(ss.username, ss.password, ss.directAddr)
+	}
+	return smtpID, err
+}
+
+// mayHaveSent reports failures after which the provider may hold the message.
+func mayHaveSent(err error) bool {
+	var pe *restclient.ProtocolError
+	return restclient.OutcomeUnknown(err) || errors.As(err, &pe) && pe.StatusCode < 300
+}
+
+// errReason gives a loggable reason without message content.
+func errReason(err error) string {
+	var ce *ConvertError
+	if errors.As(err, &ce) {
+		return ce.Reason
+	}
+	return "unconvertible"
+}
+
+// Reset ends the transaction.
+func (ss *session) Reset() { ss.rcpts = nil }
+
+// Logout drops the credentials.
+func (ss *session) Logout() error {
+	ss.username, ss.password, ss.directAddr = "", "", ""
+	return nil
+}
