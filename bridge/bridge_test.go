@@ -1,0 +1,151 @@
+package bridge_test
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/emersion/go-sasl"
+	"github.com/emersion/go-smtp"
+	"github.com/kelseyhightower/envconfig"
+
+	"github.com/directbridge/directbridge/bridge"
+)
+
+// testConfig is the default configuration on free loopback ports.
+func testConfig(t *testing.T) bridge.Config {
+	t.Helper()
+	var cfg bridge.Config
+	if err := envconfig.Process("DIRECTBRIDGE_TEST_UNSET", &cfg); err != nil {
+		t.Fatal(err)
+	}
+	cfg.DataDir = t.TempDir()
+	cfg.SMTPAddr, cfg.SMTPSAddr, cfg.SandboxConfig.Addr = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
+	return cfg
+}
+
+func TestConfigValidation(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		mod  func(*bridge.Config)
+		want string
+	}{
+		{"bad SMTP address", func(c *bridge.Config) { c.SMTPAddr = "localhost" }, "DIRECTBRIDGE_SMTP_ADDR"},
+		{"bad SMTPS address", func(c *bridge.Config) { c.SMTPSAddr = "1465" }, "DIRECTBRIDGE_SMTPS_ADDR"},
+		{"API URL not http", func(c *bridge.Config) { c.APIURL = "hisp.example" }, "DIRECTBRIDGE_API_URL"},
+		{"cert without key", func(c *bridge.Config) { c.TLSCert = "/x.pem" }, "DIRECTBRIDGE_TLS_KEY"},
+		{"unreadable certificate", func(c *bridge.Config) { c.TLSCert, c.TLSKey = "/nonexistent/c.pem", "/nonexistent/k.pem" }, "TLS certificate"},
+		{"batch too large", func(c *bridge.Config) { c.APIBatchSize = 5000 }, "DIRECTBRIDGE_API_BATCH_SIZE"},
+		{"size zero", func(c *bridge.Config) { c.SMTPMaxMessageBytes = 0 }, "DIRECTBRIDGE_SMTP_MAX_MESSAGE_BYTES"},
+		{"timeout zero", func(c *bridge.Config) { c.APITimeout = 0 }, "DIRECTBRIDGE_API_TIMEOUT"},
+		{"bad sandbox users", func(c *bridge.Config) { c.Users = "alice" }, "DIRECTBRIDGE_SANDBOX_USERS"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := testConfig(t)
+			tc.mod(&cfg)
+			b, err := bridge.New(cfg, nil, nil)
+			if err == nil {
+				t.Fatalf("New accepted the configuration")
+			}
+			_ = b
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %q does not name %s", err, tc.want)
+			}
+		})
+	}
+	// Several problems: one line each.
+	cfg := testConfig(t)
+	cfg.SMTPAddr, cfg.APIBatchSize = "nope", 0
+	_, err := bridge.New(cfg, nil, nil)
+	if err == nil || len(strings.Split(err.Error(), "\n")) != 2 {
+		t.Fatalf("want two problems on two lines, got %v", err)
+	}
+}
+
+// TestSendThroughEmbeddedSandbox runs the bridge as README's first command
+// does and submits a message over STARTTLS and over implicit TLS.
+func TestSendThroughEmbeddedSandbox(t *testing.T) {
+	cfg := testConfig(t)
+	var banner strings.Builder
+	b, err := bridge.New(cfg, nil, &banner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- b.Run(ctx) }()
+
+	send := func(c *smtp.Client, subject string) {
+		t.Helper()
+		if err := c.Auth(sasl.NewPlainClient("", "alice@direct.example", "sandbox-demo")); err != nil {
+			t.Fatal(err)
+		}
+		msg := "From: alice@direct.example\r\nTo: bob@direct.example\r\nSubject: " + subject + "\r\n\r\nhello\r\n"
+		if err := c.SendMail("alice@direct.example", []string{"bob@direct.example"}, strings.NewReader(msg)); err != nil {
+			t.Fatal(err)
+		}
+		c.Quit()
+	}
+	tlsCfg := &tls.Config{InsecureSkipVerify: true}
+	c, err := smtp.DialStartTLS(b.Addr("SMTP submission (STARTTLS)"), tlsCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	send(c, "one")
+	c, err = smtp.DialTLS(b.Addr("SMTP submission (TLS)"), tlsCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	send(c, "two")
+
+	for _, want := range []string{"127.0.0.1", "SHA-256", "alice@direct.example", "sandbox-demo", "embedded sandbox"} {
+		if !strings.Contains(banner.String(), want) {
+			t.Errorf("banner lacks %q:\n%s", want, banner.String())
+		}
+	}
+	if n := b.Sandbox().Calls("Send"); n != 2 {
+		t.Errorf("%d Send calls; want 2", n)
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+	case <-time.After(40 * time.Second):
+		t.Fatal("Run did not return after cancel")
+	}
+	// The mail stays in the data directory.
+	if _, err := os.Stat(filepath.Join(cfg.DataDir, "sandbox", "sandbox.db")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Example embeds the bridge in another Go program: configure, New, Run
+// until the context ends.
+func Example() {
+	var cfg bridge.Config
+	envconfig.Process("DIRECTBRIDGE", &cfg) // defaults, and whatever the environment sets
+	dir, _ := os.MkdirTemp("", "bridge-example-")
+	defer os.RemoveAll(dir)
+	cfg.DataDir = dir
+	cfg.SMTPAddr, cfg.SMTPSAddr, cfg.SandboxConfig.Addr = "127.0.0.1:0", "off", "127.0.0.1:0"
+
+	b, err := bridge.New(cfg, nil, io.Discard)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	err = b.Run(ctx) // returns after ctx ends and everything has stopped
+	fmt.Println("stopped cleanly:", err == nil)
+	// Output: stopped cleanly: true
+}
+
