@@ -148,4 +148,3 @@ func Example() {
 	fmt.Println("stopped cleanly:", err == nil)
 	// Output: stopped cleanly: true
 }
-
