@@ -227,3 +227,86 @@ func post(t *testing.T, method, url, body string) map[string]any {
 	}
 	return m
 }
+
+// TestServeCommand is README's first command as a test: the real binary
+// with no settings but free ports runs the bridge on its embedded sandbox,
+// prints what a mail client needs, takes a message over SMTP, keeps
+// passwords, subjects and bodies out of its debug log, and stops on SIGTERM.
+func TestServeCommand(t *testing.T) {
+	data := t.TempDir()
+	cmd := exec.Command(binPath)
+	cmd.Env = cleanEnv("DIRECTBRIDGE_DATA_DIR="+data, "DIRECTBRIDGE_SMTP_ADDR=127.0.0.1:0",
+		"DIRECTBRIDGE_SMTPS_ADDR=127.0.0.1:0", "DIRECTBRIDGE_SANDBOX_ADDR=127.0.0.1:0", "DIRECTBRIDGE_LOG_LEVEL=debug")
+	stdout, _ := cmd.StdoutPipe()
+	var logs bytes.Buffer
+	cmd.Stderr = &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	sc := bufio.NewScanner(stdout)
+	var banner []string
+	var smtpAddr, sandboxURL string
+	for sc.Scan() {
+		l := sc.Text()
+		banner = append(banner, l)
+		if m := regexp.MustCompile(`\(STARTTLS\):\s+(\S+)`).FindStringSubmatch(l); m != nil {
+			smtpAddr = m[1]
+		}
+		if m := regexp.MustCompile(`embedded sandbox at (\S+)`).FindStringSubmatch(l); m != nil {
+			sandboxURL = m[1]
+		}
+		if strings.Contains(l, "bob@direct.example") {
+			break
+		}
+	}
+	all := strings.Join(banner, "\n")
+	for _, want := range []string{"SHA-256", "alice@direct.example", "sandbox-demo", "(TLS):"} {
+		if !strings.Contains(all, want) {
+			t.Errorf("banner lacks %q:\n%s", want, all)
+		}
+	}
+	if smtpAddr == "" || sandboxURL == "" {
+		t.Fatalf("no SMTP address or sandbox URL in banner:\n%s", all)
+	}
+
+	const subject, body = "Confidential-Subject-7731", "Confidential-Body-5519"
+	msg := "From: alice@direct.example\r\nTo: bob@direct.example\r\nSubject: " + subject + "\r\n\r\n" + body + "\r\n"
+	py := `import smtplib, ssl, sys
+s = smtplib.SMTP(sys.argv[1].rsplit(":", 1)[0], int(sys.argv[1].rsplit(":", 1)[1]))
+s.starttls(context=ssl._create_unverified_context())
+s.login("alice@direct.example", "sandbox-demo")
+s.sendmail("alice@direct.example", ["bob@direct.example"], sys.argv[2].encode())
+s.quit()`
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("python3 not installed")
+	}
+	if out, err := exec.Command("python3", "-c", py, smtpAddr, msg).CombinedOutput(); err != nil {
+		t.Fatalf("smtplib: %v\n%s", err, out)
+	}
+	resp := post(t, "POST", sandboxURL+"/message-rest/api/message/GetMessages/INBOX", `{"username":"bob@direct.example","password":"sandbox-demo"}`)
+	msgs, _ := resp["messages"].([]any)
+	if len(msgs) != 1 || msgs[0].(map[string]any)["subject"] != subject {
+		t.Fatalf("bob's INBOX: %v", resp)
+	}
+
+	cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("exit after SIGTERM: %v\n%s", err, logs.String())
+		}
+	case <-time.After(40 * time.Second):
+		t.Fatal("no exit within 40 s of SIGTERM")
+	}
+	if !strings.Contains(logs.String(), "smtp message sent") {
+		t.Fatalf("debug log lacks the send event:\n%s", logs.String())
+	}
+	for _, secret := range []string{"sandbox-demo", subject, body} {
+		if strings.Contains(logs.String(), secret) {
+			t.Errorf("log contains %q", secret)
+		}
+	}
+}
