@@ -174,14 +174,14 @@ func Convert(raw []byte, env Envelope, sender string, lim Limits) (*Submission, 
 		return nil, &ConvertError{Reason: "message cannot be parsed", Err: err}
 	}
 
-	if err := checkFrom(p, env, sender); err != nil {
+	if err := checkFromField(p, env, sender); err != nil {
 		return nil, err
 	}
-	rcpts, err := recipients(p, env)
+	rcpts, err := envelopeRecipients(p, env)
 	if err != nil {
 		return nil, err
 	}
-	headers, err := passThrough(p.Headers)
+	headers, err := passThroughHeaders(p.Headers)
 	if err != nil {
 		return nil, err
 	}
@@ -222,7 +222,7 @@ func hasBareLineEnding(b []byte) bool {
 	return bytes.Count(b, []byte{'\r'}) != lf
 }
 
-// checkFrom enforces that the message comes from sender: the From field
+// checkFromField enforces that the message comes from sender: the From field
 // (RFC 5322 §3.6.2) must name sender alone, and a non-null MAIL FROM must
 // be sender too (the session checks it first, with 553 5.7.1; this is the
 // same rule again so that Convert is safe on its own). Addresses compare
@@ -234,7 +234,7 @@ func hasBareLineEnding(b []byte) bool {
 // Several From fields or several addresses in one (a list with a separate
 // Sender, RFC 5322 §3.6.2) are refused, since the provider writes a single
 // author and a second one would be silently dropped.
-func checkFrom(p *mimeconv.Parsed, env Envelope, sender string) error {
+func checkFromField(p *mimeconv.Parsed, env Envelope, sender string) error {
 	var fields, addrs int
 	for _, h := range p.Headers {
 		if strings.EqualFold(h.Name, "From") {
@@ -261,7 +261,7 @@ func checkFrom(p *mimeconv.Parsed, env Envelope, sender string) error {
 	return nil
 }
 
-// recipients returns the provider's recipient list for env.
+// envelopeRecipients returns the provider's recipient list for env.
 //
 // The envelope is the truth for delivery (RFC 5321 §3.3): each envelope
 // recipient is listed once (case-insensitive duplicates dropped, first
@@ -278,7 +278,7 @@ func checkFrom(p *mimeconv.Parsed, env Envelope, sender string) error {
 // would otherwise cause duplicates or unwanted deliveries). The visible To
 // and Cc of the delivered message are then only the envelope recipients,
 // which is the price of the provider's model.
-func recipients(p *mimeconv.Parsed, env Envelope) ([]restclient.Recipient, error) {
+func envelopeRecipients(p *mimeconv.Parsed, env Envelope) ([]restclient.Recipient, error) {
 	to := map[string]bool{}
 	cc := map[string]bool{}
 	for _, r := range p.Recipients {
@@ -316,10 +316,10 @@ func recipients(p *mimeconv.Parsed, env Envelope) ([]restclient.Recipient, error
 	return out, nil
 }
 
-// maxLine is the longest line RFC 5322 §2.1.1 allows, without CRLF.
-const maxLine = 998
+// rfc5322MaxLine is the longest line RFC 5322 §2.1.1 allows, without CRLF.
+const rfc5322MaxLine = 998
 
-// passThrough returns the header fields that travel through SendWithHeader,
+// passThroughHeaders returns the header fields that travel through SendWithHeader,
 // in message order, names and unfolded values as written: the fields of
 // passHeaders and every field whose name starts with "X-" (extension
 // fields, RFC 822 §4.7.5, e.g. X-DIRECT-FINAL-DESTINATION-DELIVERY of the
@@ -327,7 +327,7 @@ const maxLine = 998
 // with a word that cannot be folded into a 998-character line fails with
 // ErrBadHeader, because the provider could not write it into a valid
 // message and would reject or damage it.
-func passThrough(hs []restclient.MessageHeader) ([]restclient.MessageHeader, error) {
+func passThroughHeaders(hs []restclient.MessageHeader) ([]restclient.MessageHeader, error) {
 	var out []restclient.MessageHeader
 	seen := map[string]bool{}
 	for _, h := range hs {
@@ -340,7 +340,7 @@ func passThrough(hs []restclient.MessageHeader) ([]restclient.MessageHeader, err
 			continue
 		}
 		seen[name] = true
-		if !foldable(h.Name, h.Value) || !addressWritable(name, h.Value) {
+		if !foldableField(h.Name, h.Value) || !addressWritable(name, h.Value) {
 			return nil, &ConvertError{
 				Reason: "a header field to pass on has control characters or an over-long word (RFC 5322 sections 2.1.1 and 2.2)",
 				Err:    ErrBadHeader,
@@ -371,17 +371,17 @@ func addressWritable(lowerName, value string) bool {
 	return true
 }
 
-// foldable reports whether the field name: value can be written as a valid
+// foldableField reports whether the field name: value can be written as a valid
 // RFC 5322 field: no control character but HTAB (§2.2), and every word,
 // after which the field can be folded (§2.2.3), short enough for a line of
-// maxLine characters (§2.1.1) even on the first line after the name.
-func foldable(name, value string) bool {
+// rfc5322MaxLine characters (§2.1.1) even on the first line after the name.
+func foldableField(name, value string) bool {
 	for i := 0; i < len(value); i++ {
 		if c := value[i]; c < ' ' && c != '\t' || c == 0x7f {
 			return false
 		}
 	}
-	limit := maxLine - len(name) - 2 // "Name: "
+	limit := rfc5322MaxLine - len(name) - 2 // "Name: "
 	for _, w := range strings.FieldsFunc(value, func(r rune) bool { return r == ' ' || r == '\t' }) {
 		if len(w) > limit {
 			return false
