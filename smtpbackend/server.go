@@ -28,6 +28,12 @@ const (
 	DefaultSendTimeout = 2 * time.Minute
 )
 
+// maxLineLength bounds a command line and a line of message data. RFC
+// 5322 §2.1.1 asks for 998 characters, but real mail (HTML without line
+// breaks, unwrapped base64) often has longer lines, and a submission
+// server that refuses them loses mail. The message size limit bounds memory.
+const maxLineLength = 64 << 10
+
 // Config configures the submission server.
 type Config struct {
 	Client   *restclient.Client
@@ -116,6 +122,7 @@ func (s *Server) serve(l net.Listener, implicitTLS bool) error {
 	srv.AllowInsecureAuth = s.cfg.AllowInsecureAuth || implicitTLS || isLoopback(l.Addr())
 	srv.MaxMessageBytes = s.cfg.MaxMessageBytes
 	srv.MaxRecipients = s.cfg.MaxRecipients
+	srv.MaxLineLength = maxLineLength
 	srv.ReadTimeout = s.cfg.ReadTimeout
 	srv.WriteTimeout = s.cfg.WriteTimeout
 	srv.ErrorLog = log.New(slogWriter{s.log}, "", 0)

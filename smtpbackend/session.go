@@ -130,8 +130,11 @@ func (ss *session) Data(r io.Reader) error {
 	}
 	raw, err := io.ReadAll(r)
 	if err != nil {
-		if errors.Is(err, smtp.ErrDataTooLarge) {
+		switch {
+		case errors.Is(err, smtp.ErrDataTooLarge):
 			return smtp.ErrDataTooLarge
+		case errors.Is(err, smtp.ErrTooLongLine):
+			return reply(500, smtp.EnhancedCode{5, 4, 0}, "Message has a line longer than 65536 octets")
 		}
 		return reply(451, smtp.EnhancedCode{4, 3, 0}, "Message not received completely")
 	}
