@@ -46,7 +46,7 @@ func OpenStore(dir string) (*Store, error) {
 		return nil, fmt.Errorf("mailbox: opening state store: %w", err)
 	}
 	db.SetMaxOpenConns(1)
-	if _, err := db.Exec(storeSchema); err != nil {
+	if _, err := db.Exec(storeSchema + folderStateSchema); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("mailbox: creating state store: %w", err)
 	}

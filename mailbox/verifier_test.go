@@ -155,3 +155,68 @@ func TestStoreSentRecords(t *testing.T) {
 		t.Fatal("another user's record was found")
 	}
 }
+
+func TestStoreFolderState(t *testing.T) {
+	dir := t.TempDir()
+	s, err := mailbox.OpenStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	a, err := s.Folder(ctx, alice, "INBOX")
+	if err != nil || a.UIDValidity == 0 || a.UIDNext != 1 {
+		t.Fatalf("new folder: %+v, %v", a, err)
+	}
+	b, _ := s.Folder(ctx, alice, "INBOX.Sent")
+	if b.UIDValidity == a.UIDValidity {
+		t.Fatal("two folders share a UIDVALIDITY")
+	}
+	if err := s.SeenUIDs(ctx, alice, "INBOX", 41); err != nil {
+		t.Fatal(err)
+	}
+	s.SeenUIDs(ctx, alice, "INBOX", 7) // never goes down
+	if err := s.SetFlags(ctx, alice, "INBOX", a.UIDValidity, map[uint32][]string{5: {"\\Flagged", "$Label1"}, 6: {"\\Answered"}}); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+
+	s, _ = mailbox.OpenStore(dir) // survives a restart
+	defer s.Close()
+	again, _ := s.Folder(ctx, alice, "INBOX")
+	if again.UIDValidity != a.UIDValidity || again.UIDNext != 42 {
+		t.Fatalf("after restart: %+v; want validity %d, next 42", again, a.UIDValidity)
+	}
+	fl, err := s.Flags(ctx, alice, "INBOX", a.UIDValidity)
+	if err != nil || len(fl) != 2 || len(fl[5]) != 2 || fl[6][0] != "\\Answered" {
+		t.Fatalf("flags after restart: %v, %v", fl, err)
+	}
+	s.SetFlags(ctx, alice, "INBOX", a.UIDValidity, map[uint32][]string{6: nil})
+	if fl, _ := s.Flags(ctx, alice, "INBOX", a.UIDValidity); len(fl) != 1 {
+		t.Fatalf("removing flags: %v", fl)
+	}
+
+	// A rename keeps UIDVALIDITY and flags; a reset makes a new UIDVALIDITY.
+	if err := s.RenameFolder(ctx, alice, "INBOX", "INBOX.Old"); err != nil {
+		t.Fatal(err)
+	}
+	old, _ := s.Folder(ctx, alice, "INBOX.Old")
+	if old.UIDValidity != a.UIDValidity {
+		t.Fatalf("rename lost UIDVALIDITY: %+v", old)
+	}
+	if fl, _ := s.Flags(ctx, alice, "INBOX.Old", a.UIDValidity); len(fl) != 1 {
+		t.Fatalf("rename lost flags: %v", fl)
+	}
+	reset, _ := s.ResetFolder(ctx, alice, "INBOX.Old", 100)
+	if reset.UIDValidity == a.UIDValidity || reset.UIDNext != 100 {
+		t.Fatalf("reset: %+v", reset)
+	}
+	if fl, _ := s.Flags(ctx, alice, "INBOX.Old", reset.UIDValidity); len(fl) != 0 {
+		t.Fatalf("reset kept flags: %v", fl)
+	}
+	// Deleting forgets: a folder of the same name starts afresh.
+	s.ForgetFolder(ctx, alice, "INBOX.Old")
+	fresh, _ := s.Folder(ctx, alice, "INBOX.Old")
+	if fresh.UIDValidity == reset.UIDValidity || fresh.UIDNext != 1 {
+		t.Fatalf("after forget: %+v", fresh)
+	}
+}

@@ -1,0 +1,212 @@
+package mailbox
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// The provider keeps stable UIDs per folder but no UIDVALIDITY and no
+// UIDNEXT, and only one flag (read/unread). The IMAP front needs all of
+// them, so the state store keeps, per user and folder name:
+//
+//   - UIDVALIDITY (RFC 9051 §2.3.1.1), made new whenever the folder's UIDs
+//     can no longer be trusted to mean the same messages: the folder was
+//     deleted and created again, or UIDs were seen going backwards;
+//   - the UIDNEXT high-water mark: one more than the largest UID ever seen,
+//     so that UIDNEXT never goes down even after the newest message is gone;
+//   - every flag other than \Seen, per UID, under the UIDVALIDITY it
+//     belongs to.
+
+const folderStateSchema = `
+CREATE TABLE IF NOT EXISTS folder_state (
+	username     TEXT NOT NULL COLLATE NOCASE,
+	folder       TEXT NOT NULL,
+	uid_validity INTEGER NOT NULL,
+	uid_next     INTEGER NOT NULL,
+	PRIMARY KEY (username, folder)
+);
+CREATE TABLE IF NOT EXISTS flags (
+	username     TEXT NOT NULL COLLATE NOCASE,
+	folder       TEXT NOT NULL,
+	uid_validity INTEGER NOT NULL,
+	uid          INTEGER NOT NULL,
+	flags        TEXT NOT NULL,
+	PRIMARY KEY (username, folder, uid_validity, uid)
+);
+CREATE TABLE IF NOT EXISTS validity_counter (
+	id   INTEGER PRIMARY KEY CHECK (id = 1),
+	last INTEGER NOT NULL
+);
+`
+
+// FolderState is the bridge's bookkeeping for one folder.
+type FolderState struct {
+	UIDValidity uint32
+	UIDNext     uint32 // one more than the largest UID ever seen
+}
+
+// nextValidity hands out UIDVALIDITY values: the current time in seconds,
+// or one more than the last value if that is not larger, so values never
+// repeat, even across folders or after a clock step back.
+func nextValidity(tx *sql.Tx) (uint32, error) {
+	var last int64
+	err := tx.QueryRow(`SELECT last FROM validity_counter WHERE id = 1`).Scan(&last)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return 0, err
+	}
+	v := max(time.Now().Unix(), last+1)
+	if v > 0xFFFFFFFF {
+		v = last + 1
+	}
+	_, err = tx.Exec(`INSERT INTO validity_counter (id, last) VALUES (1, ?) ON CONFLICT (id) DO UPDATE SET last = excluded.last`, v)
+	return uint32(v), err
+}
+
+func (s *Store) tx(ctx context.Context, fn func(*sql.Tx) error) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("mailbox: state store: %w", err)
+	}
+	if err := fn(tx); err != nil {
+		tx.Rollback()
+		return fmt.Errorf("mailbox: state store: %w", err)
+	}
+	return tx.Commit()
+}
+
+// Folder returns the state of a folder, creating it (with a fresh
+// UIDVALIDITY) on first use.
+func (s *Store) Folder(ctx context.Context, username, folder string) (FolderState, error) {
+	var st FolderState
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		err := tx.QueryRow(`SELECT uid_validity, uid_next FROM folder_state WHERE username = ? AND folder = ?`,
+			username, folder).Scan(&st.UIDValidity, &st.UIDNext)
+		if !errors.Is(err, sql.ErrNoRows) {
+			return err
+		}
+		st.UIDNext = 1
+		if st.UIDValidity, err = nextValidity(tx); err != nil {
+			return err
+		}
+		_, err = tx.Exec(`INSERT INTO folder_state (username, folder, uid_validity, uid_next) VALUES (?, ?, ?, ?)`,
+			username, folder, st.UIDValidity, st.UIDNext)
+		return err
+	})
+	return st, err
+}
+
+// SeenUIDs raises the UIDNEXT high-water mark to maxUID+1 if it is lower.
+func (s *Store) SeenUIDs(ctx context.Context, username, folder string, maxUID uint32) error {
+	if maxUID == 0 {
+		return nil
+	}
+	return s.tx(ctx, func(tx *sql.Tx) error {
+		_, err := tx.Exec(`UPDATE folder_state SET uid_next = MAX(uid_next, ?) WHERE username = ? AND folder = ?`,
+			int64(maxUID)+1, username, folder)
+		return err
+	})
+}
+
+// ResetFolder gives a folder a new UIDVALIDITY and forgets its flags:
+// its UIDs no longer name the messages they named. uidNext is the new
+// high-water mark.
+func (s *Store) ResetFolder(ctx context.Context, username, folder string, uidNext uint32) (FolderState, error) {
+	st := FolderState{UIDNext: max(uidNext, 1)}
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		var err error
+		if st.UIDValidity, err = nextValidity(tx); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(`DELETE FROM flags WHERE username = ? AND folder = ?`, username, folder); err != nil {
+			return err
+		}
+		_, err = tx.Exec(`INSERT INTO folder_state (username, folder, uid_validity, uid_next) VALUES (?, ?, ?, ?)
+			ON CONFLICT (username, folder) DO UPDATE SET uid_validity = excluded.uid_validity, uid_next = excluded.uid_next`,
+			username, folder, st.UIDValidity, st.UIDNext)
+		return err
+	})
+	return st, err
+}
+
+// ForgetFolder removes the state of a folder and its sub-folders (after a
+// DeleteFolder); a folder created later under the name starts afresh.
+func (s *Store) ForgetFolder(ctx context.Context, username, folder string) error {
+	return s.tx(ctx, func(tx *sql.Tx) error {
+		for _, table := range []string{"folder_state", "flags"} {
+			_, err := tx.Exec(`DELETE FROM `+table+` WHERE username = ? AND (folder = ? OR substr(folder, 1, ?) = ?)`,
+				username, folder, len(folder)+1, folder+".")
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// RenameFolder moves the state of a folder and its sub-folders to a new
+// name (after a MoveFolder, which keeps UIDs): flags survive a rename.
+func (s *Store) RenameFolder(ctx context.Context, username, from, to string) error {
+	return s.tx(ctx, func(tx *sql.Tx) error {
+		for _, table := range []string{"folder_state", "flags"} {
+			if _, err := tx.Exec(`DELETE FROM `+table+` WHERE username = ? AND (folder = ? OR substr(folder, 1, ?) = ?)`,
+				username, to, len(to)+1, to+"."); err != nil {
+				return err
+			}
+			_, err := tx.Exec(`UPDATE `+table+` SET folder = ? || substr(folder, ?) WHERE username = ? AND (folder = ? OR substr(folder, 1, ?) = ?)`,
+				to, len(from)+1, username, from, len(from)+1, from+".")
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// Flags returns the kept flags of a folder by UID.
+func (s *Store) Flags(ctx context.Context, username, folder string, validity uint32) (map[uint32][]string, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT uid, flags FROM flags WHERE username = ? AND folder = ? AND uid_validity = ?`,
+		username, folder, validity)
+	if err != nil {
+		return nil, fmt.Errorf("mailbox: state store: %w", err)
+	}
+	defer rows.Close()
+	out := map[uint32][]string{}
+	for rows.Next() {
+		var uid uint32
+		var flags string
+		if err := rows.Scan(&uid, &flags); err != nil {
+			return nil, fmt.Errorf("mailbox: state store: %w", err)
+		}
+		out[uid] = strings.Fields(flags)
+	}
+	return out, rows.Err()
+}
+
+// SetFlags replaces the kept flags of some messages; an empty list removes
+// the entry. All changes are one transaction.
+func (s *Store) SetFlags(ctx context.Context, username, folder string, validity uint32, flags map[uint32][]string) error {
+	return s.tx(ctx, func(tx *sql.Tx) error {
+		for uid, fl := range flags {
+			var err error
+			if len(fl) == 0 {
+				_, err = tx.Exec(`DELETE FROM flags WHERE username = ? AND folder = ? AND uid_validity = ? AND uid = ?`,
+					username, folder, validity, uid)
+			} else {
+				sorted := slices.Clone(fl)
+				slices.Sort(sorted)
+				_, err = tx.Exec(`INSERT INTO flags (username, folder, uid_validity, uid, flags) VALUES (?, ?, ?, ?, ?)
+					ON CONFLICT (username, folder, uid_validity, uid) DO UPDATE SET flags = excluded.flags`,
+					username, folder, validity, uid, strings.Join(sorted, " "))
+			}
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
