@@ -1,0 +1,80 @@
+package imapbackend
+
+import (
+	"container/list"
+	"sync"
+
+	"github.com/emersion/go-imap/v2"
+)
+
+// rawCache keeps raw messages in memory, least recently used out first,
+// up to a byte budget. The raw bytes of a UID never change while its
+// UIDVALIDITY holds, so entries need no invalidation beyond that key. The
+// cache holds health data: memory only, never written to disk.
+type rawCache struct {
+	mu    sync.Mutex
+	limit int64
+	size  int64
+	order *list.List // of *rawEntry, most recent at the front
+	items map[rawKey]*list.Element
+	hits  int64
+	miss  int64
+}
+
+type rawKey struct {
+	user     string
+	folder   string
+	validity uint32
+	uid      imap.UID
+}
+
+type rawEntry struct {
+	key rawKey
+	raw []byte
+}
+
+func newRawCache(limit int64) *rawCache {
+	return &rawCache{limit: limit, order: list.New(), items: map[rawKey]*list.Element{}}
+}
+
+func (c *rawCache) get(k rawKey) ([]byte, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.items[k]
+	if !ok {
+		c.miss++
+		return nil, false
+	}
+	c.hits++
+	c.order.MoveToFront(e)
+	return e.Value.(*rawEntry).raw, true
+}
+
+// put stores raw; a message larger than the whole budget is not kept.
+func (c *rawCache) put(k rawKey, raw []byte) {
+	if int64(len(raw)) > c.limit {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e, ok := c.items[k]; ok {
+		c.order.MoveToFront(e)
+		return
+	}
+	c.items[k] = c.order.PushFront(&rawEntry{key: k, raw: raw})
+	c.size += int64(len(raw))
+	for c.size > c.limit {
+		last := c.order.Back()
+		ent := last.Value.(*rawEntry)
+		c.order.Remove(last)
+		delete(c.items, ent.key)
+		c.size -= int64(len(ent.raw))
+	}
+}
+
+// stats returns hits and misses, for metrics and tests.
+func (c *rawCache) stats() (hits, misses int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.hits, c.miss
+}

@@ -1,0 +1,72 @@
+package imapbackend
+
+import (
+	"context"
+	"errors"
+
+	"github.com/emersion/go-imap/v2"
+
+	"github.com/directbridge/directbridge/mailbox"
+	"github.com/directbridge/directbridge/restclient"
+)
+
+// This file is the one place where errors become IMAP responses. Every
+// session method returns either nil or an *imap.Error from here: go-imap
+// answers any other error with a generic server failure, which clients
+// cannot act on. Response codes are RFC 5530's.
+
+func no(code imap.ResponseCode, text string) *imap.Error {
+	return &imap.Error{Type: imap.StatusResponseTypeNo, Code: code, Text: text}
+}
+
+func bad(code imap.ResponseCode, text string) *imap.Error {
+	return &imap.Error{Type: imap.StatusResponseTypeBad, Code: code, Text: text}
+}
+
+var (
+	errNoSuchMailbox = no(imap.ResponseCodeNonExistent, "No such mailbox")
+	errTryCreate     = no(imap.ResponseCodeTryCreate, "No such mailbox; create it first")
+	errExists        = no(imap.ResponseCodeAlreadyExists, "Mailbox already exists")
+	errReserved      = no(imap.ResponseCodeCannot, "This mailbox is reserved by the provider and cannot be created, deleted or renamed")
+	errReadOnly      = no(imap.ResponseCodeCannot, "Mailbox is read-only (EXAMINE)")
+	errTooManyConns  = no(imap.ResponseCodeLimit, "Too many connections for this user")
+	errUnavailable   = no(imap.ResponseCodeUnavailable, "The provider cannot be reached; try again later")
+)
+
+// imapError maps an error from the provider or the bridge to a response.
+// Already mapped errors pass through.
+func imapError(err error) error {
+	if err == nil {
+		return nil
+	}
+	var ie *imap.Error
+	switch {
+	case errors.As(err, &ie):
+		return ie
+	case errors.Is(err, mailbox.ErrAuthFailed), restclient.IsAuthFailure(err):
+		return no(imap.ResponseCodeAuthenticationFailed, "The provider refused the credentials")
+	case errors.Is(err, mailbox.ErrUnavailable), restclient.IsTemporary(err), errors.Is(err, context.DeadlineExceeded):
+		return errUnavailable
+	case errors.Is(err, errUIDTooLarge):
+		return no(imap.ResponseCodeLimit, "This folder has message UIDs beyond 32 bits, which IMAP cannot carry")
+	case errors.Is(err, errFolderGone):
+		return no(imap.ResponseCodeNonExistent, "The mailbox was deleted or renumbered; select it again")
+	case restclient.IsAddressError(err):
+		return no(imap.ResponseCodeCannot, "The provider refused an address: "+apiMessage(err))
+	case restclient.IsAPIError(err):
+		return no(imap.ResponseCodeCannot, "The provider refused the operation: "+apiMessage(err))
+	}
+	var pe *restclient.ProtocolError
+	if errors.As(err, &pe) {
+		return no(imap.ResponseCodeUnavailable, "The provider gave an unexpected answer; try again later")
+	}
+	return no(imap.ResponseCodeUnavailable, "The operation failed; try again later")
+}
+
+func apiMessage(err error) string {
+	var ae *restclient.APIError
+	if errors.As(err, &ae) {
+		return ae.Message
+	}
+	return ""
+}

@@ -1,0 +1,128 @@
+package imapbackend
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/directbridge/directbridge/restclient"
+)
+
+// hub holds the mirrors of all users' folders, so that every connection of
+// a user that selects a folder shares one mirror and one poller.
+type hub struct {
+	cfg *Config
+
+	mu      sync.Mutex
+	mirrors map[string]*mirror
+}
+
+func newHub(cfg *Config) *hub { return &hub{cfg: cfg, mirrors: map[string]*mirror{}} }
+
+func mirrorKey(user, name string) string { return strings.ToLower(user) + "\x00" + name }
+
+// freshness is how old a mirror may be when a connection selects it or
+// asks its STATUS before it is refreshed first: clients that select in a
+// loop do not each cost a refresh.
+const freshness = 2 * time.Second
+
+// acquire returns the user's mirror of folder name, refreshed if it is
+// older than freshness, with a reference the caller must release. While
+// any reference is held, the mirror is polled every PollInterval.
+func (h *hub) acquire(ctx context.Context, auth restclient.Authentication, name string) (*mirror, error) {
+	user := strings.ToLower(auth.Username)
+	h.mu.Lock()
+	m := h.mirrors[mirrorKey(user, name)]
+	if m == nil {
+		m = &mirror{hub: h, user: user, name: name}
+		h.mirrors[mirrorKey(user, name)] = m
+	}
+	h.mu.Unlock()
+
+	m.mu.Lock()
+	m.auth = auth
+	m.refs++
+	if m.refs == 1 {
+		m.stopPoll = make(chan struct{})
+		go m.poll(m.stopPoll)
+	}
+	stale := !m.loaded || time.Since(m.syncedAt) > freshness
+	m.mu.Unlock()
+	if stale {
+		if err := m.sync(ctx); err != nil {
+			h.release(m)
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+// release drops a reference; the last one stops the poller. The mirror
+// stays in memory, so selecting the folder again is cheap.
+func (h *hub) release(m *mirror) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.refs--
+	if m.refs == 0 && m.stopPoll != nil {
+		close(m.stopPoll)
+		m.stopPoll = nil
+	}
+}
+
+// drop forgets a mirror whose folder vanished or was renumbered; the next
+// acquire builds a new one.
+func (h *hub) drop(m *mirror) {
+	h.mu.Lock()
+	if h.mirrors[mirrorKey(m.user, m.name)] == m {
+		delete(h.mirrors, mirrorKey(m.user, m.name))
+	}
+	h.mu.Unlock()
+}
+
+// dropFolder forgets the mirrors of a folder and its sub-folders after a
+// DELETE or RENAME, telling connections that have them selected.
+func (h *hub) dropFolder(user, name string) {
+	h.mu.Lock()
+	var gone []*mirror
+	for k, m := range h.mirrors {
+		if m.user == strings.ToLower(user) && (m.name == name || strings.HasPrefix(m.name, name+".")) {
+			gone = append(gone, m)
+			delete(h.mirrors, k)
+		}
+	}
+	h.mu.Unlock()
+	for _, m := range gone {
+		m.mu.Lock()
+		m.gone = errFolderGone
+		m.mu.Unlock()
+	}
+}
+
+// peek returns the mirror of a folder if one exists, without a reference.
+func (h *hub) peek(user, name string) *mirror {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.mirrors[mirrorKey(user, name)]
+}
+
+// poll refreshes the mirror every PollInterval until stop closes. Errors
+// are logged and the next tick tries again; connections keep the state
+// they have.
+func (m *mirror) poll(stop chan struct{}) {
+	t := time.NewTicker(m.hub.cfg.PollInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+			ctx, cancel := context.WithTimeout(context.Background(), m.hub.cfg.PollInterval)
+			err := m.sync(ctx)
+			cancel()
+			if err != nil {
+				m.hub.cfg.Logger.Warn("imap poll failed", "user", m.user, "err", err)
+			}
+		}
+	}
+}

@@ -1,0 +1,198 @@
+package imapbackend
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/emersion/go-imap/v2"
+	"github.com/emersion/go-imap/v2/imapserver"
+
+	"github.com/directbridge/directbridge/mailbox"
+	"github.com/directbridge/directbridge/restclient"
+)
+
+// Defaults of Config.
+const (
+	DefaultPollInterval    = 30 * time.Second
+	DefaultCacheBytes      = 64 << 20
+	DefaultAppendLimit     = 50 << 20
+	DefaultMaxConnsPerUser = 20
+	// DefaultCallTimeout bounds the REST calls of one IMAP command.
+	DefaultCallTimeout = 2 * time.Minute
+)
+
+// Config configures the IMAP front.
+type Config struct {
+	Client    *restclient.Client
+	Verifier  *mailbox.Verifier
+	Store     *mailbox.Store
+	TLSConfig *tls.Config
+	// AllowInsecureAuth allows LOGIN without TLS on non-loopback listeners.
+	AllowInsecureAuth bool
+	PollInterval      time.Duration
+	// CacheBytes bounds the in-memory cache of raw messages (health data:
+	// memory only, never disk).
+	CacheBytes int64
+	// AppendLimit is the largest APPEND (RFC 7889).
+	AppendLimit uint32
+	// MaxConnsPerUser bounds the connections of one user.
+	MaxConnsPerUser int
+	// DeleteForever makes EXPUNGE outside INBOX.Trash remove messages for
+	// good. By default they go to INBOX.Trash (deleteForever=false) and can
+	// be recovered, as with Gmail's IMAP; inside INBOX.Trash EXPUNGE always
+	// removes for good.
+	DeleteForever bool
+	CallTimeout   time.Duration
+	Logger        *slog.Logger
+}
+
+// Server is the IMAP front.
+type Server struct {
+	cfg   Config
+	hub   *hub
+	cache *rawCache
+
+	mu      sync.Mutex
+	servers []*imapserver.Server
+	conns   map[string]int // connections per user
+	closed  bool
+}
+
+// caps are the capabilities the front implements (the IMAP4rev1 base plus
+// the extensions each backed by a session method).
+var caps = imap.CapSet{
+	imap.CapIMAP4rev1:      {},
+	imap.CapNamespace:      {},
+	imap.CapUIDPlus:        {},
+	imap.CapESearch:        {},
+	imap.CapSearchRes:      {},
+	imap.CapListExtended:   {},
+	imap.CapListStatus:     {},
+	imap.CapMove:           {},
+	imap.CapStatusSize:     {},
+	imap.CapBinary:         {},
+	imap.CapChildren:       {},
+	imap.CapSpecialUse:     {},
+	imap.CapLiteralPlus:    {},
+	imap.CapUnauthenticate: {},
+}
+
+// New returns a Server.
+func New(cfg Config) (*Server, error) {
+	if cfg.Client == nil || cfg.Verifier == nil || cfg.Store == nil {
+		return nil, errors.New("imapbackend: Client, Verifier and Store are required")
+	}
+	if cfg.PollInterval <= 0 {
+		cfg.PollInterval = DefaultPollInterval
+	}
+	if cfg.CacheBytes <= 0 {
+		cfg.CacheBytes = DefaultCacheBytes
+	}
+	if cfg.AppendLimit == 0 {
+		cfg.AppendLimit = DefaultAppendLimit
+	}
+	if cfg.MaxConnsPerUser <= 0 {
+		cfg.MaxConnsPerUser = DefaultMaxConnsPerUser
+	}
+	if cfg.CallTimeout <= 0 {
+		cfg.CallTimeout = DefaultCallTimeout
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	s := &Server{cfg: cfg, conns: map[string]int{}}
+	s.hub = newHub(&s.cfg)
+	s.cache = newRawCache(cfg.CacheBytes)
+	return s, nil
+}
+
+// ServePlain serves IMAP with STARTTLS (RFC 9051 §6.2.1) on l. LOGIN is
+// refused before STARTTLS (LOGINDISABLED), except on loopback listeners or
+// with AllowInsecureAuth.
+func (s *Server) ServePlain(l net.Listener) error {
+	return s.serve(l, s.cfg.AllowInsecureAuth || isLoopback(l.Addr()))
+}
+
+// ServeTLS serves IMAP over implicit TLS (RFC 8314 §3.2) on l.
+func (s *Server) ServeTLS(l net.Listener) error {
+	if s.cfg.TLSConfig == nil {
+		return errors.New("imapbackend: implicit TLS needs a TLS configuration")
+	}
+	return s.serve(tls.NewListener(l, s.cfg.TLSConfig), true)
+}
+
+func (s *Server) serve(l net.Listener, insecureAuth bool) error {
+	srv := imapserver.New(&imapserver.Options{
+		NewSession: func(c *imapserver.Conn) (imapserver.Session, *imapserver.GreetingData, error) {
+			return &session{srv: s, conn: c}, &imapserver.GreetingData{}, nil
+		},
+		Caps:         caps,
+		Logger:       slog.NewLogLogger(s.cfg.Logger.Handler(), slog.LevelWarn),
+		TLSConfig:    s.cfg.TLSConfig,
+		InsecureAuth: insecureAuth,
+	})
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		l.Close()
+		return nil
+	}
+	s.servers = append(s.servers, srv)
+	s.mu.Unlock()
+	err := srv.Serve(l)
+	if s.isClosed() {
+		return nil
+	}
+	return err
+}
+
+func (s *Server) isClosed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed
+}
+
+// Shutdown stops the listeners and closes every connection (go-imap sends
+// BYE to each).
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	s.closed = true
+	servers := s.servers
+	s.mu.Unlock()
+	var errs []error
+	for _, srv := range servers {
+		if err := srv.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// addConn counts a user's connection; false when over the limit.
+func (s *Server) addConn(user string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.conns[user] >= s.cfg.MaxConnsPerUser {
+		return false
+	}
+	s.conns[user]++
+	return true
+}
+
+func (s *Server) dropConn(user string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.conns[user]--; s.conns[user] <= 0 {
+		delete(s.conns, user)
+	}
+}
+
+func isLoopback(a net.Addr) bool {
+	tcp, ok := a.(*net.TCPAddr)
+	return ok && tcp.IP.IsLoopback()
+}

@@ -1,0 +1,225 @@
+package imapbackend
+
+import (
+	"context"
+	"strings"
+
+	"github.com/emersion/go-imap/v2"
+	"github.com/emersion/go-imap/v2/imapserver"
+
+	"github.com/directbridge/directbridge/restclient"
+)
+
+// session is one IMAP connection. Commands run one at a time per
+// connection (go-imap's rule), so its fields need no lock.
+type session struct {
+	srv  *Server
+	conn *imapserver.Conn
+
+	auth restclient.Authentication // set by LOGIN; memory only
+
+	sel       *mirror
+	tracker   *imapserver.SessionTracker
+	readOnly  bool
+	searchRes imap.UIDSet // SEARCHRES "$" (RFC 5182)
+}
+
+var (
+	_ imapserver.Session               = (*session)(nil)
+	_ imapserver.SessionNamespace      = (*session)(nil)
+	_ imapserver.SessionMove           = (*session)(nil)
+	_ imapserver.SessionAppendLimit    = (*session)(nil)
+	_ imapserver.SessionUnauthenticate = (*session)(nil)
+)
+
+// ctx bounds the REST calls of one command.
+func (s *session) ctx() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), s.srv.cfg.CallTimeout)
+}
+
+// Login checks the Direct address and password with the provider (shared,
+// short-lived verification: Thunderbird's five connections cost one REST
+// call). An unreachable provider is NO [UNAVAILABLE], never a false success.
+func (s *session) Login(username, password string) error {
+	username = strings.ToLower(strings.TrimSpace(username))
+	ctx, cancel := s.ctx()
+	defer cancel()
+	if err := s.srv.cfg.Verifier.Verify(ctx, username, restclient.Secret(password)); err != nil {
+		s.srv.cfg.Logger.Info("imap login failed", "remote", s.conn.NetConn().RemoteAddr().String())
+		if e := imapError(err); e != nil {
+			return e
+		}
+	}
+	if !s.srv.addConn(username) {
+		return errTooManyConns
+	}
+	s.auth = restclient.Authentication{Username: username, Password: restclient.Secret(password)}
+	s.srv.cfg.Logger.Info("imap login", "user", username)
+	return nil
+}
+
+// Unauthenticate returns to the not-authenticated state (RFC 8437).
+func (s *session) Unauthenticate() error {
+	s.Unselect()
+	if s.auth.Username != "" {
+		s.srv.dropConn(s.auth.Username)
+	}
+	s.auth = restclient.Authentication{}
+	return nil
+}
+
+// Close releases everything the connection holds.
+func (s *session) Close() error {
+	return s.Unauthenticate()
+}
+
+// Namespace: one personal namespace "INBOX." with delimiter ".", where
+// INBOX itself is the root, as the provider's folders are (RFC 2342).
+func (s *session) Namespace() (*imap.NamespaceData, error) {
+	return &imap.NamespaceData{Personal: []imap.NamespaceDescriptor{{Prefix: "INBOX.", Delim: delim}}}, nil
+}
+
+// AppendLimit is advertised as APPENDLIMIT (RFC 7889).
+func (s *session) AppendLimit() uint32 { return s.srv.cfg.AppendLimit }
+
+// Select opens a folder: its shared mirror, refreshed if stale, and a
+// tracker of its own for this connection's view.
+func (s *session) Select(name string, options *imap.SelectOptions) (*imap.SelectData, error) {
+	s.Unselect()
+	folder, err := s.folderName(name)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := s.ctx()
+	defer cancel()
+	m, err := s.srv.hub.acquire(ctx, s.auth, folder)
+	if err != nil {
+		if restclient.IsAPIError(err) && !restclient.IsAuthFailure(err) {
+			return nil, errNoSuchMailbox
+		}
+		return nil, imapError(err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s.sel, s.tracker, s.readOnly = m, m.tracker.NewSession(), options.ReadOnly
+	data := &imap.SelectData{
+		Flags:          mailboxFlags(m.msgs),
+		PermanentFlags: permanentFlags(m.msgs),
+		NumMessages:    uint32(len(m.msgs)),
+		UIDNext:        m.uidNext,
+		UIDValidity:    m.validity,
+	}
+	for i, msg := range m.msgs {
+		if !msg.seen {
+			data.FirstUnseenSeqNum = uint32(i) + 1
+			break
+		}
+	}
+	if s.readOnly {
+		data.PermanentFlags = nil
+	}
+	return data, nil
+}
+
+// Unselect leaves the selected folder.
+func (s *session) Unselect() error {
+	if s.sel != nil {
+		s.tracker.Close()
+		s.srv.hub.release(s.sel)
+		s.sel, s.tracker, s.searchRes = nil, nil, nil
+	}
+	return nil
+}
+
+// Poll writes pending updates after every command; when the folder was
+// deleted or renumbered under the connection, it says BYE (RFC 9051 §7.1.5).
+func (s *session) Poll(w *imapserver.UpdateWriter, allowExpunge bool) error {
+	if s.sel == nil {
+		return nil
+	}
+	if err := s.goneCheck(); err != nil {
+		return err
+	}
+	s.maybeRefresh()
+	return s.tracker.Poll(w, allowExpunge)
+}
+
+// Idle waits for updates; the mirror's poller brings them.
+func (s *session) Idle(w *imapserver.UpdateWriter, stop <-chan struct{}) error {
+	if s.sel == nil {
+		<-stop
+		return nil
+	}
+	if err := s.goneCheck(); err != nil {
+		return err
+	}
+	return s.tracker.Idle(w, stop)
+}
+
+func (s *session) goneCheck() error {
+	s.sel.mu.Lock()
+	gone := s.sel.gone
+	s.sel.mu.Unlock()
+	if gone != nil {
+		s.conn.Bye("The selected mailbox was deleted or renumbered")
+		return gone
+	}
+	return nil
+}
+
+// maybeRefresh lets NOOP-driven clients see changes sooner than the poll
+// interval, without costing more than one refresh per freshness period
+// however many connections ask.
+func (s *session) maybeRefresh() {
+	m := s.sel
+	m.mu.Lock()
+	stale := m.loaded && !m.syncedAt.IsZero() && sinceSync(m) > s.srv.cfg.PollInterval/3 && sinceSync(m) > freshness
+	m.mu.Unlock()
+	if stale {
+		ctx, cancel := s.ctx()
+		defer cancel()
+		m.sync(ctx) // a failure leaves the state as it was; the poller tries again
+	}
+}
+
+// folderName checks and normalises a mailbox name: INBOX in any case is
+// INBOX (RFC 9051 §5.1), also as the first level of a longer name.
+func (s *session) folderName(name string) (string, error) {
+	if strings.EqualFold(name, "INBOX") {
+		return "INBOX", nil
+	}
+	if len(name) > 6 && strings.EqualFold(name[:6], "INBOX.") {
+		name = "INBOX." + name[6:]
+	}
+	if !strings.HasPrefix(name, "INBOX.") || strings.Contains(name, "..") || strings.HasSuffix(name, ".") {
+		return "", errNoSuchMailbox
+	}
+	return name, nil
+}
+
+// delim is the hierarchy delimiter of the provider's folder names.
+const delim = '.'
+
+// mailboxFlags is the FLAGS response: the system flags and every keyword
+// in use, so clients learn the keywords (RFC 9051 §7.3.5).
+func mailboxFlags(msgs []*message) []imap.Flag {
+	out := []imap.Flag{imap.FlagSeen, imap.FlagAnswered, imap.FlagFlagged, imap.FlagDeleted, imap.FlagDraft}
+	seen := map[imap.Flag]bool{}
+	for _, f := range out {
+		seen[f] = true
+	}
+	for _, m := range msgs {
+		for _, f := range m.flags {
+			if !seen[f] {
+				seen[f] = true
+				out = append(out, f)
+			}
+		}
+	}
+	return out
+}
+
+// permanentFlags says what STORE keeps: every flag, and new keywords (\*).
+func permanentFlags(msgs []*message) []imap.Flag {
+	return append(mailboxFlags(msgs), imap.FlagWildcard)
+}
