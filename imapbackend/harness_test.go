@@ -1,0 +1,162 @@
+package imapbackend_test
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"math/big"
+	"net"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/emersion/go-imap/v2/imapclient"
+
+	"github.com/directbridge/directbridge/imapbackend"
+	"github.com/directbridge/directbridge/mailbox"
+	"github.com/directbridge/directbridge/restclient"
+	"github.com/directbridge/directbridge/sandbox"
+)
+
+// Test accounts of every harness.
+const (
+	alice, alicePW = "alice@direct.example", "alice-password"
+	bob, bobPW     = "bob@direct.example", "bob-password"
+)
+
+// env is one bridge IMAP front on a sandbox provider, over real TCP.
+type env struct {
+	t        *testing.T
+	sandbox  *sandbox.Server
+	client   *restclient.Client // for arranging and checking provider state
+	server   *imapbackend.Server
+	addr     string // STARTTLS listener (loopback: LOGIN allowed in clear)
+	tlsAddr  string // implicit TLS listener
+	tlsConf  *tls.Config
+	stateDir string
+}
+
+// options tweak the harness.
+type options struct {
+	pollInterval time.Duration
+	cfg          func(*imapbackend.Config)
+	stateDir     string
+	sandboxDir   string
+}
+
+func newEnv(t *testing.T, o options) *env {
+	t.Helper()
+	if o.stateDir == "" {
+		o.stateDir = t.TempDir()
+	}
+	srv, err := sandbox.Open(sandbox.Options{
+		Dir:   o.sandboxDir,
+		Users: []sandbox.Account{{Name: alice, Password: alicePW}, {Name: bob, Password: bobPW}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv)
+	c, err := restclient.New(restclient.Options{BaseURL: hs.URL, MaxRetries: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := mailbox.OpenStore(o.stateDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tlsConf := selfSignedTLS(t)
+	cfg := imapbackend.Config{
+		Client:       c,
+		Verifier:     mailbox.NewVerifier(c, time.Minute),
+		Store:        store,
+		TLSConfig:    tlsConf,
+		PollInterval: o.pollInterval,
+	}
+	if cfg.PollInterval == 0 {
+		cfg.PollInterval = time.Hour // tests that want polling say so
+	}
+	if o.cfg != nil {
+		o.cfg(&cfg)
+	}
+	is, err := imapbackend.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l1, _ := net.Listen("tcp", "127.0.0.1:0")
+	l2, _ := net.Listen("tcp", "127.0.0.1:0")
+	go is.ServePlain(l1)
+	go is.ServeTLS(l2)
+	e := &env{t: t, sandbox: srv, client: c, server: is, addr: l1.Addr().String(), tlsAddr: l2.Addr().String(),
+		tlsConf: &tls.Config{InsecureSkipVerify: true}, stateDir: o.stateDir}
+	t.Cleanup(func() {
+		is.Shutdown(context.Background())
+		hs.Close()
+		store.Close()
+		srv.Close()
+	})
+	return e
+}
+
+// dial connects with go-imap's client without logging in.
+func (e *env) dial() *imapclient.Client {
+	e.t.Helper()
+	c, err := imapclient.DialInsecure(e.addr, nil)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// login connects and logs in as user.
+func (e *env) login(user, pw string) *imapclient.Client {
+	e.t.Helper()
+	c := e.dial()
+	if err := c.Login(user, pw).Wait(); err != nil {
+		e.t.Fatalf("login %s: %v", user, err)
+	}
+	return c
+}
+
+// auth is the provider credentials of a test account.
+func auth(user string) restclient.Authentication {
+	pw := alicePW
+	if user == bob {
+		pw = bobPW
+	}
+	return restclient.Authentication{Username: user, Password: restclient.Secret(pw)}
+}
+
+// deliver puts a message into a folder at the provider, as mail arriving
+// from elsewhere would, and returns its UID.
+func (e *env) deliver(user, folder, raw string) int64 {
+	e.t.Helper()
+	uid, err := e.sandbox.Deliver(context.Background(), user, folder, []byte(raw))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return uid
+}
+
+// testMessage is a small valid message.
+func testMessage(subject string) string {
+	return "From: bob@direct.example\r\nTo: alice@direct.example\r\nSubject: " + subject +
+		"\r\nDate: Mon, 02 Jan 2026 15:04:05 +0000\r\nMessage-ID: <" + subject + "@direct.example>\r\n" +
+		"Content-Type: text/plain; charset=utf-8\r\n\r\nHello " + subject + "\r\n"
+}
+
+func selfSignedTLS(t *testing.T) *tls.Config {
+	t.Helper()
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, DNSNames: []string{"localhost"}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}, MinVersion: tls.VersionTLS12}
+}
