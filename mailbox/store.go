@@ -93,3 +93,14 @@ func (s *Store) FindSent(ctx context.Context, username, messageID string, since 
 	rec.SentAt = time.UnixMilli(at).UTC()
 	return rec, true, nil
 }
+
+// KnownSmtpID reports whether a sent record holds smtpID: the bridge
+// answered 250 for that message.
+func (s *Store) KnownSmtpID(ctx context.Context, smtpID string) (bool, error) {
+	var n int
+	err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM sent WHERE smtp_id = ?`, smtpID).Scan(&n)
+	if err != nil {
+		return false, fmt.Errorf("mailbox: looking up sent message: %w", err)
+	}
+	return n > 0, nil
+}

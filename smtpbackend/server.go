@@ -28,11 +28,16 @@ const (
 	DefaultSendTimeout = 2 * time.Minute
 )
 
-// maxLineLength bounds a command line and a line of message data. RFC
-// 5322 §2.1.1 asks for 998 characters, but real mail (HTML without line
-// breaks, unwrapped base64) often has longer lines, and a submission
-// server that refuses them loses mail. The message size limit bounds memory.
-const maxLineLength = 64 << 10
+// lineSlack is added to the message size limit to make the line limit.
+// RFC 5322 §2.1.1 asks for lines of at most 998 characters, but real mail
+// (HTML without line breaks, base64 written unwrapped by some exporters)
+// has longer ones, and refusing them loses mail. go-smtp's line limit
+// cannot be recovered from inside DATA (the connection is dropped while
+// the client still writes, which it reads as a temporary failure), so the
+// only limit on a line is the size limit on the message, which DATA
+// enforces cleanly with 552. A command line may be as long too; the size
+// limit bounds memory either way.
+const lineSlack = 1024
 
 // Config configures the submission server.
 type Config struct {
@@ -122,7 +127,7 @@ func (s *Server) serve(l net.Listener, implicitTLS bool) error {
 	srv.AllowInsecureAuth = s.cfg.AllowInsecureAuth || implicitTLS || isLoopback(l.Addr())
 	srv.MaxMessageBytes = s.cfg.MaxMessageBytes
 	srv.MaxRecipients = s.cfg.MaxRecipients
-	srv.MaxLineLength = maxLineLength
+	srv.MaxLineLength = int(s.cfg.MaxMessageBytes) + lineSlack
 	srv.ReadTimeout = s.cfg.ReadTimeout
 	srv.WriteTimeout = s.cfg.WriteTimeout
 	srv.ErrorLog = log.New(slogWriter{s.log}, "", 0)

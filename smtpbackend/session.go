@@ -134,7 +134,7 @@ func (ss *session) Data(r io.Reader) error {
 		case errors.Is(err, smtp.ErrDataTooLarge):
 			return smtp.ErrDataTooLarge
 		case errors.Is(err, smtp.ErrTooLongLine):
-			return reply(500, smtp.EnhancedCode{5, 4, 0}, "Message has a line longer than 65536 octets")
+			return smtp.ErrDataTooLarge // a line longer than the whole size limit
 		}
 		return reply(451, smtp.EnhancedCode{4, 3, 0}, "Message not received completely")
 	}
@@ -152,7 +152,7 @@ func (ss *session) Data(r io.Reader) error {
 			"duration", time.Since(start), "err", err)
 		return dataReply(err)
 	}
-	if ss.s.cfg.Store != nil && sub.MessageID != "" {
+	if ss.s.cfg.Store != nil {
 		rec := mailbox.SentRecord{Username: ss.sender(), SmtpID: smtpID, MessageID: sub.MessageID, SentAt: time.Now()}
 		if err := ss.s.cfg.Store.RecordSent(ctx, rec); err != nil {
 			// The provider has the message: the answer must be 250.
