@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/directbridge/directbridge/imapbackend"
 	"github.com/directbridge/directbridge/mailbox"
 	"github.com/directbridge/directbridge/restclient"
 	"github.com/directbridge/directbridge/sandbox"
@@ -35,6 +36,7 @@ type Bridge struct {
 	store     *mailbox.Store
 	certs     *certSource
 	smtp      *smtpbackend.Server
+	imap      *imapbackend.Server
 	listeners []namedListener
 }
 
@@ -120,9 +122,26 @@ func (b *Bridge) open() error {
 	if b.certs, err = loadCertSource(certFile, keyFile); err != nil {
 		return err
 	}
+	verifier := mailbox.NewVerifier(b.client, 0) // shared: an IMAP login and an SMTP AUTH cost one check
+	b.imap, err = imapbackend.New(imapbackend.Config{
+		Client:            b.client,
+		Verifier:          verifier,
+		Store:             b.store,
+		TLSConfig:         b.certs.tlsConfig(),
+		AllowInsecureAuth: b.cfg.AllowInsecureAuth,
+		PollInterval:      b.cfg.PollInterval,
+		CacheBytes:        b.cfg.IMAPCacheBytes,
+		AppendLimit:       b.cfg.IMAPAppendLimit,
+		MaxConnsPerUser:   b.cfg.IMAPMaxConns,
+		DeleteForever:     b.cfg.ExpungePolicy == "forever",
+		Logger:            b.log.With("component", "imap"),
+	})
+	if err != nil {
+		return err
+	}
 	b.smtp, err = smtpbackend.New(smtpbackend.Config{
 		Client:            b.client,
-		Verifier:          mailbox.NewVerifier(b.client, 0),
+		Verifier:          verifier,
 		Store:             b.store,
 		TLSConfig:         b.certs.tlsConfig(),
 		AllowInsecureAuth: b.cfg.AllowInsecureAuth,
@@ -137,6 +156,8 @@ func (b *Bridge) open() error {
 		name, addr string
 		serve      func(net.Listener) error
 	}{
+		{"IMAP (STARTTLS)", b.cfg.IMAPAddr, b.imap.ServePlain},
+		{"IMAP (TLS)", b.cfg.IMAPSAddr, b.imap.ServeTLS},
 		{"SMTP submission (STARTTLS)", b.cfg.SMTPAddr, b.smtp.ServeSubmission},
 		{"SMTP submission (TLS)", b.cfg.SMTPSAddr, b.smtp.ServeImplicitTLS},
 	} {
@@ -204,6 +225,9 @@ func (b *Bridge) Run(ctx context.Context) error {
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
 	defer cancel()
+	if err := b.imap.Shutdown(sctx); err != nil {
+		b.log.Warn("imap shutdown", "err", err)
+	}
 	if err := b.smtp.Shutdown(sctx); err != nil {
 		b.log.Warn("smtp shutdown", "err", err)
 	}

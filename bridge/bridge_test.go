@@ -27,6 +27,7 @@ func testConfig(t *testing.T) bridge.Config {
 	}
 	cfg.DataDir = t.TempDir()
 	cfg.SMTPAddr, cfg.SMTPSAddr, cfg.SandboxConfig.Addr = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
+	cfg.IMAPAddr, cfg.IMAPSAddr = "127.0.0.1:0", "127.0.0.1:0"
 	return cfg
 }
 
@@ -44,6 +45,9 @@ func TestConfigValidation(t *testing.T) {
 		{"batch too large", func(c *bridge.Config) { c.APIBatchSize = 5000 }, "DIRECTBRIDGE_API_BATCH_SIZE"},
 		{"size zero", func(c *bridge.Config) { c.SMTPMaxMessageBytes = 0 }, "DIRECTBRIDGE_SMTP_MAX_MESSAGE_BYTES"},
 		{"timeout zero", func(c *bridge.Config) { c.APITimeout = 0 }, "DIRECTBRIDGE_API_TIMEOUT"},
+		{"bad IMAP address", func(c *bridge.Config) { c.IMAPAddr = "imap" }, "DIRECTBRIDGE_IMAP_ADDR"},
+		{"poll too fast", func(c *bridge.Config) { c.PollInterval = time.Millisecond }, "DIRECTBRIDGE_POLL_INTERVAL"},
+		{"unknown expunge policy", func(c *bridge.Config) { c.ExpungePolicy = "shred" }, "DIRECTBRIDGE_EXPUNGE"},
 		{"bad sandbox users", func(c *bridge.Config) { c.Users = "alice" }, "DIRECTBRIDGE_SANDBOX_USERS"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -136,6 +140,7 @@ func Example() {
 	defer os.RemoveAll(dir)
 	cfg.DataDir = dir
 	cfg.SMTPAddr, cfg.SMTPSAddr, cfg.SandboxConfig.Addr = "127.0.0.1:0", "off", "127.0.0.1:0"
+	cfg.IMAPAddr, cfg.IMAPSAddr = "127.0.0.1:0", "off"
 
 	b, err := bridge.New(cfg, nil, io.Discard)
 	if err != nil {

@@ -21,6 +21,8 @@ type Config struct {
 
 	DataDir string `envconfig:"DATA_DIR" desc:"directory for the state store, the generated TLS certificate and the embedded sandbox's mail; default $XDG_STATE_HOME/directbridge or ~/.local/state/directbridge"`
 
+	IMAPAddr  string `envconfig:"IMAP_ADDR" default:"127.0.0.1:1143" desc:"IMAP listener with STARTTLS (host:port or off)"`
+	IMAPSAddr string `envconfig:"IMAPS_ADDR" default:"127.0.0.1:1993" desc:"IMAP listener with implicit TLS (host:port or off)"`
 	SMTPAddr  string `envconfig:"SMTP_ADDR" default:"127.0.0.1:1587" desc:"SMTP submission listener with STARTTLS (host:port or off)"`
 	SMTPSAddr string `envconfig:"SMTPS_ADDR" default:"127.0.0.1:1465" desc:"SMTP submission listener with implicit TLS (host:port or off)"`
 
@@ -31,6 +33,12 @@ type Config struct {
 
 	SMTPMaxMessageBytes int64 `envconfig:"SMTP_MAX_MESSAGE_BYTES" default:"52428800" desc:"largest message accepted by SMTP, in bytes (advertised as SIZE)"`
 	SMTPMaxRecipients   int   `envconfig:"SMTP_MAX_RECIPIENTS" default:"100" desc:"most recipients of one SMTP message"`
+
+	PollInterval    time.Duration `envconfig:"POLL_INTERVAL" default:"30s" desc:"how often the provider is asked for changes of a folder someone has open (one poll per user and folder, shared by all connections)"`
+	IMAPCacheBytes  int64         `envconfig:"IMAP_CACHE_BYTES" default:"67108864" desc:"memory for raw messages cached by the IMAP front (never written to disk)"`
+	IMAPAppendLimit uint32        `envconfig:"IMAP_APPEND_LIMIT" default:"52428800" desc:"largest IMAP APPEND, in bytes (advertised as APPENDLIMIT)"`
+	IMAPMaxConns    int           `envconfig:"IMAP_MAX_CONNECTIONS_PER_USER" default:"20" desc:"most IMAP connections of one user"`
+	ExpungePolicy   string        `envconfig:"EXPUNGE" default:"trash" desc:"what IMAP EXPUNGE does outside INBOX.Trash: trash (move to INBOX.Trash, recoverable) or forever"`
 
 	APIRateLimit float64       `envconfig:"API_RATE_LIMIT" default:"100" desc:"most REST requests per second to the provider"`
 	APIBatchSize int           `envconfig:"API_BATCH_SIZE" default:"500" desc:"most UIDs per REST request"`
@@ -62,7 +70,8 @@ func (c *Config) Validate() []error {
 	if c.APIURL != "" && !strings.HasPrefix(c.APIURL, "https://") && !strings.HasPrefix(c.APIURL, "http://") {
 		bad("DIRECTBRIDGE_API_URL: %q is not an http(s) URL", c.APIURL)
 	}
-	for name, addr := range map[string]string{"DIRECTBRIDGE_SMTP_ADDR": c.SMTPAddr, "DIRECTBRIDGE_SMTPS_ADDR": c.SMTPSAddr} {
+	for name, addr := range map[string]string{"DIRECTBRIDGE_SMTP_ADDR": c.SMTPAddr, "DIRECTBRIDGE_SMTPS_ADDR": c.SMTPSAddr,
+		"DIRECTBRIDGE_IMAP_ADDR": c.IMAPAddr, "DIRECTBRIDGE_IMAPS_ADDR": c.IMAPSAddr} {
 		if addr == Off {
 			continue
 		}
@@ -81,6 +90,18 @@ func (c *Config) Validate() []error {
 	}
 	if c.APIBatchSize < 1 || c.APIBatchSize > 500 {
 		bad("DIRECTBRIDGE_API_BATCH_SIZE must be between 1 and 500 (the provider's guideline)")
+	}
+	if c.PollInterval < time.Second {
+		bad("DIRECTBRIDGE_POLL_INTERVAL must be at least 1s")
+	}
+	if c.IMAPCacheBytes <= 0 {
+		bad("DIRECTBRIDGE_IMAP_CACHE_BYTES must be positive")
+	}
+	if c.IMAPMaxConns <= 0 {
+		bad("DIRECTBRIDGE_IMAP_MAX_CONNECTIONS_PER_USER must be positive")
+	}
+	if c.ExpungePolicy != "trash" && c.ExpungePolicy != "forever" {
+		bad("DIRECTBRIDGE_EXPUNGE: %q is not trash or forever", c.ExpungePolicy)
 	}
 	if c.APITimeout <= 0 {
 		bad("DIRECTBRIDGE_API_TIMEOUT must be positive")

@@ -236,7 +236,8 @@ func TestServeCommand(t *testing.T) {
 	data := t.TempDir()
 	cmd := exec.Command(binPath)
 	cmd.Env = cleanEnv("DIRECTBRIDGE_DATA_DIR="+data, "DIRECTBRIDGE_SMTP_ADDR=127.0.0.1:0",
-		"DIRECTBRIDGE_SMTPS_ADDR=127.0.0.1:0", "DIRECTBRIDGE_SANDBOX_ADDR=127.0.0.1:0", "DIRECTBRIDGE_LOG_LEVEL=debug")
+		"DIRECTBRIDGE_SMTPS_ADDR=127.0.0.1:0", "DIRECTBRIDGE_SANDBOX_ADDR=127.0.0.1:0", "DIRECTBRIDGE_LOG_LEVEL=debug",
+		"DIRECTBRIDGE_IMAP_ADDR=127.0.0.1:0", "DIRECTBRIDGE_IMAPS_ADDR=127.0.0.1:0")
 	stdout, _ := cmd.StdoutPipe()
 	var logs bytes.Buffer
 	cmd.Stderr = &logs
