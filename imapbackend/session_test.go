@@ -1,11 +1,14 @@
 package imapbackend_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
 	"github.com/emersion/go-imap/v2"
 	"github.com/emersion/go-imap/v2/imapclient"
+
+	"github.com/directbridge/directbridge/sandbox"
 )
 
 func TestLoginAndSelect(t *testing.T) {
@@ -85,4 +88,79 @@ func TestIdlePushesNewMail(t *testing.T) {
 	}
 	idle.Close()
 	idle.Wait()
+}
+
+func TestTLSAndSTARTTLS(t *testing.T) {
+	e := newEnv(t, options{})
+	for name, dial := range map[string]func() (*imapclient.Client, error){
+		"implicit TLS": func() (*imapclient.Client, error) {
+			return imapclient.DialTLS(e.tlsAddr, &imapclient.Options{TLSConfig: e.tlsConf})
+		},
+		"STARTTLS": func() (*imapclient.Client, error) {
+			return imapclient.DialStartTLS(e.addr, &imapclient.Options{TLSConfig: e.tlsConf})
+		},
+	} {
+		c, err := dial()
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if err := c.Login(alice, alicePW).Wait(); err != nil {
+			t.Fatalf("%s login: %v", name, err)
+		}
+		if _, err := c.Select("INBOX", nil).Wait(); err != nil {
+			t.Fatalf("%s select: %v", name, err)
+		}
+		c.Close()
+	}
+}
+
+// TestProviderFaults: a provider that is down, slow to fail or answering
+// garbage gives a clear NO [UNAVAILABLE], and the session goes on once
+// the provider is back.
+func TestProviderFaults(t *testing.T) {
+	e := newEnv(t, options{})
+	e.deliver(alice, "INBOX", testMessage("one"))
+	c := e.login(alice, alicePW)
+	for _, f := range []sandbox.Fault{{Status: 503}, {Status: 500}, {Malformed: true}, {Reset: true}} {
+		e.sandbox.InjectFault("GetUIDs", f)
+		_, err := c.Select("INBOX", nil).Wait()
+		ie, ok := err.(*imap.Error)
+		if !ok || ie.Type != imap.StatusResponseTypeNo || ie.Code != imap.ResponseCodeUnavailable {
+			t.Errorf("fault %+v: SELECT gave %v; want NO [UNAVAILABLE]", f, err)
+		}
+		e.sandbox.ClearFaults()
+	}
+	data, err := c.Select("INBOX", nil).Wait()
+	if err != nil || data.NumMessages != 1 {
+		t.Fatalf("after the provider is back: %+v, %v", data, err)
+	}
+	// Login while the provider is down is UNAVAILABLE, not a false "wrong password".
+	e.sandbox.InjectFault("GetMessageCount", sandbox.Fault{Status: 503})
+	c2 := e.dial()
+	err = c2.Login(bob, bobPW).Wait()
+	if ie, ok := err.(*imap.Error); !ok || ie.Code != imap.ResponseCodeUnavailable {
+		t.Fatalf("login with provider down: %v; want NO [UNAVAILABLE]", err)
+	}
+}
+
+// TestRestartKeepsUIDValidity: a new bridge on the same state directory
+// announces the same UIDVALIDITY and UIDNEXT.
+func TestRestartKeepsUIDValidity(t *testing.T) {
+	state, mail := t.TempDir(), t.TempDir()
+	e := newEnv(t, options{stateDir: state, sandboxDir: mail})
+	e.deliver(alice, "INBOX", testMessage("one"))
+	first, err := e.login(alice, alicePW).Select("INBOX", nil).Wait()
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.server.Shutdown(context.Background())
+
+	e2 := newEnv(t, options{stateDir: state, sandboxDir: mail})
+	again, err := e2.login(alice, alicePW).Select("INBOX", nil).Wait()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.UIDValidity != first.UIDValidity || again.UIDNext != first.UIDNext || again.NumMessages != 1 {
+		t.Fatalf("after restart %+v; before %+v", again, first)
+	}
 }
