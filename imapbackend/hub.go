@@ -52,6 +52,15 @@ func (h *hub) acquire(ctx context.Context, auth restclient.Authentication, name 
 	if stale {
 		if err := m.sync(ctx); err != nil {
 			h.release(m)
+			m.mu.Lock()
+			never := !m.loaded
+			m.mu.Unlock()
+			if never {
+				// A name that could not be loaded (no such folder, say)
+				// leaves nothing behind: arbitrary names must not grow
+				// the map.
+				h.drop(m)
+			}
 			return nil, err
 		}
 	}

@@ -250,8 +250,10 @@ func (m *mirror) apply(ctx context.Context, uids []imap.UID, unread int, unreadS
 			m.byUID[u] = msg
 		}
 	}
-	if len(m.msgs) != before {
-		m.tracker.QueueNumMessages(uint32(len(m.msgs)))
+	// One EXISTS step per message: go-imap's trackers map sequence numbers
+	// correctly only for growth by one at a time.
+	for n := before + 1; n <= len(m.msgs); n++ {
+		m.tracker.QueueNumMessages(uint32(n))
 	}
 	m.unreadCount = unread
 	m.syncedAt = time.Now()

@@ -57,6 +57,8 @@ type Server struct {
 	hub   *hub
 	cache *rawCache
 
+	folders folderCache // per-user folder lists, shared by a user's connections (list.go)
+
 	mu      sync.Mutex
 	servers []*imapserver.Server
 	conns   map[string]int // connections per user

@@ -138,8 +138,8 @@ func (s *Store) ResetFolder(ctx context.Context, username, folder string, uidNex
 func (s *Store) ForgetFolder(ctx context.Context, username, folder string) error {
 	return s.tx(ctx, func(tx *sql.Tx) error {
 		for _, table := range []string{"folder_state", "flags"} {
-			_, err := tx.Exec(`DELETE FROM `+table+` WHERE username = ? AND (folder = ? OR substr(folder, 1, ?) = ?)`,
-				username, folder, len(folder)+1, folder+".")
+			_, err := tx.Exec(`DELETE FROM `+table+` WHERE username = ? AND (folder = ? OR substr(folder, 1, length(?)) = ?)`,
+				username, folder, folder+".", folder+".")
 			if err != nil {
 				return err
 			}
@@ -153,12 +153,12 @@ func (s *Store) ForgetFolder(ctx context.Context, username, folder string) error
 func (s *Store) RenameFolder(ctx context.Context, username, from, to string) error {
 	return s.tx(ctx, func(tx *sql.Tx) error {
 		for _, table := range []string{"folder_state", "flags"} {
-			if _, err := tx.Exec(`DELETE FROM `+table+` WHERE username = ? AND (folder = ? OR substr(folder, 1, ?) = ?)`,
-				username, to, len(to)+1, to+"."); err != nil {
+			if _, err := tx.Exec(`DELETE FROM `+table+` WHERE username = ? AND (folder = ? OR substr(folder, 1, length(?)) = ?)`,
+				username, to, to+".", to+"."); err != nil {
 				return err
 			}
-			_, err := tx.Exec(`UPDATE `+table+` SET folder = ? || substr(folder, ?) WHERE username = ? AND (folder = ? OR substr(folder, 1, ?) = ?)`,
-				to, len(from)+1, username, from, len(from)+1, from+".")
+			_, err := tx.Exec(`UPDATE `+table+` SET folder = ? || substr(folder, length(?) + 1) WHERE username = ? AND (folder = ? OR substr(folder, 1, length(?)) = ?)`,
+				to, from, username, from, from+".", from+".")
 			if err != nil {
 				return err
 			}

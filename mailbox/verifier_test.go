@@ -220,3 +220,26 @@ func TestStoreFolderState(t *testing.T) {
 		t.Fatalf("after forget: %+v", fresh)
 	}
 }
+
+// TestStoreNonASCIIFolderNames: prefixes are measured in characters, as
+// SQLite measures them, so sub-folders of non-ASCII names follow a rename.
+func TestStoreNonASCIIFolderNames(t *testing.T) {
+	s, err := mailbox.OpenStore(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	child, _ := s.Folder(ctx, alice, "INBOX.Bücher.Kinder")
+	if err := s.RenameFolder(ctx, alice, "INBOX.Bücher", "INBOX.Books"); err != nil {
+		t.Fatal(err)
+	}
+	moved, _ := s.Folder(ctx, alice, "INBOX.Books.Kinder")
+	if moved.UIDValidity != child.UIDValidity {
+		t.Fatalf("sub-folder of a non-ASCII name lost its UIDVALIDITY in a rename")
+	}
+	s.ForgetFolder(ctx, alice, "INBOX.Books")
+	if again, _ := s.Folder(ctx, alice, "INBOX.Books.Kinder"); again.UIDValidity == child.UIDValidity {
+		t.Fatal("ForgetFolder kept a sub-folder")
+	}
+}

@@ -141,8 +141,10 @@ type folderRow struct {
 }
 
 func subtree(tx *sql.Tx, u user, name string) ([]folderRow, error) {
-	rows, err := tx.Query(`SELECT id, name, next_uid FROM folders WHERE user_id = ? AND (name = ? OR substr(name, 1, ?) = ?)`,
-		u.id, name, len(name)+1, name+".")
+	// SQLite counts characters, not bytes, in substr and length: the
+	// prefix test must measure the prefix the same way.
+	rows, err := tx.Query(`SELECT id, name, next_uid FROM folders WHERE user_id = ? AND (name = ? OR substr(name, 1, length(?)) = ?)`,
+		u.id, name, name+".", name+".")
 	if err != nil {
 		return nil, err
 	}

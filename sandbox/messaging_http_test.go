@@ -13,6 +13,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"slices"
 	"sort"
 	"strings"
@@ -665,5 +666,21 @@ func TestHTTPForwardRecipientForms(t *testing.T) {
 	r.ok("PUT", "/Forward/INBOX", fmt.Sprintf(`{"auth":%s,"uids":[%d],"recipients":[{"email":"alice@direct.example","type":"cc"}]}`, wireBobAuth, uid))
 	if n := r.count(wireAliceAuth, "INBOX"); n != 3 {
 		t.Errorf("alice INBOX %d", n)
+	}
+}
+
+// TestHTTPNonASCIIFolderTree: a folder with a non-ASCII name takes its
+// sub-folders along when it is renamed or deleted.
+func TestHTTPNonASCIIFolderTree(t *testing.T) {
+	r := newWireEnv(t, sandbox.Options{Users: wireUsers()})
+	r.ok("POST", "/CreateFolder/"+url.PathEscape("INBOX.Café.Sub"), wireAliceAuth)
+	r.ok("POST", "/MoveFolder/"+url.PathEscape("INBOX.Café")+"/"+url.PathEscape("INBOX.Bücher"), wireAliceAuth)
+	got := strings.Join(r.folders(wireAliceAuth, "INBOX", "false"), ",")
+	if !strings.Contains(got, "INBOX.Bücher.Sub") || strings.Contains(got, "Café") {
+		t.Fatalf("after rename: %s", got)
+	}
+	r.ok("POST", "/DeleteFolder/"+url.PathEscape("INBOX.Bücher"), wireAliceAuth)
+	if got := strings.Join(r.folders(wireAliceAuth, "INBOX", "false"), ","); strings.Contains(got, "Bücher") {
+		t.Fatalf("after delete: %s", got)
 	}
 }

@@ -1,0 +1,172 @@
+package imapbackend
+
+import (
+	"context"
+	"errors"
+
+	"github.com/emersion/go-imap/v2"
+
+	"github.com/directbridge/directbridge/restclient"
+)
+
+// Status answers STATUS (RFC 9051 §6.3.11) from the folder's shared mirror,
+// the same one SELECT and the poller use: a STATUS of MESSAGES UNSEEN
+// UIDNEXT UIDVALIDITY on a folder nobody watches costs GetUIDs and
+// GetUnreadMessageCount (and GetUnreadMessages when something is unread),
+// and a repeat within the mirror's freshness costs nothing. STATUS of the
+// selected folder is allowed; it reports the shared state, which may be
+// ahead of what this connection has been told so far (RFC 9051 §6.3.11
+// warns clients of exactly that).
+func (s *session) Status(name string, options *imap.StatusOptions) (*imap.StatusData, error) {
+	folder, err := s.folderName(name)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := s.ctx()
+	defer cancel()
+	data, err := s.statusOf(ctx, folder, options)
+	if err != nil {
+		return nil, err
+	}
+	// The reply names the mailbox as the client wrote it: clients match
+	// STATUS replies to their commands by name ("Inbox.Sent" stays so).
+	data.Mailbox = name
+	return data, nil
+}
+
+// statusOf computes the STATUS items of a folder; LIST-STATUS shares it.
+// Every item asked for is filled in: go-imap writes each requested item
+// and dereferences its pointer.
+//
+//   - RECENT is always 0: the provider has no \Recent and the bridge does
+//     not invent one (RFC 9051 dropped \Recent).
+//   - SIZE (RFC 8438) is the sum of the provider's message sizes, which
+//     needs the folder's metadata: one GetMessageMetaData call, kept in the
+//     mirror for FETCH RFC822.SIZE afterwards.
+//   - DELETED counts messages with a kept \Deleted flag (RFC 9051 §6.3.11);
+//     DELETED-STORAGE (RFC 9208), which go-imap parses whether or not it is
+//     advertised, is their size.
+//   - APPENDLIMIT is the bridge's limit (RFC 7889).
+func (s *session) statusOf(ctx context.Context, folder string, o *imap.StatusOptions) (*imap.StatusData, error) {
+	m, err := s.acquireFolder(ctx, folder)
+	if err != nil {
+		return nil, err
+	}
+	defer s.srv.hub.release(m)
+	if o.Size || o.DeletedStorage {
+		if err := s.loadMirrorMeta(ctx, m); err != nil {
+			return nil, imapError(err)
+		}
+	}
+
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var unseen, deleted uint32
+	var size, deletedSize int64
+	for _, msg := range m.msgs {
+		var sz int64
+		if msg.meta != nil && msg.meta.Size > 0 {
+			sz = int64(msg.meta.Size)
+		}
+		size += sz
+		if !msg.seen {
+			unseen++
+		}
+		if msg.has(imap.FlagDeleted) {
+			deleted++
+			deletedSize += sz
+		}
+	}
+	d := &imap.StatusData{Mailbox: folder}
+	if o.NumMessages {
+		n := uint32(len(m.msgs))
+		d.NumMessages = &n
+	}
+	if o.NumUnseen {
+		d.NumUnseen = &unseen
+	}
+	if o.UIDNext {
+		d.UIDNext = max(m.uidNext, 1)
+	}
+	if o.UIDValidity {
+		d.UIDValidity = m.validity
+	}
+	if o.NumRecent {
+		var zero uint32
+		d.NumRecent = &zero
+	}
+	if o.NumDeleted {
+		d.NumDeleted = &deleted
+	}
+	if o.Size {
+		d.Size = &size
+	}
+	if o.DeletedStorage {
+		d.DeletedStorage = &deletedSize
+	}
+	if o.AppendLimit {
+		limit := s.srv.cfg.AppendLimit
+		d.AppendLimit = &limit
+	}
+	return d, nil
+}
+
+// acquireFolder is hub.acquire for a folder named in a command, with the
+// provider's refusals turned into IMAP answers: a folder the provider does
+// not know is NO [NONEXISTENT]. The provider answers an unknown folder with
+// a generic code, so the folder list decides whether that is what it meant.
+// A folder found renumbered gets a fresh mirror (and UIDVALIDITY) at once.
+// The caller releases the mirror.
+func (s *session) acquireFolder(ctx context.Context, folder string) (*mirror, error) {
+	for attempt := 0; ; attempt++ {
+		m, err := s.srv.hub.acquire(ctx, s.auth, folder)
+		if err == nil {
+			return m, nil
+		}
+		if errors.Is(err, errFolderGone) && attempt == 0 {
+			continue
+		}
+		if restclient.IsAPIError(err) && !restclient.IsAuthFailure(err) {
+			if fs, ferr := s.listFolders(ctx, 0); ferr == nil && !fs.exists[folder] {
+				return nil, errNoSuchMailbox
+			}
+		}
+		return nil, imapError(err)
+	}
+}
+
+// loadMirrorMeta fills in the metadata of every message of m that lacks it
+// with one GetMessageMetaData call, as session.ensureMeta does for the
+// selected folder. A message the answer misses (gone at the provider since
+// the last refresh) stays without, so that a later FETCH asks again.
+func (s *session) loadMirrorMeta(ctx context.Context, m *mirror) error {
+	m.mu.Lock()
+	missing := false
+	for _, msg := range m.msgs {
+		if msg.meta == nil {
+			missing = true
+			break
+		}
+	}
+	auth := m.auth
+	m.mu.Unlock()
+	if !missing {
+		return nil
+	}
+	details, err := s.srv.cfg.Client.GetMessageMetaData(ctx, auth, m.name)
+	if err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for i := range details {
+		d := &details[i]
+		if d.UID <= 0 || d.UID > maxUID {
+			continue
+		}
+		if msg := m.byUID[imap.UID(d.UID)]; msg != nil && msg.meta == nil {
+			msg.meta = d
+		}
+	}
+	return nil
+}
