@@ -31,7 +31,16 @@ var (
 	errReadOnly      = no(imap.ResponseCodeCannot, "Mailbox is read-only (EXAMINE)")
 	errTooManyConns  = no(imap.ResponseCodeLimit, "Too many connections for this user")
 	errUnavailable   = no(imap.ResponseCodeUnavailable, "The provider cannot be reached; try again later")
+	errNoCondStore   = bad(imap.ResponseCodeClientBug, "UNCHANGEDSINCE needs CONDSTORE, which this server does not offer")
+	errSameMailbox   = no(imap.ResponseCodeCannot, "Source and destination mailbox are the same")
+	errTooBig        = no(imap.ResponseCodeTooBig, "Message is larger than the APPENDLIMIT")
 )
+
+// errBadFlag answers a STORE or APPEND of a system flag RFC 9051 §2.3.2
+// does not know.
+func errBadFlag(f imap.Flag) error {
+	return bad(imap.ResponseCodeClientBug, "Unknown system flag "+string(f)+" (keywords must not start with a backslash)")
+}
 
 // imapError maps an error from the provider or the bridge to a response.
 // Already mapped errors pass through.

@@ -126,7 +126,9 @@ func (m *mirror) poll(stop chan struct{}) {
 		case <-stop:
 			return
 		case <-t.C:
-			ctx, cancel := context.WithTimeout(context.Background(), m.hub.cfg.PollInterval)
+			// The call timeout, not the interval: a short interval must not
+			// make every poll of a slow provider fail; the next tick waits.
+			ctx, cancel := context.WithTimeout(context.Background(), m.hub.cfg.CallTimeout)
 			err := m.sync(ctx)
 			cancel()
 			if err != nil {

@@ -243,12 +243,22 @@ func (m *mirror) apply(ctx context.Context, uids []imap.UID, unread int, unreadS
 		}
 	}
 	before := len(m.msgs)
+	var kept map[uint32][]string
 	for _, u := range uids {
-		if m.byUID[u] == nil {
-			msg := &message{uid: u, seen: unreadSet != nil && !unreadSet[u]}
-			m.msgs = append(m.msgs, msg)
-			m.byUID[u] = msg
+		if m.byUID[u] != nil {
+			continue
 		}
+		if kept == nil {
+			// Flags stored for a UID before the mirror saw it (COPY,
+			// MOVE and APPEND set them on the new UIDs) show at once.
+			var err error
+			if kept, err = m.hub.cfg.Store.Flags(ctx, m.user, m.name, m.validity); err != nil {
+				return err
+			}
+		}
+		msg := &message{uid: u, seen: unreadSet != nil && !unreadSet[u], flags: canonicalFlags(kept[uint32(u)])}
+		m.msgs = append(m.msgs, msg)
+		m.byUID[u] = msg
 	}
 	// One EXISTS step per message: go-imap's trackers map sequence numbers
 	// correctly only for growth by one at a time.

@@ -1,0 +1,152 @@
+package imapbackend_test
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/emersion/go-imap/v2"
+	"github.com/emersion/go-imap/v2/imapclient"
+
+	"github.com/directbridge/directbridge/imapbackend"
+	"github.com/directbridge/directbridge/mailbox"
+	"github.com/directbridge/directbridge/restclient"
+)
+
+// appendMsg runs APPEND.
+func appendMsg(c *imapclient.Client, folder, raw string, flags ...imap.Flag) (*imap.AppendData, error) {
+	cmd := c.Append(folder, int64(len(raw)), &imap.AppendOptions{Flags: flags, Time: time.Date(2020, 1, 2, 3, 4, 5, 0, time.UTC)})
+	if _, err := cmd.Write([]byte(raw)); err != nil {
+		return nil, err
+	}
+	if err := cmd.Close(); err != nil {
+		return nil, err
+	}
+	return cmd.Wait()
+}
+
+// TestAppend: APPEND saves the message, answers APPENDUID with the UID
+// SELECT and UID FETCH then show, and the flags asked for are set: \Seen
+// at the provider (which saves unread), the rest kept by the bridge.
+func TestAppend(t *testing.T) {
+	e := newEnv(t, options{})
+	e.deliver(alice, "INBOX", testMessage("before"))
+	c := e.login(alice, alicePW)
+
+	data, err := appendMsg(c, "inbox", testMessage("appended"), `\seen`, `\FLAGGED`, "$Label")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if data.UID == 0 || data.UIDValidity == 0 {
+		t.Fatalf("no APPENDUID: %+v", data)
+	}
+	if ids := e.msgIDs(alice, "INBOX", []imap.UID{data.UID}); ids[data.UID] != "<appended@direct.example>" {
+		t.Fatalf("APPENDUID %d names %v at the provider", data.UID, ids)
+	}
+	if n := e.unread(alice, "INBOX"); n != 1 {
+		t.Errorf("unread count %d; want 1 (the appended message is read)", n)
+	}
+	d := mustSelectFolder(t, c, "INBOX")
+	if d.NumMessages != 2 || d.UIDValidity != data.UIDValidity {
+		t.Fatalf("SELECT after APPEND: %+v; APPENDUID %+v", d, data)
+	}
+	if got, want := flagsByUID(t, c, data.UID)[data.UID], sortedFlags(`\Seen`, `\Flagged`, "$Label"); !slices.Equal(got, want) {
+		t.Fatalf("flags of the appended message: %v; want %v", got, want)
+	}
+}
+
+// TestAppendToSelectedFolder: the connection that has the folder selected
+// learns of the appended message at once (EXISTS).
+func TestAppendToSelectedFolder(t *testing.T) {
+	e := newEnv(t, options{})
+	c := e.watch(alice, alicePW)
+	mustSelectFolder(t, c.Client, "INBOX")
+	data, err := appendMsg(c.Client, "INBOX", testMessage("here"), `\Draft`)
+	if err != nil || data.UID == 0 {
+		t.Fatalf("APPEND: %+v %v", data, err)
+	}
+	if _, exists, _ := c.take(); !slices.Equal(exists, []uint32{1}) {
+		t.Fatalf("EXISTS after APPEND: %v; want [1]", exists)
+	}
+	if got := flagsByUID(t, c.Client, data.UID)[data.UID]; !slices.Equal(got, []imap.Flag{`\Draft`}) {
+		t.Fatalf("flags %v; want [\\Draft]", got)
+	}
+}
+
+// TestAppendErrors: a missing folder is NO [TRYCREATE]; a message over
+// the APPENDLIMIT is NO [TOOBIG]; nothing is saved.
+func TestAppendErrors(t *testing.T) {
+	e := newEnv(t, options{cfg: func(c *imapbackend.Config) { c.AppendLimit = 200 }})
+	c := e.login(alice, alicePW)
+	if _, err := appendMsg(c, "INBOX.Missing", testMessage("x")); imapCode(err) != imap.ResponseCodeTryCreate {
+		t.Errorf("APPEND to a missing folder: %v; want NO [TRYCREATE]", err)
+	}
+	big := testMessage("big") + strings.Repeat("x", 300) + "\r\n"
+	if _, err := appendMsg(c, "INBOX", big); imapCode(err) != imap.ResponseCodeTooBig {
+		t.Errorf("APPEND over the limit: %v; want NO [TOOBIG]", err)
+	}
+	if n := e.count(alice, "INBOX"); n != 0 {
+		t.Errorf("INBOX has %d messages; want 0", n)
+	}
+}
+
+// TestAppendSentNoDuplicate: a client that appends its copy of a message
+// the bridge just sent to INBOX.Sent, where the provider filed one
+// already, gets the APPENDUID of the provider's copy, with the flags it
+// asked for, and no second copy is saved. Another message appended to
+// INBOX.Sent is saved as usual.
+func TestAppendSentNoDuplicate(t *testing.T) {
+	var store *mailbox.Store
+	e := newEnv(t, options{cfg: func(c *imapbackend.Config) { store = c.Store }})
+	ctx := context.Background()
+	smtpID, err := e.client.Send(ctx, auth(alice), restclient.Message{
+		Sender: alice, Subject: "sent", Body: "hello",
+		Recipients: []restclient.Recipient{{Email: bob, Type: restclient.TO}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clientID := "<client-1@direct.example>"
+	if err := store.RecordSent(ctx, mailbox.SentRecord{Username: alice, SmtpID: smtpID, MessageID: clientID, SentAt: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	pids, err := e.client.GetUIDs(ctx, auth(alice), "INBOX.Sent")
+	if err != nil || len(pids) != 1 {
+		t.Fatalf("provider's Sent: %v %v", pids, err)
+	}
+
+	c := e.login(alice, alicePW)
+	raw := "From: alice@direct.example\r\nTo: bob@direct.example\r\nSubject: sent\r\nMessage-ID: " + clientID +
+		"\r\nDate: Mon, 02 Jan 2026 15:04:05 +0000\r\n\r\nhello\r\n"
+	data, err := appendMsg(c, "INBOX.Sent", raw, `\Seen`, "$Sent")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if data.UID != imap.UID(pids[0]) || data.UIDValidity == 0 {
+		t.Fatalf("APPENDUID %+v; want the provider's copy %d", data, pids[0])
+	}
+	if n := e.count(alice, "INBOX.Sent"); n != 1 {
+		t.Fatalf("INBOX.Sent has %d messages; want 1 (no duplicate)", n)
+	}
+	if n := e.unread(alice, "INBOX.Sent"); n != 0 {
+		t.Errorf("the provider's copy is unread; \\Seen was asked for")
+	}
+	d := mustSelectFolder(t, c, "INBOX.Sent")
+	if d.UIDValidity != data.UIDValidity {
+		t.Fatalf("UIDVALIDITY %d; APPENDUID said %d", d.UIDValidity, data.UIDValidity)
+	}
+	if got, want := flagsByUID(t, c, data.UID)[data.UID], sortedFlags(`\Seen`, "$Sent"); !slices.Equal(got, want) {
+		t.Fatalf("flags of the provider's copy: %v; want %v", got, want)
+	}
+
+	// Not sent by the bridge: saved.
+	other, err := appendMsg(c, "INBOX.Sent", testMessage("filed-by-hand"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := e.count(alice, "INBOX.Sent"); n != 2 || other.UID == data.UID {
+		t.Fatalf("INBOX.Sent has %d messages, APPENDUID %+v; want 2 and a new UID", n, other)
+	}
+}

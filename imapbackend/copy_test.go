@@ -1,0 +1,299 @@
+package imapbackend_test
+
+import (
+	"context"
+	"slices"
+	"testing"
+
+	"github.com/emersion/go-imap/v2"
+)
+
+// createFolder makes a folder at the provider directly.
+func (e *env) createFolder(user, name string) {
+	e.t.Helper()
+	if err := e.client.CreateFolder(context.Background(), auth(user), name); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// msgIDs returns the Message-IDs of messages at the provider by UID.
+func (e *env) msgIDs(user, folder string, uids []imap.UID) map[imap.UID]string {
+	e.t.Helper()
+	var ids []int64
+	for _, u := range uids {
+		ids = append(ids, int64(u))
+	}
+	ds, err := e.client.GetMessagesByUIDs(context.Background(), auth(user), folder, ids)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	out := map[imap.UID]string{}
+	for _, d := range ds {
+		out[imap.UID(d.UID)] = d.MsgID
+	}
+	return out
+}
+
+func uidsOf(t *testing.T, set imap.NumSet) []imap.UID {
+	t.Helper()
+	us, ok := set.(imap.UIDSet)
+	if !ok {
+		t.Fatalf("not a UID set: %v", set)
+	}
+	out, ok := us.Nums()
+	if !ok {
+		t.Fatalf("dynamic UID set %v", us)
+	}
+	return out
+}
+
+// TestCopy: COPY answers COPYUID naming the right new messages (checked
+// at the provider by Message-ID and through UID FETCH in the destination),
+// and the kept flags and \Seen travel to them.
+func TestCopy(t *testing.T) {
+	e := newEnv(t, options{})
+	e.createFolder(alice, "INBOX.Archive")
+	e.deliver(alice, "INBOX.Archive", testMessage("already-there"))
+	u1 := imap.UID(e.deliver(alice, "INBOX", testMessage("one")))
+	u2 := imap.UID(e.deliver(alice, "INBOX", testMessage("two")))
+	e.deliver(alice, "INBOX", testMessage("three"))
+	c := e.login(alice, alicePW)
+	mustSelectFolder(t, c, "INBOX")
+	storeFlags(t, c, imap.UIDSetNum(u1, u2), imap.StoreFlagsAdd, true, `\Flagged`, "$Work")
+	storeFlags(t, c, imap.UIDSetNum(u2), imap.StoreFlagsAdd, true, `\Seen`)
+
+	data, err := c.Copy(imap.UIDSetNum(u1, u2), "inbox.Archive").Wait()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if data.UIDValidity == 0 {
+		t.Fatal("no COPYUID")
+	}
+	src, dst := uidsOf(t, data.SourceUIDs), uidsOf(t, data.DestUIDs)
+	if !slices.Equal(src, []imap.UID{u1, u2}) || len(dst) != 2 {
+		t.Fatalf("COPYUID %v %v", src, dst)
+	}
+	ids := e.msgIDs(alice, "INBOX.Archive", dst)
+	if ids[dst[0]] != "<one@direct.example>" || ids[dst[1]] != "<two@direct.example>" {
+		t.Fatalf("COPYUID names %v at the provider", ids)
+	}
+	if n := e.count(alice, "INBOX"); n != 3 {
+		t.Errorf("source has %d messages after COPY; want 3", n)
+	}
+
+	d := mustSelectFolder(t, c, "INBOX.Archive")
+	if d.UIDValidity != data.UIDValidity || d.NumMessages != 3 {
+		t.Fatalf("SELECT after COPY: %+v; COPYUID validity %d", d, data.UIDValidity)
+	}
+	flags := flagsByUID(t, c, dst...)
+	if want := sortedFlags(`\Flagged`, "$Work"); !slices.Equal(flags[dst[0]], want) {
+		t.Errorf("copy of one: %v; want %v", flags[dst[0]], want)
+	}
+	if want := sortedFlags(`\Flagged`, `\Seen`, "$Work"); !slices.Equal(flags[dst[1]], want) {
+		t.Errorf("copy of two: %v; want %v", flags[dst[1]], want)
+	}
+}
+
+// TestCopyToSelectedFolder: a connection that has the destination
+// selected sees the copies as EXISTS at its next command, with their flags.
+func TestCopyToSelectedFolder(t *testing.T) {
+	e := newEnv(t, options{})
+	e.createFolder(alice, "INBOX.Archive")
+	e.deliver(alice, "INBOX", testMessage("one"))
+	c := e.login(alice, alicePW)
+	mustSelectFolder(t, c, "INBOX")
+	storeFlags(t, c, imap.SeqSetNum(1), imap.StoreFlagsAdd, true, "$Work")
+	w := e.watch(alice, alicePW)
+	mustSelectFolder(t, w.Client, "INBOX.Archive")
+
+	data, err := c.Copy(imap.SeqSetNum(1), "INBOX.Archive").Wait()
+	if err != nil || data.UIDValidity == 0 {
+		t.Fatalf("COPY: %+v %v", data, err)
+	}
+	if err := w.Noop().Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if _, exists, _ := w.take(); !slices.Equal(exists, []uint32{1}) {
+		t.Fatalf("EXISTS on the destination: %v; want [1]", exists)
+	}
+	dst := uidsOf(t, data.DestUIDs)
+	if got := flagsByUID(t, w.Client, dst...)[dst[0]]; !slices.Equal(got, []imap.Flag{"$Work"}) {
+		t.Fatalf("flags of the copy seen by the watcher: %v", got)
+	}
+}
+
+// TestCopyWithoutCOPYUID: without Message-IDs that tell the copies apart
+// the new UIDs are not certain, and COPY answers a plain OK (RFC 4315 §3
+// allows it; a wrong COPYUID would be worse).
+func TestCopyWithoutCOPYUID(t *testing.T) {
+	e := newEnv(t, options{})
+	e.createFolder(alice, "INBOX.Archive")
+	noID := "From: bob@direct.example\r\nTo: alice@direct.example\r\nSubject: no id\r\n\r\nbody\r\n"
+	e.deliver(alice, "INBOX", noID)
+	e.deliver(alice, "INBOX", testMessage("twin"))
+	e.deliver(alice, "INBOX", testMessage("twin"))
+	c := e.login(alice, alicePW)
+	mustSelectFolder(t, c, "INBOX")
+
+	for _, set := range []imap.SeqSet{imap.SeqSetNum(1), imap.SeqSetNum(2, 3)} {
+		data, err := c.Copy(set, "INBOX.Archive").Wait()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if data.UIDValidity != 0 || data.DestUIDs != nil {
+			t.Errorf("COPY %v answered COPYUID %+v", set, data)
+		}
+	}
+	if n := e.count(alice, "INBOX.Archive"); n != 3 {
+		t.Fatalf("destination has %d messages; want 3", n)
+	}
+}
+
+// TestCopyTryCreate: a missing destination is NO [TRYCREATE] (RFC 9051
+// §6.4.7), for COPY and MOVE, and nothing changes.
+func TestCopyTryCreate(t *testing.T) {
+	e := newEnv(t, options{})
+	e.deliver(alice, "INBOX", testMessage("one"))
+	c := e.login(alice, alicePW)
+	mustSelectFolder(t, c, "INBOX")
+	if _, err := c.Copy(imap.SeqSetNum(1), "INBOX.Nowhere").Wait(); imapCode(err) != imap.ResponseCodeTryCreate {
+		t.Errorf("COPY to a missing folder: %v; want NO [TRYCREATE]", err)
+	}
+	if _, err := c.Move(imap.SeqSetNum(1), "INBOX.Nowhere").Wait(); imapCode(err) != imap.ResponseCodeTryCreate {
+		t.Errorf("MOVE to a missing folder: %v; want NO [TRYCREATE]", err)
+	}
+	if n := e.count(alice, "INBOX"); n != 1 {
+		t.Errorf("INBOX has %d messages; want 1", n)
+	}
+}
+
+// TestMove: MOVE answers COPYUID, takes the kept flags along, and each
+// EXPUNGE reaches the acting connection once and another connection on
+// the folder once.
+func TestMove(t *testing.T) {
+	e := newEnv(t, options{})
+	e.createFolder(alice, "INBOX.Archive")
+	e.deliver(alice, "INBOX", testMessage("one"))
+	u2 := imap.UID(e.deliver(alice, "INBOX", testMessage("two")))
+	u3 := imap.UID(e.deliver(alice, "INBOX", testMessage("three")))
+	c := e.watch(alice, alicePW)
+	other := e.watch(alice, alicePW)
+	mustSelectFolder(t, c.Client, "INBOX")
+	mustSelectFolder(t, other.Client, "INBOX")
+	storeFlags(t, c.Client, imap.SeqSetNum(2, 3), imap.StoreFlagsAdd, true, "$Keep", `\Answered`)
+	if err := other.Noop().Wait(); err != nil {
+		t.Fatal(err)
+	}
+	other.settle(2)
+	other.take()
+
+	data, err := c.Move(imap.SeqSetNum(2, 3), "INBOX.Archive").Wait()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if data.UIDValidity == 0 {
+		t.Fatal("MOVE without COPYUID")
+	}
+	if src := uidsOf(t, data.SourceUIDs); !slices.Equal(src, []imap.UID{u2, u3}) {
+		t.Fatalf("COPYUID source %v", src)
+	}
+	dst := uidsOf(t, data.DestUIDs)
+	if ids := e.msgIDs(alice, "INBOX.Archive", dst); ids[dst[0]] != "<two@direct.example>" || ids[dst[1]] != "<three@direct.example>" {
+		t.Fatalf("COPYUID names %v at the provider", ids)
+	}
+	if err := c.Noop().Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if exp, _, _ := c.take(); !slices.Equal(exp, []uint32{3, 2}) {
+		t.Errorf("acting connection got EXPUNGE %v; want [3 2], once each", exp)
+	}
+	if err := other.Noop().Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if exp, _, _ := other.take(); !slices.Equal(exp, []uint32{3, 2}) {
+		t.Errorf("other connection got EXPUNGE %v; want [3 2]", exp)
+	}
+	if n := e.count(alice, "INBOX"); n != 1 {
+		t.Errorf("INBOX has %d messages after MOVE; want 1", n)
+	}
+
+	d := mustSelectFolder(t, c.Client, "INBOX.Archive")
+	if d.UIDValidity != data.UIDValidity || d.NumMessages != 2 {
+		t.Fatalf("SELECT after MOVE: %+v", d)
+	}
+	flags := flagsByUID(t, c.Client, dst...)
+	for _, u := range dst {
+		if want := sortedFlags(`\Answered`, "$Keep"); !slices.Equal(flags[u], want) {
+			t.Errorf("moved %d: %v; want %v", u, flags[u], want)
+		}
+	}
+}
+
+// TestMoveReadOnly: a folder opened with EXAMINE refuses MOVE.
+func TestMoveReadOnly(t *testing.T) {
+	e := newEnv(t, options{})
+	e.createFolder(alice, "INBOX.Archive")
+	e.deliver(alice, "INBOX", testMessage("one"))
+	c := e.login(alice, alicePW)
+	if _, err := c.Select("INBOX", &imap.SelectOptions{ReadOnly: true}).Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Move(imap.SeqSetNum(1), "INBOX.Archive").Wait(); imapType(err) != imap.StatusResponseTypeNo {
+		t.Fatalf("MOVE in EXAMINE: %v; want NO", err)
+	}
+	if n := e.count(alice, "INBOX"); n != 1 {
+		t.Fatalf("INBOX has %d messages; want 1", n)
+	}
+}
+
+// TestCopyIntoSameFolder: COPY into the selected folder itself works, the
+// connection sees the copy at once, with the original's keywords.
+func TestCopyIntoSameFolder(t *testing.T) {
+	e := newEnv(t, options{})
+	u := imap.UID(e.deliver(alice, "INBOX", testMessage("one")))
+	c := e.watch(alice, alicePW)
+	mustSelectFolder(t, c.Client, "INBOX")
+	storeFlags(t, c.Client, imap.UIDSetNum(u), imap.StoreFlagsAdd, true, "$Work")
+	data, err := c.Copy(imap.UIDSetNum(u), "INBOX").Wait()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, exists, _ := c.take(); !slices.Equal(exists, []uint32{2}) {
+		t.Fatalf("EXISTS after COPY: %v; want [2]", exists)
+	}
+	dst := uidsOf(t, data.DestUIDs)
+	if len(dst) != 1 || dst[0] <= u {
+		t.Fatalf("COPYUID %+v", data)
+	}
+	if got := flagsByUID(t, c.Client, dst[0])[dst[0]]; !slices.Equal(got, []imap.Flag{"$Work"}) {
+		t.Fatalf("flags of the copy: %v", got)
+	}
+	if _, err := c.Move(imap.UIDSetNum(u), "inbox").Wait(); imapType(err) != imap.StatusResponseTypeNo {
+		t.Fatalf("MOVE into the same folder: %v; want NO", err)
+	}
+}
+
+// TestCopyAfterProviderRemoval: a source message removed at the provider
+// since the last refresh makes the provider refuse the request; the
+// bridge copies the rest, and COPYUID names only those.
+func TestCopyAfterProviderRemoval(t *testing.T) {
+	e := newEnv(t, options{})
+	e.createFolder(alice, "INBOX.Archive")
+	u1 := e.deliver(alice, "INBOX", testMessage("one"))
+	u2 := imap.UID(e.deliver(alice, "INBOX", testMessage("two")))
+	c := e.login(alice, alicePW)
+	mustSelectFolder(t, c, "INBOX")
+	if err := e.client.DeleteMessagesByUIDs(context.Background(), auth(alice), "INBOX", []int64{u1}, true); err != nil {
+		t.Fatal(err)
+	}
+	data, err := c.Copy(imap.SeqSetNum(1, 2), "INBOX.Archive").Wait()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if src := uidsOf(t, data.SourceUIDs); !slices.Equal(src, []imap.UID{u2}) {
+		t.Fatalf("COPYUID source %v; want [%d]", src, u2)
+	}
+	if n := e.count(alice, "INBOX.Archive"); n != 1 {
+		t.Fatalf("destination has %d messages; want 1", n)
+	}
+}

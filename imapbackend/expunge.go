@@ -1,0 +1,141 @@
+package imapbackend
+
+import (
+	"context"
+
+	"github.com/emersion/go-imap/v2"
+	"github.com/emersion/go-imap/v2/imapserver"
+)
+
+// trashFolder is the provider's trash folder.
+const trashFolder = "INBOX.Trash"
+
+// Expunge removes the messages marked \Deleted (EXPUNGE, RFC 9051
+// §6.4.3), only those among uids for UID EXPUNGE (RFC 4315 §2.1), with one
+// DeleteMessagesByUIDs call.
+//
+// Where the messages go: outside INBOX.Trash they go to INBOX.Trash
+// (deleteForever=false) and can be recovered from there, as Gmail's IMAP
+// does, unless Config.DeleteForever is set; inside INBOX.Trash they are
+// removed for good (deleteForever=true: there is nowhere further to go).
+// The flags the bridge kept for them are dropped; copies in INBOX.Trash
+// start without them (the \Deleted flag in particular does not follow).
+//
+// The EXPUNGE responses come from the folder's tracker, once to every
+// connection, the acting one included at go-imap's poll right after the
+// command; they are not also written through w.
+//
+// CLOSE (RFC 9051 §6.4.1) calls Expunge with a writer that writes nothing
+// and then leaves the folder, which drops the queued responses of this
+// connection: CLOSE expunges silently. On a folder opened with EXAMINE,
+// CLOSE removes nothing and gives no error; EXPUNGE is refused.
+func (s *session) Expunge(w *imapserver.ExpungeWriter, uids *imap.UIDSet) error {
+	closing := w == nil || *w == (imapserver.ExpungeWriter{})
+	if s.readOnly {
+		if closing {
+			return nil
+		}
+		return errReadOnly
+	}
+	m := s.sel
+	ctx, cancel := s.ctx()
+	defer cancel()
+
+	m.syncMu.Lock()
+	locked := true
+	unlock := func() {
+		if locked {
+			m.syncMu.Unlock()
+			locked = false
+		}
+	}
+	defer unlock()
+
+	m.mu.Lock()
+	gone, validity := m.gone, m.validity
+	var only imap.NumSet
+	if uids != nil {
+		only = s.staticNumSet(*uids)
+	}
+	var del []imap.UID
+	for _, msg := range m.msgs {
+		if msg.has(imap.FlagDeleted) && (only == nil || only.(imap.UIDSet).Contains(msg.uid)) {
+			del = append(del, msg.uid)
+		}
+	}
+	m.mu.Unlock()
+	if gone != nil {
+		return imapError(gone)
+	}
+	if len(del) == 0 {
+		return nil
+	}
+
+	forever := m.name == trashFolder || s.srv.cfg.DeleteForever
+	c := s.srv.cfg.Client
+	done, err := s.mutateExisting(ctx, m, del, func(u []int64) error {
+		return c.DeleteMessagesByUIDs(ctx, s.auth, m.name, u, forever)
+	})
+	if err != nil {
+		// Part may be done (a later batch failed, or no answer came):
+		// show what the provider has now.
+		unlock()
+		m.sync(ctx)
+		return imapError(err)
+	}
+	s.removeMessages(ctx, m, validity, done)
+	unlock()
+	if !forever && len(done) > 0 {
+		// Connections watching the Trash see the messages arrive.
+		if tm := s.srv.hub.peek(s.auth.Username, trashFolder); tm != nil {
+			tm.sync(ctx)
+		}
+	}
+	return nil
+}
+
+// removeMessages takes messages the provider no longer has in a folder
+// out of its mirror, queueing one EXPUNGE per message, highest sequence
+// number first so that each number is right when it is sent (RFC 9051
+// §7.5.1), and drops the flags the bridge kept for them. The caller holds
+// m.syncMu.
+func (s *session) removeMessages(ctx context.Context, m *mirror, validity uint32, uids []imap.UID) {
+	set := make(map[imap.UID]bool, len(uids))
+	for _, u := range uids {
+		set[u] = true
+	}
+	forget := map[uint32][]string{}
+	m.mu.Lock()
+	if m.loaded && m.tracker != nil {
+		for i := len(m.msgs) - 1; i >= 0; i-- {
+			msg := m.msgs[i]
+			if !set[msg.uid] {
+				continue
+			}
+			m.tracker.QueueExpunge(uint32(i) + 1)
+			delete(m.byUID, msg.uid)
+			if !msg.seen {
+				m.unreadCount = max(m.unreadCount-1, 0)
+			}
+			if len(msg.flags) > 0 {
+				forget[uint32(msg.uid)] = nil
+			}
+		}
+		// A new slice: a snapshot of the old one taken under the lock
+		// stays valid.
+		kept := make([]*message, 0, len(m.msgs))
+		for _, msg := range m.msgs {
+			if !set[msg.uid] {
+				kept = append(kept, msg)
+			}
+		}
+		m.msgs = kept
+	}
+	m.mu.Unlock()
+	if len(forget) > 0 {
+		if err := s.srv.cfg.Store.SetFlags(ctx, s.auth.Username, m.name, validity, forget); err != nil {
+			// Harmless: the provider never hands these UIDs out again.
+			s.srv.cfg.Logger.Warn("imap: dropping kept flags failed", "user", s.auth.Username, "err", err)
+		}
+	}
+}

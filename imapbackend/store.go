@@ -1,0 +1,418 @@
+package imapbackend
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+
+	"github.com/emersion/go-imap/v2"
+	"github.com/emersion/go-imap/v2/imapserver"
+
+	"github.com/directbridge/directbridge/restclient"
+)
+
+// Flags live in two places. \Seen is the provider's read/unread state and
+// is changed with MarkMessagesAsReadByUIDs and MarkMessagesAsUnreadByUIDs.
+// Every other flag (\Flagged, \Answered, \Draft, \Deleted, $Forwarded, any
+// keyword) is kept by the bridge in its state store per user, folder,
+// UIDVALIDITY and UID, always in canonical spelling, because mbsync and
+// offlineimap undo flags that come back in another case than they wrote.
+//
+// Locking rule for everything that changes messages of a mirror (here and
+// in copy.go, expunge.go, append.go): hold the mirror's syncMu from the
+// moment the provider is asked to change something until the mirror shows
+// the change. Otherwise a refresh that read the provider's state before
+// the change could apply it afterwards: it would undo a flag change, or,
+// seeing a UID it no longer knows below its newest one, take the folder
+// for renumbered and give it a new UIDVALIDITY.
+
+// wantedFlags checks and canonicalises the flags of a STORE or APPEND:
+// system flags in their RFC 9051 §2.3.2 spelling, \Recent dropped (RFC
+// 3501 §2.3.2: it is the server's and cannot be stored), other flags that
+// start with a backslash refused (they are not keywords, RFC 9051 §9
+// flag-extension). seen says whether \Seen was named; kept is the rest,
+// sorted, without duplicates (keywords compare case-insensitively, RFC
+// 9051 §9 note 1).
+func wantedFlags(in []imap.Flag) (seen bool, kept []imap.Flag, err error) {
+	for _, f := range in {
+		c := canonicalFlag(f)
+		switch {
+		case c == imap.FlagSeen:
+			seen = true
+			continue
+		case equalFold(string(c), `\Recent`):
+			continue
+		case strings.HasPrefix(string(c), `\`) && !slices.Contains(systemFlags, c):
+			return false, nil, errBadFlag(f)
+		}
+		kept = addFlags(kept, c)
+	}
+	return seen, kept, nil
+}
+
+// addFlags returns have with the flags of add that it lacks, sorted. A
+// keyword already there in another case keeps its spelling.
+func addFlags(have []imap.Flag, add ...imap.Flag) []imap.Flag {
+	out := slices.Clone(have)
+	for _, f := range add {
+		if !slices.ContainsFunc(out, func(g imap.Flag) bool { return equalFold(string(f), string(g)) }) {
+			out = append(out, f)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// delFlags returns have without the flags of del, in any case.
+func delFlags(have []imap.Flag, del []imap.Flag) []imap.Flag {
+	return slices.DeleteFunc(slices.Clone(have), func(g imap.Flag) bool {
+		return slices.ContainsFunc(del, func(f imap.Flag) bool { return equalFold(string(f), string(g)) })
+	})
+}
+
+// flagUpdate is the flags one message is to have.
+type flagUpdate struct {
+	uid imap.UID
+	// seen is the wanted \Seen state; nil leaves it as it is.
+	seen *bool
+	// forceSeen tells the provider even when the mirror already shows the
+	// wanted state: the client named \Seen explicitly, and the mirror may
+	// be behind the provider.
+	forceSeen bool
+	// kept is the wanted set of other flags when setKept.
+	kept    []imap.Flag
+	setKept bool
+	// notifySelf queues the FETCH FLAGS for the acting connection too:
+	// it has not been told of the message yet, so STORE cannot answer for
+	// it directly.
+	notifySelf bool
+}
+
+// applyFlags gives messages of folder the flags ups ask for: \Seen at the
+// provider (at most one call per direction), the other flags in the state
+// store under validity (one transaction), then in mirror m when m is not
+// nil, queueing FETCH FLAGS for every connection that has the folder
+// selected except source. The caller holds m.syncMu.
+//
+// A provider refusal because some UID is gone (code 3: the provider
+// refuses the whole request then) refreshes the mirror and retries once
+// with the UIDs that remain. The updates that were carried out are
+// returned.
+func (s *session) applyFlags(ctx context.Context, folder string, validity uint32, m *mirror, ups []flagUpdate, source *imapserver.SessionTracker) ([]flagUpdate, error) {
+	// The mirror's current state decides which calls are needed.
+	type cur struct {
+		known bool
+		seen  bool
+		kept  []imap.Flag
+	}
+	current := func() map[imap.UID]cur {
+		out := make(map[imap.UID]cur, len(ups))
+		if m == nil {
+			return out
+		}
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		for _, u := range ups {
+			if msg := m.byUID[u.uid]; msg != nil && m.loaded {
+				out[u.uid] = cur{true, msg.seen, msg.flags}
+			}
+		}
+		return out
+	}
+	ups = slices.Clone(ups)
+	c := s.srv.cfg.Client
+	for _, read := range []bool{true, false} {
+		state := current()
+		var uids []imap.UID
+		for _, u := range ups {
+			cs := state[u.uid]
+			if u.seen != nil && *u.seen == read && (u.forceSeen || !cs.known || cs.seen != read) {
+				uids = append(uids, u.uid)
+			}
+		}
+		if len(uids) == 0 {
+			continue
+		}
+		op := c.MarkMessagesAsUnreadByUIDs
+		if read {
+			op = c.MarkMessagesAsReadByUIDs
+		}
+		mark := func(u []int64) error { return op(ctx, s.auth, folder, u) }
+		var done []imap.UID
+		var err error
+		if m != nil {
+			done, err = s.mutateExisting(ctx, m, uids, mark)
+		} else {
+			done, err = uids, mark(uidList(uids))
+		}
+		if err != nil {
+			if !read && m != nil {
+				// The read marking went through: show it, nothing else.
+				var shown []flagUpdate
+				for _, u := range ups {
+					if u.seen != nil && *u.seen {
+						shown = append(shown, flagUpdate{uid: u.uid, seen: u.seen})
+					}
+				}
+				m.showFlags(shown, source)
+			}
+			return nil, err
+		}
+		if len(done) != len(uids) {
+			asked := make(map[imap.UID]bool, len(uids))
+			for _, u := range uids {
+				asked[u] = true
+			}
+			for _, u := range done {
+				asked[u] = false
+			}
+			ups = slices.DeleteFunc(ups, func(u flagUpdate) bool { return asked[u.uid] })
+		}
+	}
+
+	state := current()
+	kept := map[uint32][]string{}
+	for _, u := range ups {
+		if cs := state[u.uid]; u.setKept && (!cs.known || !slices.Equal(cs.kept, u.kept)) {
+			kept[uint32(u.uid)] = flagStrings(u.kept)
+		}
+	}
+	var storeErr error
+	if len(kept) > 0 {
+		if storeErr = s.srv.cfg.Store.SetFlags(ctx, s.auth.Username, folder, validity, kept); storeErr != nil {
+			// The provider already changed \Seen: show that, and keep
+			// the other flags as they were.
+			for i := range ups {
+				ups[i].setKept = false
+			}
+		}
+	}
+	if m != nil {
+		m.showFlags(ups, source)
+	}
+	return ups, storeErr
+}
+
+// showFlags puts flag updates into the mirror and queues FETCH FLAGS for
+// the messages whose flags changed (RFC 9051 §7.5.2: other connections
+// learn of changes as unsolicited FETCH responses), and a FLAGS response
+// when a keyword new to the folder appeared (RFC 9051 §7.3.5).
+func (m *mirror) showFlags(ups []flagUpdate, source *imapserver.SessionTracker) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.loaded || m.tracker == nil {
+		return
+	}
+	before := mailboxFlags(m.msgs)
+	for _, u := range ups {
+		i, ok := m.index(u.uid)
+		if !ok {
+			continue
+		}
+		msg := m.msgs[i]
+		changed := false
+		if u.seen != nil && *u.seen != msg.seen {
+			msg.seen = *u.seen
+			if msg.seen {
+				m.unreadCount--
+			} else {
+				m.unreadCount++
+			}
+			changed = true
+		}
+		if u.setKept && !slices.Equal(msg.flags, u.kept) {
+			msg.flags = slices.Clone(u.kept)
+			changed = true
+		}
+		if changed || u.notifySelf {
+			src := source
+			if u.notifySelf {
+				src = nil
+			}
+			m.tracker.QueueMessageFlags(uint32(i)+1, msg.uid, msg.flagList(), src)
+		}
+	}
+	m.unreadCount = max(m.unreadCount, 0)
+	after := mailboxFlags(m.msgs)
+	for _, f := range after {
+		if !slices.Contains(before, f) {
+			m.tracker.QueueMailboxFlags(after)
+			break
+		}
+	}
+}
+
+// index finds a message by UID; m.msgs is in UID order. Called with m.mu
+// held.
+func (m *mirror) index(uid imap.UID) (int, bool) {
+	return slices.BinarySearchFunc(m.msgs, uid, func(msg *message, u imap.UID) int {
+		switch {
+		case msg.uid < u:
+			return -1
+		case msg.uid > u:
+			return 1
+		}
+		return 0
+	})
+}
+
+// mutateExisting runs a provider operation that changes messages. The
+// provider refuses the whole request when any UID is gone (another client
+// removed it since the last refresh); then the mirror is refreshed (which
+// queues the EXPUNGEs) and the operation retried once with the UIDs that
+// remain. It returns the UIDs the operation was carried out for. The
+// caller holds m.syncMu; it is released during the refresh.
+//
+// A refusal after part of a batched request went through (PartialError)
+// is not retried: the operation may not be repeatable (a copy would be
+// made twice).
+func (s *session) mutateExisting(ctx context.Context, m *mirror, uids []imap.UID, op func([]int64) error) ([]imap.UID, error) {
+	err := op(uidList(uids))
+	if err == nil || !uidMissing(err) {
+		return uids, err
+	}
+	m.syncMu.Unlock()
+	serr := m.sync(ctx)
+	m.syncMu.Lock()
+	if serr != nil {
+		if errors.Is(serr, errFolderGone) {
+			return nil, serr
+		}
+		return nil, err
+	}
+	m.mu.Lock()
+	still := slices.DeleteFunc(slices.Clone(uids), func(u imap.UID) bool { return m.byUID[u] == nil })
+	m.mu.Unlock()
+	switch {
+	case len(still) == len(uids):
+		return nil, err // every UID exists: the refusal is about something else
+	case len(still) == 0:
+		return nil, nil
+	}
+	if err := op(uidList(still)); err != nil {
+		return nil, err
+	}
+	return still, nil
+}
+
+// uidMissing reports the provider's refusal of a request (code 3) that
+// was not partly carried out.
+func uidMissing(err error) bool {
+	var ae *restclient.APIError
+	var pe *restclient.PartialError
+	return errors.As(err, &ae) && ae.RegCode == "" && ae.Code == restclient.CodeOtherError && !errors.As(err, &pe)
+}
+
+func uidList(uids []imap.UID) []int64 {
+	out := make([]int64, len(uids))
+	for i, u := range uids {
+		out[i] = int64(u)
+	}
+	return out
+}
+
+func flagStrings(fl []imap.Flag) []string {
+	out := make([]string, len(fl))
+	for i, f := range fl {
+		out[i] = string(f)
+	}
+	return out
+}
+
+// Store changes flags (STORE and UID STORE, RFC 9051 §6.4.6 and §6.4.9).
+// \Seen goes to the provider in one call per direction for all messages;
+// every other flag goes to the state store in one transaction. Unless
+// .SILENT, the new flags are answered as FETCH responses, with the UID for
+// UID STORE (RFC 9051 §6.4.9 requires it there). Other connections get
+// FETCH FLAGS at their next command or while idling.
+func (s *session) Store(w *imapserver.FetchWriter, numSet imap.NumSet, flags *imap.StoreFlags, options *imap.StoreOptions) error {
+	if options != nil && options.UnchangedSince != 0 {
+		return errNoCondStore
+	}
+	if s.readOnly {
+		return errReadOnly
+	}
+	seenNamed, req, err := wantedFlags(flags.Flags)
+	if err != nil {
+		return err
+	}
+	m := s.sel
+	ctx, cancel := s.ctx()
+	defer cancel()
+
+	m.syncMu.Lock()
+	defer m.syncMu.Unlock()
+	m.mu.Lock()
+	gone, validity := m.gone, m.validity
+	ts := s.targetsLocked(numSet)
+	ups := make([]flagUpdate, 0, len(ts))
+	for _, t := range ts {
+		u := flagUpdate{uid: t.msg.uid, setKept: true, notifySelf: t.sessSeq == 0 && !flags.Silent}
+		seen := t.msg.seen
+		switch flags.Op {
+		case imap.StoreFlagsSet:
+			seen, u.kept = seenNamed, req
+			u.seen = &seen
+		case imap.StoreFlagsAdd:
+			u.kept = addFlags(t.msg.flags, req...)
+			if seenNamed {
+				seen, u.forceSeen = true, true
+				u.seen = &seen
+			}
+		case imap.StoreFlagsDel:
+			u.kept = delFlags(t.msg.flags, req)
+			if seenNamed {
+				seen, u.forceSeen = false, true
+				u.seen = &seen
+			}
+		}
+		ups = append(ups, u)
+	}
+	m.mu.Unlock()
+	if gone != nil {
+		return imapError(gone)
+	}
+	if len(ups) == 0 {
+		return nil
+	}
+	done, err := s.applyFlags(ctx, m.name, validity, m, ups, s.tracker)
+	if err != nil {
+		return imapError(err)
+	}
+	if flags.Silent {
+		return nil
+	}
+
+	// Answer with the flags as they are now, after the lock: writing may
+	// block on a slow client and must not hold up the folder.
+	ok := make(map[imap.UID]bool, len(done))
+	for _, u := range done {
+		ok[u.uid] = true
+	}
+	type answer struct {
+		seq   uint32
+		uid   imap.UID
+		flags []imap.Flag
+	}
+	var answers []answer
+	m.mu.Lock()
+	for _, t := range ts {
+		if t.sessSeq != 0 && ok[t.msg.uid] {
+			answers = append(answers, answer{t.sessSeq, t.msg.uid, t.msg.flagList()})
+		}
+	}
+	m.mu.Unlock()
+	_, byUID := numSet.(imap.UIDSet)
+	for _, a := range answers {
+		rw := w.CreateMessage(a.seq)
+		if byUID {
+			rw.WriteUID(a.uid)
+		}
+		rw.WriteFlags(a.flags)
+		if err := rw.Close(); err != nil {
+			return imapError(err) // the connection is gone; the read loop ends it
+		}
+	}
+	return nil
+}
