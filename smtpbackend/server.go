@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/emersion/go-smtp"
@@ -69,8 +70,11 @@ type Server struct {
 	log     *slog.Logger
 	pending *pendingSends
 
+	inData atomic.Int64 // transactions between DATA and their answer
+
 	mu      sync.Mutex
 	servers []*smtp.Server
+	conns   map[*smtp.Conn]struct{}
 	closed  bool
 }
 
@@ -102,7 +106,7 @@ func New(cfg Config) (*Server, error) {
 	if lg == nil {
 		lg = slog.New(slog.DiscardHandler)
 	}
-	return &Server{cfg: cfg, log: lg, pending: newPendingSends()}, nil
+	return &Server{cfg: cfg, log: lg, pending: newPendingSends(), conns: map[*smtp.Conn]struct{}{}}, nil
 }
 
 // ServeSubmission serves message submission (RFC 6409) with STARTTLS
@@ -146,20 +150,45 @@ func (s *Server) serve(l net.Listener, implicitTLS bool) error {
 	return err
 }
 
-// Shutdown stops accepting connections and waits, until ctx ends, for
-// sessions to finish; a transaction in DATA gets its answer.
+// Shutdown stops accepting connections at once, lets every transaction
+// already in DATA get its answer (until ctx ends), then closes the
+// remaining connections, idle or between commands, which their clients
+// retry later.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
 	s.closed = true
 	servers := s.servers
 	s.mu.Unlock()
-	var errs []error
+	// go-smtp's Shutdown closes the listeners first, then waits for every
+	// connection to end by itself, idle ones included; it runs aside
+	// until Close below ends the connections.
 	for _, srv := range servers {
-		if err := srv.Shutdown(ctx); err != nil && !errors.Is(err, smtp.ErrServerClosed) {
-			errs = append(errs, err)
+		go srv.Shutdown(context.Background())
+	}
+	t := time.NewTicker(20 * time.Millisecond)
+	defer t.Stop()
+	var err error
+wait:
+	for s.inData.Load() > 0 {
+		select {
+		case <-ctx.Done():
+			err = ctx.Err()
+			break wait
+		case <-t.C:
 		}
 	}
-	return errors.Join(errs...)
+	// go-smtp's Close would do nothing after its Shutdown: close the
+	// connections that are left one by one.
+	s.mu.Lock()
+	conns := make([]*smtp.Conn, 0, len(s.conns))
+	for c := range s.conns {
+		conns = append(conns, c)
+	}
+	s.mu.Unlock()
+	for _, c := range conns {
+		c.Close()
+	}
+	return err
 }
 
 func isLoopback(a net.Addr) bool {

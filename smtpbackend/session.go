@@ -32,6 +32,12 @@ type session struct {
 var _ smtp.AuthSession = (*session)(nil)
 
 func (s *Server) newSession(c *smtp.Conn) (smtp.Session, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, reply(421, smtp.EnhancedCode{4, 3, 2}, "Shutting down; try again later")
+	}
+	s.conns[c] = struct{}{}
 	return &session{s: s, conn: c}, nil
 }
 
@@ -128,6 +134,8 @@ func (ss *session) Data(r io.Reader) error {
 	if ss.username == "" {
 		return errAuthRequired
 	}
+	ss.s.inData.Add(1) // a shutdown waits for this answer
+	defer ss.s.inData.Add(-1)
 	raw, err := io.ReadAll(r)
 	if err != nil {
 		switch {
@@ -217,8 +225,11 @@ func errReason(err error) string {
 // Reset ends the transaction.
 func (ss *session) Reset() { ss.rcpts = nil }
 
-// Logout drops the credentials.
+// Logout drops the credentials; go-smtp calls it when the connection ends.
 func (ss *session) Logout() error {
 	ss.username, ss.password, ss.directAddr = "", "", ""
+	ss.s.mu.Lock()
+	delete(ss.s.conns, ss.conn)
+	ss.s.mu.Unlock()
 	return nil
 }
