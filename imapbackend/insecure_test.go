@@ -1,0 +1,52 @@
+package imapbackend_test
+
+import (
+	"net"
+	"testing"
+
+	"github.com/emersion/go-imap/v2"
+	"github.com/emersion/go-imap/v2/imapclient"
+)
+
+// remoteListener is a loopback listener that reports a non-loopback
+// address, so the server treats it as reachable from the network; no
+// traffic leaves the machine.
+type remoteListener struct{ net.Listener }
+
+func (remoteListener) Addr() net.Addr { return &net.TCPAddr{IP: net.IPv4(192, 0, 2, 10), Port: 143} }
+
+// TestNoCleartextLoginOffLoopback: on a non-loopback listener, LOGIN is
+// refused before STARTTLS (LOGINDISABLED, RFC 9051 §6.2.3) and works after.
+func TestNoCleartextLoginOffLoopback(t *testing.T) {
+	e := newEnv(t, options{})
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go e.server.ServePlain(remoteListener{l})
+
+	c, err := imapclient.DialInsecure(l.Addr().String(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	caps, err := c.Capability().Wait()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !caps.Has(imap.CapLoginDisabled) || !caps.Has(imap.CapStartTLS) {
+		t.Fatalf("capabilities in clear text: %v; want LOGINDISABLED and STARTTLS", caps)
+	}
+	if err := c.Login(alice, alicePW).Wait(); err == nil {
+		t.Fatal("LOGIN in clear text accepted on a non-loopback listener")
+	}
+
+	tc, err := imapclient.DialStartTLS(l.Addr().String(), &imapclient.Options{TLSConfig: e.tlsConf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tc.Close()
+	if err := tc.Login(alice, alicePW).Wait(); err != nil {
+		t.Fatalf("LOGIN after STARTTLS: %v", err)
+	}
+}
