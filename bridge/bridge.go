@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/directbridge/directbridge/admin"
 	"github.com/directbridge/directbridge/imapbackend"
 	"github.com/directbridge/directbridge/mailbox"
 	"github.com/directbridge/directbridge/restclient"
@@ -38,6 +39,8 @@ type Bridge struct {
 	smtp      *smtpbackend.Server
 	imap      *imapbackend.Server
 	listeners []namedListener
+	obs       *observer // metrics and health; nil when off
+	admin     *admin.Server
 }
 
 type namedListener struct {
@@ -64,6 +67,7 @@ func New(cfg Config, log *slog.Logger, out io.Writer) (*Bridge, error) {
 		cfg.DataDir = DefaultDataDir()
 	}
 	b := &Bridge{cfg: cfg, log: log, out: out}
+	b.obs = newObserver(cfg)
 	if err := b.open(); err != nil {
 		b.close()
 		return nil, err
@@ -106,6 +110,7 @@ func (b *Bridge) open() error {
 		RequestTimeout: b.cfg.APITimeout,
 		Logger:         b.log.With("component", "restclient"),
 		UserAgent:      "directbridge",
+		Observe:        b.obs.restObserver(),
 	})
 	if err != nil {
 		return err
@@ -135,6 +140,7 @@ func (b *Bridge) open() error {
 		MaxConnsPerUser:   b.cfg.IMAPMaxConns,
 		DeleteForever:     b.cfg.ExpungePolicy == "forever",
 		Logger:            b.log.With("component", "imap"),
+		Metrics:           b.obs.imapMetrics(),
 	})
 	if err != nil {
 		return err
@@ -148,6 +154,7 @@ func (b *Bridge) open() error {
 		MaxMessageBytes:   b.cfg.SMTPMaxMessageBytes,
 		MaxRecipients:     b.cfg.SMTPMaxRecipients,
 		Logger:            b.log.With("component", "smtp"),
+		Metrics:           b.obs.smtpMetrics(),
 	})
 	if err != nil {
 		return err
@@ -170,7 +177,10 @@ func (b *Bridge) open() error {
 		}
 		b.listeners = append(b.listeners, namedListener{ln.name, l, ln.serve})
 	}
-	return nil
+	if err := b.openAdmin(); err != nil {
+		return err
+	}
+	return b.obs.open(b, apiURL)
 }
 
 // Sandbox returns the embedded sandbox provider, or nil when the bridge
@@ -218,6 +228,7 @@ func (b *Bridge) Run(ctx context.Context) error {
 			}
 		}()
 	}
+	b.serveAdmin(&wg)
 	var runErr error
 	select {
 	case <-ctx.Done():
@@ -225,11 +236,15 @@ func (b *Bridge) Run(ctx context.Context) error {
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
 	defer cancel()
+	b.shutdownAdmin(sctx)
 	if err := b.imap.Shutdown(sctx); err != nil {
 		b.log.Warn("imap shutdown", "err", err)
 	}
 	if err := b.smtp.Shutdown(sctx); err != nil {
 		b.log.Warn("smtp shutdown", "err", err)
+	}
+	if err := b.obs.shutdown(sctx); err != nil {
+		b.log.Warn("metrics shutdown", "err", err)
 	}
 	wg.Wait()
 	stopSandbox()
@@ -239,6 +254,7 @@ func (b *Bridge) Run(ctx context.Context) error {
 }
 
 func (b *Bridge) close() {
+	b.closeAdmin()
 	for _, l := range b.listeners {
 		l.l.Close()
 	}
@@ -265,6 +281,7 @@ func (b *Bridge) banner() {
 	for _, l := range b.listeners {
 		fmt.Fprintf(w, "  %-28s %s\n", l.name+":", l.l.Addr())
 	}
+	b.bannerAdmin(w)
 	fmt.Fprintf(w, "  TLS certificate SHA-256:     %s\n", b.certs.fingerprint())
 	if b.sandbox != nil {
 		opts, _, _ := b.cfg.SandboxConfig.Options()

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/directbridge/directbridge/restclient"
 	"github.com/directbridge/directbridge/sandbox"
 )
 
@@ -26,6 +27,8 @@ type Config struct {
 	SMTPAddr  string `envconfig:"SMTP_ADDR" default:"127.0.0.1:1587" desc:"SMTP submission listener with STARTTLS (host:port or off)"`
 	SMTPSAddr string `envconfig:"SMTPS_ADDR" default:"127.0.0.1:1465" desc:"SMTP submission listener with implicit TLS (host:port or off)"`
 
+	MetricsAddr string `envconfig:"METRICS_ADDR" desc:"HTTP listener (host:port) for /metrics (Prometheus), /healthz (liveness) and /readyz (provider reachable); no authentication, no health data in it; empty or off: none"`
+
 	TLSCert string `envconfig:"TLS_CERT" desc:"PEM certificate file for STARTTLS and TLS; empty: a self-signed certificate for localhost in the data directory"`
 	TLSKey  string `envconfig:"TLS_KEY" desc:"PEM private key file matching DIRECTBRIDGE_TLS_CERT"`
 
@@ -43,6 +46,10 @@ type Config struct {
 	APIRateLimit float64       `envconfig:"API_RATE_LIMIT" default:"100" desc:"most REST requests per second to the provider"`
 	APIBatchSize int           `envconfig:"API_BATCH_SIZE" default:"500" desc:"most UIDs per REST request"`
 	APITimeout   time.Duration `envconfig:"API_TIMEOUT" default:"60s" desc:"time limit of one REST request"`
+
+	AdminSocket      string            `envconfig:"ADMIN_SOCKET" desc:"Unix socket of the admin interface (directbridge admin: registration, delivery status, health), mode 0600, absolute path; empty: DATA_DIR/admin.sock; off disables"`
+	ResellerUser     string            `envconfig:"RESELLER_USER" desc:"registration account (reseller or T-user) the admin socket provisions patient addresses with; empty with the embedded sandbox: the sandbox's registration account"`
+	ResellerPassword restclient.Secret `envconfig:"RESELLER_PASSWORD" desc:"password of DIRECTBRIDGE_RESELLER_USER (never printed)"`
 
 	// The embedded sandbox, used when APIURL is empty; its variables are
 	// DIRECTBRIDGE_SANDBOX_*.
@@ -79,6 +86,11 @@ func (c *Config) Validate() []error {
 			bad("%s: %q is not host:port or off", name, addr)
 		}
 	}
+	if c.MetricsAddr != "" && c.MetricsAddr != Off {
+		if _, port, err := net.SplitHostPort(c.MetricsAddr); err != nil || port == "" {
+			bad("DIRECTBRIDGE_METRICS_ADDR: %q is not host:port, empty or off", c.MetricsAddr)
+		}
+	}
 	if (c.TLSCert == "") != (c.TLSKey == "") {
 		bad("DIRECTBRIDGE_TLS_CERT and DIRECTBRIDGE_TLS_KEY must be set together")
 	}
@@ -109,5 +121,6 @@ func (c *Config) Validate() []error {
 	if c.APIRateLimit <= 0 {
 		bad("DIRECTBRIDGE_API_RATE_LIMIT must be positive")
 	}
+	errs = append(errs, c.validateAdmin()...)
 	return errs
 }

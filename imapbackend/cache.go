@@ -19,6 +19,8 @@ type rawCache struct {
 	items map[rawKey]*list.Element
 	hits  int64
 	miss  int64
+	// onLookup, when set, is told of every hit and miss (for metrics).
+	onLookup func(hit bool)
 }
 
 type rawKey struct {
@@ -41,6 +43,9 @@ func (c *rawCache) get(k rawKey) ([]byte, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e, ok := c.items[k]
+	if c.onLookup != nil {
+		c.onLookup(ok)
+	}
 	if !ok {
 		c.miss++
 		return nil, false

@@ -34,7 +34,7 @@ func (s *session) Copy(numSet imap.NumSet, dest string) (*imap.CopyData, error) 
 
 // Move moves messages (MOVE and UID MOVE, RFC 6851). COPYUID is written
 // as an untagged OK before the EXPUNGEs (RFC 6851 §4.3). The EXPUNGEs are
-// queued in the folder's tracker, which reaches every connection, this
+// queued in the folder's views, which reach every connection, this
 // one included, exactly once: go-imap polls this connection right after
 // the command, so they are not also written through w (that would show
 // each one twice).
@@ -73,18 +73,26 @@ func (s *session) transfer(w *imapserver.MoveWriter, numSet imap.NumSet, destNam
 
 	m.mu.Lock()
 	gone, srcValidity := m.gone, m.validity
-	ts := s.targetsLocked(numSet)
+	ts, err := s.targetsLocked(numSet)
 	m.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
 	if gone != nil {
 		return nil, imapError(gone)
 	}
-	if len(ts) == 0 {
-		return nil, nil
+	// Messages expunged meanwhile (the client not told yet) are not
+	// copied: there is nothing left to copy (RFC 2180 §4.4.1 lets the
+	// server go on with the others).
+	var msgs []*message
+	var uids []imap.UID
+	for _, t := range ts {
+		if t.live {
+			msgs, uids = append(msgs, t.msg), append(uids, t.msg.uid)
+		}
 	}
-	msgs := make([]*message, len(ts))
-	uids := make([]imap.UID, len(ts))
-	for i, t := range ts {
-		msgs[i], uids[i] = t.msg, t.msg.uid
+	if len(msgs) == 0 {
+		return nil, nil
 	}
 	// Read the Message-IDs now: after a MOVE the source has no metadata
 	// for them. A failure costs only the COPYUID.

@@ -34,6 +34,12 @@ var (
 	errNoCondStore   = bad(imap.ResponseCodeClientBug, "UNCHANGEDSINCE needs CONDSTORE, which this server does not offer")
 	errSameMailbox   = no(imap.ResponseCodeCannot, "Source and destination mailbox are the same")
 	errTooBig        = no(imap.ResponseCodeTooBig, "Message is larger than the APPENDLIMIT")
+	// errBadSeqNum answers a sequence number the client has not been
+	// given (RFC 3501 §9, seq-number: "BAD").
+	errBadSeqNum = bad(imap.ResponseCodeClientBug, "Invalid message sequence number: beyond the number of messages (EXISTS)")
+	// errBadPart answers a section part number 0 (RFC 3501 §9,
+	// section-part: nz-number).
+	errBadPart = bad(imap.ResponseCodeClientBug, "Section part numbers start at 1")
 )
 
 // errBadFlag answers a STORE or APPEND of a system flag RFC 9051 §2.3.2

@@ -21,7 +21,7 @@ const trashFolder = "INBOX.Trash"
 // The flags the bridge kept for them are dropped; copies in INBOX.Trash
 // start without them (the \Deleted flag in particular does not follow).
 //
-// The EXPUNGE responses come from the folder's tracker, once to every
+// The EXPUNGE responses come from the views of the folder, once to every
 // connection, the acting one included at go-imap's poll right after the
 // command; they are not also written through w.
 //
@@ -95,9 +95,10 @@ func (s *session) Expunge(w *imapserver.ExpungeWriter, uids *imap.UIDSet) error 
 }
 
 // removeMessages takes messages the provider no longer has in a folder
-// out of its mirror, queueing one EXPUNGE per message, highest sequence
-// number first so that each number is right when it is sent (RFC 9051
-// §7.5.1), and drops the flags the bridge kept for them. The caller holds
+// out of its mirror, queueing one EXPUNGE per message for every view
+// (which numbers each when it is sent, so that each number is right at
+// that moment, RFC 9051 §7.5.1), and drops the flags the bridge kept for
+// them. The caller holds
 // m.syncMu.
 func (s *session) removeMessages(ctx context.Context, m *mirror, validity uint32, uids []imap.UID) {
 	set := make(map[imap.UID]bool, len(uids))
@@ -106,13 +107,13 @@ func (s *session) removeMessages(ctx context.Context, m *mirror, validity uint32
 	}
 	forget := map[uint32][]string{}
 	m.mu.Lock()
-	if m.loaded && m.tracker != nil {
+	if m.loaded {
 		for i := len(m.msgs) - 1; i >= 0; i-- {
 			msg := m.msgs[i]
 			if !set[msg.uid] {
 				continue
 			}
-			m.tracker.QueueExpunge(uint32(i) + 1)
+			m.queueExpungeLocked(msg.uid)
 			delete(m.byUID, msg.uid)
 			if !msg.seen {
 				m.unreadCount = max(m.unreadCount-1, 0)

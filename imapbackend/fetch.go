@@ -54,6 +54,9 @@ func planFetch(o *imap.FetchOptions) (fetchNeeds, error) {
 	n.headers = o.Envelope
 	n.raw = o.BodyStructure != nil || len(o.BinarySection) > 0 || len(o.BinarySectionSize) > 0
 	for _, bs := range o.BodySection {
+		if !validPart(bs.Part) {
+			return n, errBadPart
+		}
 		if bs.Specifier == imap.PartSpecifierMIME && len(bs.Part) == 0 {
 			// RFC 9051 §6.4.5: "The MIME part specifier MUST be prefixed
 			// by one or more numeric part specifiers."
@@ -68,12 +71,31 @@ func planFetch(o *imap.FetchOptions) (fetchNeeds, error) {
 			n.markSeen = true
 		}
 	}
+	for _, bs := range o.BinarySectionSize {
+		if !validPart(bs.Part) {
+			return n, errBadPart
+		}
+	}
 	for _, bs := range o.BinarySection {
+		if !validPart(bs.Part) {
+			return n, errBadPart
+		}
 		if !bs.Peek {
 			n.markSeen = true
 		}
 	}
 	return n, nil
+}
+
+// validPart checks section part numbers: go-imap's parser takes any
+// number, RFC 3501 §9 section-part has nz-number only.
+func validPart(part []int) bool {
+	for _, p := range part {
+		if p < 1 {
+			return false
+		}
+	}
+	return true
 }
 
 // isTopHeaderFields reports BODY[HEADER.FIELDS (...)] and
@@ -123,11 +145,14 @@ type fetchMsg struct {
 // messages not in the raw cache. Messages are processed in batches of the
 // client's batch size so memory stays bounded on large folders.
 //
-// A message that the provider no longer has while this session still
-// shows it gets no response when its requested data is missing; the other
-// messages are answered and the command ends with NO [EXPUNGEISSUED]
-// (RFC 9051 §7.1), after a refresh queues the EXPUNGE. Nothing is made up
-// for it.
+// A message expunged while the client still sees it (RFC 2180 §4.1) is
+// answered with what the bridge still has of it: its UID and last flags
+// always, metadata and bytes when they were loaded or cached before; no
+// REST call is made for it. When requested data is missing, for such a
+// message or for one that the provider no longer has although the
+// mirror has not noticed yet, it gets no response; the other messages are
+// answered and the command ends with NO [EXPUNGEISSUED] (RFC 9051 §7.1),
+// after a refresh queues the EXPUNGE. Nothing is made up for it.
 func (s *session) Fetch(w *imapserver.FetchWriter, numSet imap.NumSet, options *imap.FetchOptions) error {
 	if s.sel == nil {
 		return bad(imap.ResponseCodeClientBug, "No mailbox selected")
@@ -136,11 +161,15 @@ func (s *session) Fetch(w *imapserver.FetchWriter, numSet imap.NumSet, options *
 	if err != nil {
 		return err
 	}
+	ts, err := s.targets(numSet)
+	if err != nil {
+		return err
+	}
 	var msgs []*fetchMsg
-	for _, t := range s.targets(numSet) {
+	for _, t := range ts {
 		// A message the connection has not been told about (no EXISTS
 		// yet) has no sequence number to answer with.
-		if t.sessSeq != 0 {
+		if t.seq != 0 {
 			msgs = append(msgs, &fetchMsg{target: t})
 		}
 	}
@@ -154,7 +183,7 @@ func (s *session) Fetch(w *imapserver.FetchWriter, numSet imap.NumSet, options *
 		return imapError(err)
 	}
 	batch := max(s.srv.cfg.Client.BatchSize(), 1)
-	anyGone := false
+	anyGone, refresh := false, false
 	for start := 0; start < len(msgs); start += batch {
 		chunk := msgs[start:min(start+batch, len(msgs))]
 		if err := s.fetchRaws(ctx, chunk); err != nil {
@@ -163,6 +192,7 @@ func (s *session) Fetch(w *imapserver.FetchWriter, numSet imap.NumSet, options *
 		for _, fm := range chunk {
 			if fm.gone {
 				anyGone = true
+				refresh = refresh || fm.live
 				continue
 			}
 			if err := renderFetch(fm, options); err != nil {
@@ -185,9 +215,12 @@ func (s *session) Fetch(w *imapserver.FetchWriter, numSet imap.NumSet, options *
 	}
 	if anyGone {
 		// Let the EXPUNGE reach the client soon rather than at the next
-		// poll; a failure leaves it to the poller.
-		if err := s.sel.sync(ctx); err != nil {
-			s.srv.cfg.Logger.Warn("imap refresh after expunged message failed", "err", err)
+		// poll; a failure leaves it to the poller. (Messages the mirror
+		// knows are expunged have their EXPUNGE queued already.)
+		if refresh {
+			if err := s.sel.sync(ctx); err != nil {
+				s.srv.cfg.Logger.Warn("imap refresh after expunged message failed", "err", err)
+			}
 		}
 		return no(codeExpungeIssued, "Some of the requested messages were deleted at the provider")
 	}
@@ -205,6 +238,16 @@ func (s *session) fetchMeta(ctx context.Context, msgs []*fetchMsg, o *imap.Fetch
 	m.mu.Unlock()
 	var want []*message
 	for _, fm := range msgs {
+		if !fm.live {
+			// Expunged: the provider has nothing more to give.
+			if needs.raw || o.RFC822Size || needs.headers {
+				key.uid = fm.msg.uid
+				if raw, ok := s.srv.cache.get(key); ok {
+					fm.raw = raw
+				}
+			}
+			continue
+		}
 		if o.RFC822Size && !needs.raw {
 			key.uid = fm.msg.uid
 			if raw, ok := s.srv.cache.get(key); ok {
@@ -250,6 +293,10 @@ func (s *session) fetchRaws(ctx context.Context, chunk []*fetchMsg) error {
 	var want []*message
 	for _, fm := range chunk {
 		if fm.needRaw && fm.raw == nil && !fm.gone {
+			if !fm.live {
+				fm.gone = true // expunged and not cached
+				continue
+			}
 			want = append(want, fm.msg)
 		}
 	}
@@ -276,7 +323,7 @@ func (s *session) fetchRaws(ctx context.Context, chunk []*fetchMsg) error {
 // command reads, at the provider first (one MarkMessagesAsReadByUIDs call)
 // and then in the mirror, and tells the other connections on the folder
 // with FETCH FLAGS. This connection gets FLAGS in its FETCH answer, as RFC
-// 9051 §6.4.5 asks when \Seen is set implicitly, so its own tracker is
+// 9051 §6.4.5 asks when \Seen is set implicitly, so its own view is
 // left out.
 //
 // The mirror's syncMu is held from the provider call until the mirror
@@ -289,7 +336,7 @@ func (s *session) fetchMarkSeen(ctx context.Context, chunk []*fetchMsg) error {
 	var uids []int64
 	m.mu.Lock()
 	for _, fm := range chunk {
-		if !fm.gone && !fm.msg.seen {
+		if !fm.gone && fm.live && !fm.msg.seen {
 			uids = append(uids, int64(fm.msg.uid))
 		}
 	}
@@ -318,12 +365,8 @@ func (s *session) fetchMarkSeen(ctx context.Context, chunk []*fetchMsg) error {
 		if m.unreadCount > 0 {
 			m.unreadCount--
 		}
-		// The sequence number of the moment: the mirror may have changed
-		// since the targets were resolved.
-		if i, ok := slices.BinarySearchFunc(m.msgs, fm.msg.uid, func(x *message, u imap.UID) int {
-			return compareUID(x.uid, u)
-		}); ok && m.msgs[i] == fm.msg {
-			m.tracker.QueueMessageFlags(uint32(i)+1, fm.msg.uid, fm.msg.flagList(), s.tracker)
+		if m.byUID[fm.msg.uid] == fm.msg {
+			m.queueFlagsLocked(fm.msg.uid, s.view)
 		}
 	}
 	return nil
@@ -340,14 +383,16 @@ func compareUID(a, b imap.UID) int {
 }
 
 // fetchFlags takes the flags to answer with, canonical as the mirror keeps
-// them (mbsync and offlineimap undo lower-case system flags).
+// them (mbsync and offlineimap undo lower-case system flags), with
+// \Recent where this session has it.
 func (s *session) fetchFlags(chunk []*fetchMsg, o *imap.FetchOptions) {
 	m := s.sel
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	rev2 := s.rev2()
 	for _, fm := range chunk {
 		if o.Flags || fm.nowSeen {
-			fm.flags = fm.msg.flagList()
+			fm.flags = s.view.flagsOf(fm.msg, rev2)
 		}
 	}
 }
@@ -395,17 +440,6 @@ func topHeaders(meta *restclient.MessageDetail, raw []byte) ([]restclient.Messag
 	return p.Headers, true
 }
 
-// envelopeFromHeaders builds the ENVELOPE (RFC 9051 §7.5.2) from a header list.
-func envelopeFromHeaders(hs []restclient.MessageHeader) *imap.Envelope {
-	var h textproto.Header
-	// textproto keeps fields in reverse order: adding them last first
-	// gives the order ReadHeader would.
-	for i := len(hs) - 1; i >= 0; i-- {
-		h.Add(hs[i].Name, hs[i].Value)
-	}
-	return imapserver.ExtractEnvelope(h)
-}
-
 // renderFetch computes every requested item of one message. It fails only
 // for BINARY of a part whose transfer encoding is unknown, which RFC 3516
 // §4.2 requires to fail with NO [UNKNOWN-CTE].
@@ -435,7 +469,7 @@ func renderFetch(fm *fetchMsg, o *imap.FetchOptions) (err error) {
 		}
 	}
 	if o.Envelope {
-		fm.env = envelopeFromHeaders(hdrs())
+		fm.env = envelopeOf(lookupList(hdrs()))
 	}
 	if o.BodyStructure != nil {
 		fm.bs = bodyStructureOf(fm.raw)
@@ -474,7 +508,7 @@ func writeFetch(w *imapserver.FetchWriter, chunk []*fetchMsg, o *imap.FetchOptio
 		if fm.gone {
 			continue
 		}
-		rw := w.CreateMessage(fm.sessSeq)
+		rw := w.CreateMessage(fm.seq)
 		err := writeFetchItems(rw, fm, o)
 		if cerr := rw.Close(); err == nil {
 			err = cerr
@@ -696,7 +730,7 @@ func mimeStructure(h textproto.Header, body []byte, parentType string, depth int
 	case isMsg:
 		nh, nbody := splitEntity(body)
 		sp.MessageRFC822 = &imap.BodyStructureMessageRFC822{
-			Envelope:      imapserver.ExtractEnvelope(nh),
+			Envelope:      envelopeOf(lookupTextproto(nh)),
 			BodyStructure: mimeStructure(nh, nbody, "", depth+1, n),
 			NumLines:      lines,
 		}

@@ -9,45 +9,79 @@ import (
 	"github.com/directbridge/directbridge/restclient"
 )
 
-// target is one message a command names: its number in the mirror, its
-// number in this connection's view (0 when the connection has not been
-// told of it yet), and the message.
+// target is one message a command names: its sequence number in this
+// connection's view (0 when the connection has not been told of it yet,
+// which only a UID set can name), the message, and whether it is still in
+// the folder (false: expunged, and the client not told yet).
 type target struct {
-	seq     uint32
-	sessSeq uint32
-	msg     *message
+	seq  uint32
+	msg  *message
+	live bool
 }
 
-// targets resolves a sequence or UID set against the selected folder.
-// "*" is the last message or the largest UID in use; "$" is the saved
-// SEARCHRES result (RFC 5182). Sequence numbers are this connection's,
-// translated by its tracker, so pending EXPUNGEs do not shift them.
-func (s *session) targets(numSet imap.NumSet) []target {
+// targets resolves a sequence or UID set against the selected folder, as
+// this connection sees it. "*" is the last message or the largest UID;
+// "$" is the saved SEARCHRES result (RFC 5182). A sequence set that names
+// a number beyond the messages the client has been told of, or any number
+// when it has been told of none ("*" included), is BAD (RFC 3501 §9,
+// seq-number; Dovecot does the same). A UID set may name UIDs that do not
+// exist; they are ignored.
+func (s *session) targets(numSet imap.NumSet) ([]target, error) {
 	m := s.sel
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return s.targetsLocked(numSet)
 }
 
-func (s *session) targetsLocked(numSet imap.NumSet) []target {
-	m := s.sel
+func (s *session) targetsLocked(numSet imap.NumSet) ([]target, error) {
+	m, v := s.sel, s.view
+	if seqs, ok := numSet.(imap.SeqSet); ok && !imap.IsSearchRes(numSet) {
+		if !validSeqSet(seqs, uint32(len(v.msgs))) {
+			return nil, errBadSeqNum
+		}
+	}
 	numSet = s.staticNumSet(numSet)
 	var out []target
-	for i, msg := range m.msgs {
-		seq := uint32(i) + 1
-		sessSeq := s.tracker.EncodeSeqNum(seq)
+	for i, msg := range v.msgs {
 		var in bool
 		switch ns := numSet.(type) {
 		case imap.SeqSet:
-			in = sessSeq != 0 && ns.Contains(sessSeq)
+			in = ns.Contains(uint32(i) + 1)
 		case imap.UIDSet:
 			in = ns.Contains(msg.uid)
 		}
 		if in {
-			out = append(out, target{seq: seq, sessSeq: sessSeq, msg: msg})
+			out = append(out, target{seq: uint32(i) + 1, msg: msg, live: m.byUID[msg.uid] == msg})
 		}
 	}
-	return out
+	// Messages of the folder the client has not been told of yet: a UID
+	// set can name them (the client may know a UID from APPENDUID or
+	// COPYUID before the EXISTS).
+	if uids, ok := numSet.(imap.UIDSet); ok {
+		var last imap.UID
+		if n := len(v.msgs); n > 0 {
+			last = v.msgs[n-1].uid
+		}
+		for _, msg := range m.msgs {
+			if msg.uid > last && uids.Contains(msg.uid) {
+				out = append(out, target{msg: msg, live: true})
+			}
+		}
+	}
+	return out, nil
+}
+
+// validSeqSet checks a sequence set against the n messages the client sees.
+func validSeqSet(set imap.SeqSet, n uint32) bool {
+	if n == 0 {
+		return false
+	}
+	for _, r := range set {
+		if r.Start > n || r.Stop > n {
+			return false
+		}
+	}
+	return true
 }
 
 // staticNumSet replaces "*" and "$". Called with the mirror locked.
@@ -55,16 +89,10 @@ func (s *session) staticNumSet(numSet imap.NumSet) imap.NumSet {
 	if imap.IsSearchRes(numSet) {
 		return s.searchRes
 	}
-	m := s.sel
+	m, v := s.sel, s.view
 	switch ns := numSet.(type) {
 	case imap.SeqSet:
-		last := uint32(0)
-		for i := len(m.msgs); i > 0; i-- {
-			if q := s.tracker.EncodeSeqNum(uint32(i)); q != 0 {
-				last = q
-				break
-			}
-		}
+		last := uint32(len(v.msgs))
 		out := make(imap.SeqSet, len(ns))
 		copy(out, ns)
 		for i := range out {
@@ -75,6 +103,9 @@ func (s *session) staticNumSet(numSet imap.NumSet) imap.NumSet {
 		last := uint32(0)
 		if n := len(m.msgs); n > 0 {
 			last = uint32(m.msgs[n-1].uid)
+		}
+		if n := len(v.msgs); n > 0 {
+			last = max(last, uint32(v.msgs[n-1].uid))
 		}
 		out := make(imap.UIDSet, len(ns))
 		copy(out, ns)

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/emersion/go-imap/v2"
-	"github.com/emersion/go-imap/v2/imapserver"
 
 	"github.com/directbridge/directbridge/restclient"
 )
@@ -39,12 +38,18 @@ type mirror struct {
 	msgs        []*message
 	byUID       map[imap.UID]*message
 	unreadCount int
-	tracker     *imapserver.MailboxTracker
-	loaded      bool
-	syncedAt    time.Time
-	refs        int
-	stopPoll    chan struct{}
-	gone        error // set when the folder vanished or its UIDs were renumbered
+	views       map[*view]struct{} // of the connections that have the folder selected
+	// recentFrom is the first UID that is still \Recent (RFC 3501
+	// §2.3.2): messages from it on have not been shown to a read-write
+	// session yet. It starts at the UIDNEXT the state store had before
+	// this process first loaded the folder, so messages that arrived
+	// while the bridge was not looking are recent.
+	recentFrom imap.UID
+	loaded     bool
+	syncedAt   time.Time
+	refs       int
+	stopPoll   chan struct{}
+	gone       error // set when the folder vanished or its UIDs were renumbered
 }
 
 // message is one message of a mirror.
@@ -188,7 +193,7 @@ func (m *mirror) load(ctx context.Context, auth restclient.Authentication, uids 
 		m.byUID[u] = msg
 	}
 	m.unreadCount = unread
-	m.tracker = imapserver.NewMailboxTracker(uint32(len(m.msgs)))
+	m.recentFrom = imap.UID(max(st.UIDNext, 1))
 	m.loaded = true
 	m.syncedAt = time.Now()
 	return m.raiseUIDNextLocked(ctx)
@@ -205,8 +210,9 @@ func (m *mirror) raiseUIDNextLocked(ctx context.Context) error {
 }
 
 // apply merges a fresh UID list and read state into the mirror, queueing
-// EXPUNGE (highest sequence number first, so the numbers stay right),
-// EXISTS and FETCH FLAGS updates. unreadSet nil means "infer": messages
+// EXPUNGE, EXISTS, FETCH FLAGS and, when new messages bring keywords the
+// folder did not have, FLAGS updates (before the EXISTS: a client must
+// learn a keyword from FLAGS before a FETCH shows it). unreadSet nil means "infer": messages
 // already known keep their state, new ones are unread.
 func (m *mirror) apply(ctx context.Context, uids []imap.UID, unread int, unreadSet map[imap.UID]bool) error {
 	m.mu.Lock()
@@ -228,21 +234,22 @@ func (m *mirror) apply(ctx context.Context, uids []imap.UID, unread int, unreadS
 	}
 	for i := len(m.msgs) - 1; i >= 0; i-- {
 		if msg := m.msgs[i]; !keep[msg.uid] {
-			m.tracker.QueueExpunge(uint32(i) + 1)
+			m.queueExpungeLocked(msg.uid)
 			delete(m.byUID, msg.uid)
 			m.msgs = slices.Delete(m.msgs, i, i+1)
 		}
 	}
-	for i, msg := range m.msgs {
+	for _, msg := range m.msgs {
 		if unreadSet == nil {
 			continue
 		}
 		if seen := !unreadSet[msg.uid]; seen != msg.seen {
 			msg.seen = seen
-			m.tracker.QueueMessageFlags(uint32(i)+1, msg.uid, msg.flagList(), nil)
+			m.queueFlagsLocked(msg.uid, nil)
 		}
 	}
 	before := len(m.msgs)
+	flagsBefore := mailboxFlags(m.msgs)
 	var kept map[uint32][]string
 	for _, u := range uids {
 		if m.byUID[u] != nil {
@@ -260,11 +267,10 @@ func (m *mirror) apply(ctx context.Context, uids []imap.UID, unread int, unreadS
 		m.msgs = append(m.msgs, msg)
 		m.byUID[u] = msg
 	}
-	// One EXISTS step per message: go-imap's trackers map sequence numbers
-	// correctly only for growth by one at a time.
-	for n := before + 1; n <= len(m.msgs); n++ {
-		m.tracker.QueueNumMessages(uint32(n))
+	if gainedFlags(flagsBefore, mailboxFlags(m.msgs)) {
+		m.queueMailboxFlagsLocked()
 	}
+	m.queueExistsLocked(m.msgs[before:])
 	m.unreadCount = unread
 	m.syncedAt = time.Now()
 	return m.raiseUIDNextLocked(ctx)
@@ -329,4 +335,14 @@ func equalFold(a, b string) bool {
 		}
 	}
 	return true
+}
+
+// gainedFlags reports a flag in after that is not in before.
+func gainedFlags(before, after []imap.Flag) bool {
+	for _, f := range after {
+		if !slices.Contains(before, f) {
+			return true
+		}
+	}
+	return false
 }

@@ -58,12 +58,11 @@ func (s *session) Search(kind imapserver.NumKind, criteria *imap.SearchCriteria,
 	// this command (RFC 5182 §2.1).
 	crit := s.staticCriteria(criteria)
 	var cands []*searchMsg
-	for i, msg := range m.msgs {
-		seq := s.tracker.EncodeSeqNum(uint32(i) + 1)
-		if seq == 0 {
-			continue
+	for i, msg := range s.view.msgs {
+		if m.byUID[msg.uid] != msg {
+			continue // expunged, the client not told yet (RFC 2180 §4.3)
 		}
-		cands = append(cands, &searchMsg{seq: seq, msg: msg, seen: msg.seen,
+		cands = append(cands, &searchMsg{seq: uint32(i) + 1, msg: msg, seen: msg.seen, recent: s.view.recent[msg.uid],
 			flags: append([]imap.Flag(nil), msg.flags...), meta: msg.meta})
 	}
 	key := rawKey{user: m.user, folder: m.name, validity: m.validity}
@@ -289,12 +288,13 @@ func (t tri) not() tri {
 // searchMsg is one message during a SEARCH: a snapshot of its state and
 // the data loaded for it so far.
 type searchMsg struct {
-	seq   uint32 // this connection's sequence number
-	msg   *message
-	seen  bool
-	flags []imap.Flag
-	meta  *restclient.MessageDetail
-	raw   []byte
+	seq    uint32 // this connection's sequence number
+	msg    *message
+	seen   bool
+	recent bool // \Recent in this session
+	flags  []imap.Flag
+	meta   *restclient.MessageDetail
+	raw    []byte
 
 	// What an unknown result waits for.
 	wantMeta, wantRaw bool
@@ -388,16 +388,16 @@ func (sm *searchMsg) eval(c *imap.SearchCriteria) tri {
 	return res
 }
 
-// hasFlag compares flags without case (RFC 9051 §2.3.2). \Recent is never
-// set: the bridge has no notion of a first session to see a message, and
-// IMAP4rev2 dropped the flag.
+// hasFlag compares flags without case (RFC 9051 §2.3.2). \Recent is the
+// session's own (RECENT, NEW and OLD, RFC 3501 §6.4.4).
 func (sm *searchMsg) hasFlag(f imap.Flag) bool {
+	if equalFold(string(f), string(flagRecent)) {
+		return sm.recent
+	}
 	f = canonicalFlag(f)
 	switch f {
 	case imap.FlagSeen:
 		return sm.seen
-	case "\\Recent":
-		return false
 	}
 	for _, x := range sm.flags {
 		if equalFold(string(x), string(f)) {

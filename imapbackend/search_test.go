@@ -168,9 +168,11 @@ func TestSearchKeys(t *testing.T) {
 		{"KEYWORD $IMPORTANT", []int{2}},
 		{"UNKEYWORD $important", []int{1, 3, 4}},
 		{"KEYWORD $Other", nil},
-		{"RECENT", nil},
-		{"NEW", nil},
-		{"OLD", all},
+		// This session is the first to see the messages, so they are
+		// \Recent in it (RFC 3501 §2.3.2); NEW is RECENT UNSEEN.
+		{"RECENT", all},
+		{"NEW", []int{2, 3, 4}},
+		{"OLD", nil},
 		{"FROM bob", []int{1, 2, 4}},
 		{"FROM HOSPITAL.example", []int{3}},
 		{`FROM "Bob Example"`, []int{2}},

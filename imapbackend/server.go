@@ -49,6 +49,9 @@ type Config struct {
 	DeleteForever bool
 	CallTimeout   time.Duration
 	Logger        *slog.Logger
+	// Metrics, when set, receives connection, command, authentication
+	// and cache events (metrics.go).
+	Metrics Metrics
 }
 
 // Server is the IMAP front.
@@ -107,9 +110,13 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = nopMetrics{}
+	}
 	s := &Server{cfg: cfg, conns: map[string]int{}}
 	s.hub = newHub(&s.cfg)
 	s.cache = newRawCache(cfg.CacheBytes)
+	s.cache.onLookup = cfg.Metrics.CacheLookup
 	return s, nil
 }
 
@@ -131,7 +138,7 @@ func (s *Server) ServeTLS(l net.Listener) error {
 func (s *Server) serve(l net.Listener, insecureAuth bool) error {
 	srv := imapserver.New(&imapserver.Options{
 		NewSession: func(c *imapserver.Conn) (imapserver.Session, *imapserver.GreetingData, error) {
-			return &session{srv: s, conn: c}, &imapserver.GreetingData{}, nil
+			return newMeteredSession(&session{srv: s, conn: c}, s.cfg.Metrics), &imapserver.GreetingData{}, nil
 		},
 		Caps:         caps,
 		Logger:       slog.NewLogLogger(s.cfg.Logger.Handler(), slog.LevelWarn),

@@ -19,7 +19,7 @@ type session struct {
 	auth restclient.Authentication // set by LOGIN; memory only
 
 	sel       *mirror
-	tracker   *imapserver.SessionTracker
+	view      *view // this connection's view of sel (view.go)
 	readOnly  bool
 	searchRes imap.UIDSet // SEARCHRES "$" (RFC 5182)
 }
@@ -83,7 +83,9 @@ func (s *session) Namespace() (*imap.NamespaceData, error) {
 func (s *session) AppendLimit() uint32 { return s.srv.cfg.AppendLimit }
 
 // Select opens a folder: its shared mirror, refreshed if stale, and a
-// tracker of its own for this connection's view.
+// view of its own for this connection. The answer has what RFC 3501
+// §6.3.1 asks for; go-imap writes RECENT and UNSEEN only to IMAP4rev1
+// clients.
 func (s *session) Select(name string, options *imap.SelectOptions) (*imap.SelectData, error) {
 	s.Unselect()
 	folder, err := s.folderName(name)
@@ -101,15 +103,17 @@ func (s *session) Select(name string, options *imap.SelectOptions) (*imap.Select
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	s.sel, s.tracker, s.readOnly = m, m.tracker.NewSession(), options.ReadOnly
+	s.sel, s.readOnly = m, options.ReadOnly
+	s.view = m.newViewLocked(options.ReadOnly)
 	data := &imap.SelectData{
 		Flags:          mailboxFlags(m.msgs),
 		PermanentFlags: permanentFlags(m.msgs),
-		NumMessages:    uint32(len(m.msgs)),
-		UIDNext:        m.uidNext,
+		NumMessages:    uint32(len(s.view.msgs)),
+		NumRecent:      s.view.numRecent(),
+		UIDNext:        max(m.uidNext, 1),
 		UIDValidity:    m.validity,
 	}
-	for i, msg := range m.msgs {
+	for i, msg := range s.view.msgs {
 		if !msg.seen {
 			data.FirstUnseenSeqNum = uint32(i) + 1
 			break
@@ -124,9 +128,11 @@ func (s *session) Select(name string, options *imap.SelectOptions) (*imap.Select
 // Unselect leaves the selected folder.
 func (s *session) Unselect() error {
 	if s.sel != nil {
-		s.tracker.Close()
+		s.sel.mu.Lock()
+		s.view.closeLocked()
+		s.sel.mu.Unlock()
 		s.srv.hub.release(s.sel)
-		s.sel, s.tracker, s.searchRes = nil, nil, nil
+		s.sel, s.view, s.searchRes = nil, nil, nil
 	}
 	return nil
 }
@@ -141,7 +147,13 @@ func (s *session) Poll(w *imapserver.UpdateWriter, allowExpunge bool) error {
 		return err
 	}
 	s.maybeRefresh()
-	return s.tracker.Poll(w, allowExpunge)
+	return s.view.flush(w, allowExpunge, s.rev2())
+}
+
+// rev2 tells whether the client enabled IMAP4rev2, which has no \Recent
+// and no RECENT response.
+func (s *session) rev2() bool {
+	return s.conn.EnabledCaps().Has(imap.CapIMAP4rev2)
 }
 
 // Idle waits for updates; the mirror's poller brings them.
@@ -153,7 +165,7 @@ func (s *session) Idle(w *imapserver.UpdateWriter, stop <-chan struct{}) error {
 	if err := s.goneCheck(); err != nil {
 		return err
 	}
-	return s.tracker.Idle(w, stop)
+	return s.view.idle(w, stop, s.rev2())
 }
 
 func (s *session) goneCheck() error {

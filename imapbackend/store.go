@@ -83,10 +83,6 @@ type flagUpdate struct {
 	// kept is the wanted set of other flags when setKept.
 	kept    []imap.Flag
 	setKept bool
-	// notifySelf queues the FETCH FLAGS for the acting connection too:
-	// it has not been told of the message yet, so STORE cannot answer for
-	// it directly.
-	notifySelf bool
 }
 
 // applyFlags gives messages of folder the flags ups ask for: \Seen at the
@@ -99,7 +95,7 @@ type flagUpdate struct {
 // refuses the whole request then) refreshes the mirror and retries once
 // with the UIDs that remain. The updates that were carried out are
 // returned.
-func (s *session) applyFlags(ctx context.Context, folder string, validity uint32, m *mirror, ups []flagUpdate, source *imapserver.SessionTracker) ([]flagUpdate, error) {
+func (s *session) applyFlags(ctx context.Context, folder string, validity uint32, m *mirror, ups []flagUpdate, source *view) ([]flagUpdate, error) {
 	// The mirror's current state decides which calls are needed.
 	type cur struct {
 		known bool
@@ -196,22 +192,25 @@ func (s *session) applyFlags(ctx context.Context, folder string, validity uint32
 
 // showFlags puts flag updates into the mirror and queues FETCH FLAGS for
 // the messages whose flags changed (RFC 9051 §7.5.2: other connections
-// learn of changes as unsolicited FETCH responses), and a FLAGS response
-// when a keyword new to the folder appeared (RFC 9051 §7.3.5).
-func (m *mirror) showFlags(ups []flagUpdate, source *imapserver.SessionTracker) {
+// learn of changes as unsolicited FETCH responses) for every view but
+// source, and before them a FLAGS response when a keyword new to the
+// folder appeared (RFC 9051 §7.3.5: a client learns a keyword from FLAGS
+// before a FETCH shows it).
+func (m *mirror) showFlags(ups []flagUpdate, source *view) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if !m.loaded || m.tracker == nil {
+	if !m.loaded {
 		return
 	}
 	before := mailboxFlags(m.msgs)
+	var changed []imap.UID
 	for _, u := range ups {
 		i, ok := m.index(u.uid)
 		if !ok {
 			continue
 		}
 		msg := m.msgs[i]
-		changed := false
+		c := false
 		if u.seen != nil && *u.seen != msg.seen {
 			msg.seen = *u.seen
 			if msg.seen {
@@ -219,27 +218,22 @@ func (m *mirror) showFlags(ups []flagUpdate, source *imapserver.SessionTracker) 
 			} else {
 				m.unreadCount++
 			}
-			changed = true
+			c = true
 		}
 		if u.setKept && !slices.Equal(msg.flags, u.kept) {
 			msg.flags = slices.Clone(u.kept)
-			changed = true
+			c = true
 		}
-		if changed || u.notifySelf {
-			src := source
-			if u.notifySelf {
-				src = nil
-			}
-			m.tracker.QueueMessageFlags(uint32(i)+1, msg.uid, msg.flagList(), src)
+		if c {
+			changed = append(changed, msg.uid)
 		}
 	}
 	m.unreadCount = max(m.unreadCount, 0)
-	after := mailboxFlags(m.msgs)
-	for _, f := range after {
-		if !slices.Contains(before, f) {
-			m.tracker.QueueMailboxFlags(after)
-			break
-		}
+	if gainedFlags(before, mailboxFlags(m.msgs)) {
+		m.queueMailboxFlagsLocked()
+	}
+	for _, uid := range changed {
+		m.queueFlagsLocked(uid, source)
 	}
 }
 
@@ -345,10 +339,19 @@ func (s *session) Store(w *imapserver.FetchWriter, numSet imap.NumSet, flags *im
 	defer m.syncMu.Unlock()
 	m.mu.Lock()
 	gone, validity := m.gone, m.validity
-	ts := s.targetsLocked(numSet)
+	ts, err := s.targetsLocked(numSet)
+	if err != nil {
+		m.mu.Unlock()
+		return err
+	}
 	ups := make([]flagUpdate, 0, len(ts))
 	for _, t := range ts {
-		u := flagUpdate{uid: t.msg.uid, setKept: true, notifySelf: t.sessSeq == 0 && !flags.Silent}
+		if !t.live {
+			// Expunged meanwhile: nothing to change (RFC 2180 §4.2.1);
+			// the EXPUNGE follows at the next command that allows it.
+			continue
+		}
+		u := flagUpdate{uid: t.msg.uid, setKept: true}
 		seen := t.msg.seen
 		switch flags.Op {
 		case imap.StoreFlagsSet:
@@ -376,43 +379,22 @@ func (s *session) Store(w *imapserver.FetchWriter, numSet imap.NumSet, flags *im
 	if len(ups) == 0 {
 		return nil
 	}
-	done, err := s.applyFlags(ctx, m.name, validity, m, ups, s.tracker)
+	done, err := s.applyFlags(ctx, m.name, validity, m, ups, s.view)
 	if err != nil {
 		return imapError(err)
 	}
 	if flags.Silent {
 		return nil
 	}
-
-	// Answer with the flags as they are now, after the lock: writing may
-	// block on a slow client and must not hold up the folder.
-	ok := make(map[imap.UID]bool, len(done))
-	for _, u := range done {
-		ok[u.uid] = true
-	}
-	type answer struct {
-		seq   uint32
-		uid   imap.UID
-		flags []imap.Flag
-	}
-	var answers []answer
+	// The answer: a FETCH FLAGS for every message stored, queued to this
+	// connection's view after any FLAGS response the STORE caused, so that
+	// go-imap's poll right after the command writes FLAGS first and then
+	// the FETCHes, with the UID (RFC 9051 §6.4.9 requires it for UID
+	// STORE) and the flags as they are now.
 	m.mu.Lock()
-	for _, t := range ts {
-		if t.sessSeq != 0 && ok[t.msg.uid] {
-			answers = append(answers, answer{t.sessSeq, t.msg.uid, t.msg.flagList()})
-		}
+	for _, u := range done {
+		s.view.queueSelfFlagsLocked(u.uid)
 	}
 	m.mu.Unlock()
-	_, byUID := numSet.(imap.UIDSet)
-	for _, a := range answers {
-		rw := w.CreateMessage(a.seq)
-		if byUID {
-			rw.WriteUID(a.uid)
-		}
-		rw.WriteFlags(a.flags)
-		if err := rw.Close(); err != nil {
-			return imapError(err) // the connection is gone; the read loop ends it
-		}
-	}
 	return nil
 }

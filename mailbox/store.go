@@ -104,3 +104,30 @@ func (s *Store) KnownSmtpID(ctx context.Context, smtpID string) (bool, error) {
 	}
 	return n > 0, nil
 }
+
+// RecentSent returns user's sent records at or after since, newest first,
+// at most limit of them. The admin socket's status operation uses it when
+// asked about a mailbox's recent messages without naming them.
+func (s *Store) RecentSent(ctx context.Context, username string, since time.Time, limit int) ([]SentRecord, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT username, smtp_id, message_id, sent_at FROM sent
+		WHERE username = ? AND sent_at >= ? ORDER BY sent_at DESC, id DESC LIMIT ?`,
+		strings.ToLower(username), since.UnixMilli(), limit)
+	if err != nil {
+		return nil, fmt.Errorf("mailbox: listing sent messages: %w", err)
+	}
+	defer rows.Close()
+	var out []SentRecord
+	for rows.Next() {
+		var rec SentRecord
+		var at int64
+		if err := rows.Scan(&rec.Username, &rec.SmtpID, &rec.MessageID, &at); err != nil {
+			return nil, fmt.Errorf("mailbox: listing sent messages: %w", err)
+		}
+		rec.SentAt = time.UnixMilli(at).UTC()
+		out = append(out, rec)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("mailbox: listing sent messages: %w", err)
+	}
+	return out, nil
+}

@@ -61,6 +61,9 @@ type Config struct {
 	SendTimeout       time.Duration
 	Limits            Limits
 	Logger            *slog.Logger
+	// Metrics, when set, receives connection, command, authentication
+	// and message events.
+	Metrics Metrics
 }
 
 // Server is the SMTP submission front: authenticated clients submit RFC
@@ -68,6 +71,7 @@ type Config struct {
 type Server struct {
 	cfg     Config
 	log     *slog.Logger
+	metrics Metrics
 	pending *pendingSends
 
 	inData atomic.Int64 // transactions between DATA and their answer
@@ -106,14 +110,18 @@ func New(cfg Config) (*Server, error) {
 	if lg == nil {
 		lg = slog.New(slog.DiscardHandler)
 	}
-	return &Server{cfg: cfg, log: lg, pending: newPendingSends(), conns: map[*smtp.Conn]struct{}{}}, nil
+	m := cfg.Metrics
+	if m == nil {
+		m = nopMetrics{}
+	}
+	return &Server{cfg: cfg, log: lg, metrics: m, pending: newPendingSends(), conns: map[*smtp.Conn]struct{}{}}, nil
 }
 
 // ServeSubmission serves message submission (RFC 6409) with STARTTLS
 // (RFC 3207) on l until Shutdown. AUTH is offered only after STARTTLS,
 // except on loopback or when AllowInsecureAuth is set.
 func (s *Server) ServeSubmission(l net.Listener) error {
-	return s.serve(l, false)
+	return s.serve(s.countConns(l), false)
 }
 
 // ServeImplicitTLS serves submission over implicit TLS (RFC 8314 §3.3) on l.
@@ -121,7 +129,7 @@ func (s *Server) ServeImplicitTLS(l net.Listener) error {
 	if s.cfg.TLSConfig == nil {
 		return errors.New("smtpbackend: implicit TLS needs a TLS configuration")
 	}
-	return s.serve(tls.NewListener(l, s.cfg.TLSConfig), true)
+	return s.serve(tls.NewListener(s.countConns(l), s.cfg.TLSConfig), true)
 }
 
 func (s *Server) serve(l net.Listener, implicitTLS bool) error {

@@ -70,7 +70,8 @@ func (ss *session) Auth(mech string) (sasl.Server, error) {
 	return nil, smtp.ErrAuthUnknownMechanism
 }
 
-func (ss *session) login(identity, username, password string) error {
+func (ss *session) login(identity, username, password string) (err error) {
+	defer func() { ss.s.metrics.Command("AUTH", replyClass(err)) }()
 	username = strings.TrimSpace(username)
 	identity = strings.TrimSpace(identity)
 	if strings.EqualFold(identity, username) {
@@ -78,7 +79,6 @@ func (ss *session) login(identity, username, password string) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), ss.s.cfg.SendTimeout)
 	defer cancel()
-	var err error
 	if identity == "" {
 		err = ss.s.cfg.Verifier.Verify(ctx, username, restclient.Secret(password))
 	} else {
@@ -87,6 +87,7 @@ func (ss *session) login(identity, username, password string) error {
 	if err != nil {
 		ss.s.log.Info("smtp auth failed", "remote", ss.conn.Conn().RemoteAddr().String(), "tuser", identity != "",
 			"unavailable", errors.Is(err, mailbox.ErrUnavailable))
+		ss.s.metrics.AuthFailed(authFailReason(err))
 		return authReply(err)
 	}
 	ss.username, ss.password, ss.directAddr = strings.ToLower(username), restclient.Secret(password), strings.ToLower(identity)
@@ -97,7 +98,8 @@ func (ss *session) login(identity, username, password string) error {
 // Mail starts a transaction. The reverse-path must be the sender's
 // address: a Direct mailbox sends only as itself (RFC 6409 §6.1 lets an
 // MSA refuse other addresses).
-func (ss *session) Mail(from string, _ *smtp.MailOptions) error {
+func (ss *session) Mail(from string, _ *smtp.MailOptions) (err error) {
+	defer func() { ss.s.metrics.Command("MAIL", replyClass(err)) }()
 	if ss.username == "" {
 		return errAuthRequired
 	}
@@ -109,7 +111,8 @@ func (ss *session) Mail(from string, _ *smtp.MailOptions) error {
 }
 
 // Rcpt adds a recipient; the address must be a valid addr-spec.
-func (ss *session) Rcpt(to string, _ *smtp.RcptOptions) error {
+func (ss *session) Rcpt(to string, _ *smtp.RcptOptions) (err error) {
+	defer func() { ss.s.metrics.Command("RCPT", replyClass(err)) }()
 	if ss.username == "" {
 		return errAuthRequired
 	}
@@ -130,10 +133,12 @@ func (ss *session) Rcpt(to string, _ *smtp.RcptOptions) error {
 // Data converts the message and sends it through the provider. The reply
 // is 250 only when the provider answered success, and it carries the
 // provider's smtpId.
-func (ss *session) Data(r io.Reader) error {
+func (ss *session) Data(r io.Reader) (err error) {
+	defer func() { ss.s.metrics.Command("DATA", replyClass(err)) }()
 	if ss.username == "" {
 		return errAuthRequired
 	}
+	defer func() { ss.s.metrics.Message(messageResult(replyClass(err))) }()
 	ss.s.inData.Add(1) // a shutdown waits for this answer
 	defer ss.s.inData.Add(-1)
 	raw, err := io.ReadAll(r)

@@ -5,6 +5,7 @@
 //
 //	directbridge [serve]   run the bridge (on the embedded sandbox without DIRECTBRIDGE_API_URL)
 //	directbridge sandbox   run the sandbox provider alone (both REST services)
+//	directbridge admin     registration, delivery status and health through the running bridge's admin socket
 //	directbridge version   print the version
 //	directbridge help      list every environment variable with its default
 //
@@ -59,6 +60,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return runServe(stdout, stderr)
 	case "sandbox":
 		return runSandbox(stdout, stderr)
+	case "admin":
+		return runAdmin(args[1:], os.Stdin, stdout, stderr)
 	case "version", "-version", "--version":
 		fmt.Fprintln(stdout, "directbridge", versionString())
 		return 0
@@ -79,6 +82,9 @@ Commands:
   serve     run the bridge (the default); without DIRECTBRIDGE_API_URL it runs on
             an embedded sandbox provider with demo mailboxes
   sandbox   run the local sandbox provider alone (messaging and registration REST services)
+  admin     talk to the running bridge over its admin socket: provision patient
+            addresses, look them up, set passwords, delivery status, health
+            (directbridge admin help)
   version   print the version
   help      print this help
 

@@ -1,0 +1,213 @@
+// Package health answers liveness and readiness checks. Liveness says the
+// process serves; readiness says the provider answered a cheap request
+// recently, so that an orchestrator sends mail clients only to a bridge
+// that can reach its provider.
+package health
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/directbridge/directbridge/restclient"
+)
+
+// Defaults of NewProber.
+const (
+	DefaultInterval = 15 * time.Second
+	DefaultTimeout  = 5 * time.Second
+)
+
+// probeBody asks with empty credentials: the provider answers with its
+// JSON envelope (success=false, code 1), which proves it is there, and no
+// account is concerned.
+var probeBody = []byte(`{"username":"","password":""}` + "\n")
+
+// maxProbeBody bounds the answer read.
+const maxProbeBody = 64 << 10
+
+// Result is the outcome of one provider check.
+type Result struct {
+	Reachable bool      `json:"reachable"`
+	CheckedAt time.Time `json:"checked_at"`
+	// Duration of the check in seconds.
+	Duration   float64 `json:"duration_seconds"`
+	HTTPStatus int     `json:"http_status,omitempty"`
+	// Error says why the provider counts as unreachable; it names no
+	// URL and no credential.
+	Error string `json:"error,omitempty"`
+}
+
+// Prober checks the provider every interval with an unauthenticated
+// GetMessageCount(INBOX): any answer in the provider's JSON envelope,
+// success or not, means reachable; a transport failure, a timeout, HTTP 5xx
+// or an answer that is not the provider's (a proxy's error page, a wrong
+// base URL) means unreachable. Its requests bypass the REST client, so they
+// neither use the client's rate budget nor show in its metrics.
+type Prober struct {
+	url      string
+	http     *http.Client
+	interval time.Duration
+	timeout  time.Duration
+	now      func() time.Time
+
+	mu   sync.Mutex
+	last Result
+}
+
+// NewProber returns a Prober for the provider at baseURL (the same base URL
+// as the REST client's). Zero interval or timeout means the default.
+func NewProber(baseURL string, interval, timeout time.Duration) *Prober {
+	if interval <= 0 {
+		interval = DefaultInterval
+	}
+	if timeout <= 0 {
+		timeout = DefaultTimeout
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConnsPerHost = 1
+	return &Prober{
+		url:      strings.TrimRight(baseURL, "/") + restclient.MessagingPath + "/GetMessageCount/INBOX",
+		http:     &http.Client{Transport: tr, Timeout: timeout},
+		interval: interval,
+		timeout:  timeout,
+		now:      time.Now,
+	}
+}
+
+// Run checks at once and then every interval until ctx ends.
+func (p *Prober) Run(ctx context.Context) {
+	t := time.NewTicker(p.interval)
+	defer t.Stop()
+	for {
+		p.Check(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// Check asks the provider once and remembers the result. A check cut
+// short by ctx is not remembered.
+func (p *Prober) Check(ctx context.Context) Result {
+	start := p.now()
+	status, err := p.ask(ctx)
+	r := Result{Reachable: err == nil, CheckedAt: start, Duration: p.now().Sub(start).Seconds(), HTTPStatus: status}
+	if err != nil {
+		r.Error = err.Error()
+	}
+	if ctx.Err() == nil {
+		p.mu.Lock()
+		p.last = r
+		p.mu.Unlock()
+	}
+	return r
+}
+
+func (p *Prober) ask(ctx context.Context) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, p.timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.url, bytes.NewReader(probeBody))
+	if err != nil {
+		return 0, errors.New("bad provider URL")
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json")
+	req.Header.Set("User-Agent", "directbridge-health")
+	resp, err := p.http.Do(req)
+	if err != nil {
+		var uerr *url.Error
+		if errors.As(err, &uerr) {
+			err = uerr.Err // without the URL
+		}
+		return 0, err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxProbeBody))
+	if err != nil {
+		return resp.StatusCode, fmt.Errorf("reading the answer: %w", err)
+	}
+	if resp.StatusCode >= 500 {
+		return resp.StatusCode, fmt.Errorf("HTTP %d", resp.StatusCode)
+	}
+	var env struct {
+		Success *bool `json:"success"`
+	}
+	if json.Unmarshal(data, &env) != nil || env.Success == nil {
+		return resp.StatusCode, fmt.Errorf("HTTP %d without the provider's JSON envelope", resp.StatusCode)
+	}
+	return resp.StatusCode, nil
+}
+
+// Last returns the latest result (the zero Result before the first check).
+func (p *Prober) Last() Result {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.last
+}
+
+// Ready reports whether the latest check found the provider reachable and
+// is recent: not older than two intervals plus a timeout, so that a stuck
+// checker does not keep an old success alive. The reason is empty when ready.
+func (p *Prober) Ready() (ready bool, reason string) {
+	last := p.Last()
+	switch {
+	case last.CheckedAt.IsZero():
+		return false, "provider not checked yet"
+	case p.now().Sub(last.CheckedAt) > 2*p.interval+p.timeout:
+		return false, "last provider check too old"
+	case !last.Reachable:
+		return false, "provider unreachable"
+	}
+	return true, ""
+}
+
+// Reachable is Ready without the reason, e.g. for a metrics gauge.
+func (p *Prober) Reachable() bool {
+	ok, _ := p.Ready()
+	return ok
+}
+
+// readiness is the body of a readiness answer.
+type readiness struct {
+	Ready    bool    `json:"ready"`
+	Reason   string  `json:"reason,omitempty"`
+	Provider *Result `json:"provider,omitempty"`
+}
+
+// ReadyHandler answers 200 when Ready, else 503, with the latest check as
+// JSON in both cases.
+func (p *Prober) ReadyHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ready, reason := p.Ready()
+		body := readiness{Ready: ready, Reason: reason}
+		if last := p.Last(); !last.CheckedAt.IsZero() {
+			body.Provider = &last
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Cache-Control", "no-store")
+		if !ready {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+		json.NewEncoder(w).Encode(body)
+	})
+}
+
+// LiveHandler answers 200 "ok" for as long as the process serves HTTP.
+func LiveHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.Header().Set("Cache-Control", "no-store")
+		io.WriteString(w, "ok\n")
+	})
+}

@@ -1,0 +1,321 @@
+// Package metrics holds the bridge's Prometheus metrics: connections,
+// protocol commands, REST calls to the provider, authentication failures,
+// SMTP messages and the IMAP raw-message cache.
+//
+// Every label value comes from a fixed set known here; anything else is
+// recorded as "other". No label ever carries a user address, folder name,
+// subject or any other health data, so the metrics may be scraped by
+// systems that must not see protected health information.
+//
+// The protocol fronts do not import this package: each defines a small
+// Metrics interface, which IMAP and SMTP (returned by Registry.IMAP and
+// Registry.SMTP) satisfy.
+package metrics
+
+import (
+	"errors"
+	"net/http"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/directbridge/directbridge/restclient"
+)
+
+// Namespace prefixes every metric name of the bridge.
+const Namespace = "directbridge"
+
+// Label values of fixed sets.
+const (
+	ProtocolIMAP = "imap"
+	ProtocolSMTP = "smtp"
+
+	// IMAP command results: the tagged status response.
+	ResultOK  = "ok"
+	ResultNo  = "no"
+	ResultBad = "bad"
+
+	// SMTP command results: the reply's class (2xx/3xx, 4xx, 5xx).
+	ResultTemporary = "temporary"
+	ResultPermanent = "permanent"
+
+	// REST call results.
+	ResultAPIError = "api_error" // the provider answered success=false
+	ResultProtocol = "protocol"  // an answer that is not the documented JSON
+	ResultCanceled = "canceled"  // the caller gave up (a client disconnected, shutdown)
+
+	// Authentication failure reasons.
+	ReasonCredentials = "credentials" // the provider refused them
+	ReasonUnavailable = "unavailable" // the provider could not be asked
+
+	// SMTP message results.
+	MessageSent      = "sent"
+	MessageRefused   = "refused"   // answered 5xx: the client must not retry
+	MessageTemporary = "temporary" // answered 4xx: the client keeps it and retries
+
+	// Other stands for any value outside a label's fixed set.
+	Other = "other"
+)
+
+// IMAPCommands are the IMAP commands counted, as the front names them.
+var IMAPCommands = []string{
+	"LOGIN", "UNAUTHENTICATE", "NAMESPACE",
+	"SELECT", "EXAMINE", "CREATE", "DELETE", "RENAME", "SUBSCRIBE", "UNSUBSCRIBE",
+	"LIST", "STATUS", "APPEND", "IDLE",
+	"UNSELECT", "EXPUNGE", "SEARCH", "FETCH", "STORE", "COPY", "MOVE",
+}
+
+// SMTPCommands are the SMTP commands counted.
+var SMTPCommands = []string{"AUTH", "MAIL", "RCPT", "DATA"}
+
+// restLatencyBuckets span a fast read (milliseconds) to the request
+// timeout (a minute by default).
+var restLatencyBuckets = []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60}
+
+// Registry holds the bridge's metrics in a registry of its own (not
+// Prometheus' global default), with the Go runtime and process collectors.
+type Registry struct {
+	reg *prometheus.Registry
+
+	connsOpen     *prometheus.GaugeVec
+	connsAccepted *prometheus.CounterVec
+	imapCommands  *prometheus.CounterVec
+	smtpCommands  *prometheus.CounterVec
+	restRequests  *prometheus.CounterVec
+	restRetries   *prometheus.CounterVec
+	restLatency   *prometheus.HistogramVec
+	authFailures  *prometheus.CounterVec
+	smtpMessages  *prometheus.CounterVec
+	cacheLookups  *prometheus.CounterVec
+
+	imapCmdSet, smtpCmdSet map[string]bool
+}
+
+// New returns a Registry with every metric registered and the label
+// combinations of the small fixed sets present at zero, so that rates and
+// alerts work from the first scrape.
+func New() *Registry {
+	r := &Registry{
+		reg: prometheus.NewRegistry(),
+		connsOpen: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: Namespace, Name: "connections_open",
+			Help: "Client connections open now, by protocol.",
+		}, []string{"protocol"}),
+		connsAccepted: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace, Name: "connections_accepted_total",
+			Help: "Client connections accepted, by protocol.",
+		}, []string{"protocol"}),
+		imapCommands: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace, Name: "imap_commands_total",
+			Help: "IMAP commands handled by the backend, by command (UID variants counted with their base command) and result (ok, no, bad).",
+		}, []string{"command", "result"}),
+		smtpCommands: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace, Name: "smtp_commands_total",
+			Help: "SMTP commands handled by the backend (AUTH, MAIL, RCPT, DATA), by result (ok, temporary for 4xx, permanent for 5xx).",
+		}, []string{"command", "result"}),
+		restRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace, Name: "rest_requests_total",
+			Help: "HTTP requests to the provider (one per attempt), by operation and result (ok, api_error, temporary, protocol, canceled).",
+		}, []string{"op", "result"}),
+		restRetries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace, Name: "rest_retries_total",
+			Help: "HTTP requests to the provider that repeated a failed attempt, by operation.",
+		}, []string{"op"}),
+		restLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: Namespace, Name: "rest_request_duration_seconds",
+			Help:    "Duration of one HTTP request to the provider, by operation.",
+			Buckets: restLatencyBuckets,
+		}, []string{"op"}),
+		authFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace, Name: "auth_failures_total",
+			Help: "Failed logins, by protocol and reason (credentials: refused by the provider; unavailable: the provider could not be asked).",
+		}, []string{"protocol", "reason"}),
+		smtpMessages: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace, Name: "smtp_messages_total",
+			Help: "Messages submitted over SMTP, by result (sent, refused, temporary).",
+		}, []string{"result"}),
+		cacheLookups: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace, Name: "imap_cache_lookups_total",
+			Help: "Lookups in the IMAP front's raw-message memory cache, by result (hit, miss).",
+		}, []string{"result"}),
+		imapCmdSet: set(IMAPCommands),
+		smtpCmdSet: set(SMTPCommands),
+	}
+	r.reg.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		r.connsOpen, r.connsAccepted, r.imapCommands, r.smtpCommands,
+		r.restRequests, r.restRetries, r.restLatency,
+		r.authFailures, r.smtpMessages, r.cacheLookups,
+	)
+	for _, p := range []string{ProtocolIMAP, ProtocolSMTP} {
+		r.connsOpen.WithLabelValues(p)
+		r.connsAccepted.WithLabelValues(p)
+		for _, reason := range []string{ReasonCredentials, ReasonUnavailable} {
+			r.authFailures.WithLabelValues(p, reason)
+		}
+	}
+	for _, res := range []string{MessageSent, MessageRefused, MessageTemporary} {
+		r.smtpMessages.WithLabelValues(res)
+	}
+	r.cacheLookups.WithLabelValues("hit")
+	r.cacheLookups.WithLabelValues("miss")
+	return r
+}
+
+func set(values []string) map[string]bool {
+	m := make(map[string]bool, len(values))
+	for _, v := range values {
+		m[v] = true
+	}
+	return m
+}
+
+// oneOf returns v when it is one of allowed, else Other.
+func oneOf(v string, allowed ...string) string {
+	for _, a := range allowed {
+		if v == a {
+			return v
+		}
+	}
+	return Other
+}
+
+// Handler serves the metrics in the Prometheus exposition format.
+func (r *Registry) Handler() http.Handler {
+	return promhttp.HandlerFor(r.reg, promhttp.HandlerOpts{Registry: r.reg})
+}
+
+// Gatherer gives access to the collected metrics, e.g. for tests or to
+// merge them into an embedding program's own exposition.
+func (r *Registry) Gatherer() prometheus.Gatherer { return r.reg }
+
+// ProviderReachable registers directbridge_provider_reachable, a gauge
+// that is 1 while reachable reports true (the readiness check's view of
+// the provider) and 0 otherwise. Call it at most once.
+func (r *Registry) ProviderReachable(reachable func() bool) {
+	r.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: Namespace, Name: "provider_reachable",
+		Help: "1 when the provider answered the last readiness check recently, else 0.",
+	}, func() float64 {
+		if reachable() {
+			return 1
+		}
+		return 0
+	}))
+}
+
+// ObserveREST records one HTTP attempt of the REST client; it is meant for
+// restclient.Options.Observe.
+func (r *Registry) ObserveREST(e restclient.Event) {
+	op := opLabel(e.Op)
+	r.restRequests.WithLabelValues(op, RESTResult(e.Err)).Inc()
+	r.restLatency.WithLabelValues(op).Observe(e.Duration.Seconds())
+	if e.Attempt > 0 {
+		r.restRetries.WithLabelValues(op).Inc()
+	}
+}
+
+// RESTResult classifies the outcome of one REST attempt.
+func RESTResult(err error) string {
+	var ce *restclient.CanceledError
+	switch {
+	case err == nil:
+		return ResultOK
+	case restclient.IsAPIError(err):
+		return ResultAPIError
+	case restclient.IsTemporary(err):
+		return ResultTemporary
+	case errors.As(err, &ce):
+		return ResultCanceled
+	default:
+		// A ProtocolError, or a request that could not even be built.
+		return ResultProtocol
+	}
+}
+
+// opLabel passes the REST client's operation names, which are identifiers
+// such as "GetMessageCount" fixed in its code, and nothing else.
+func opLabel(op string) string {
+	if op == "" || len(op) > 64 {
+		return Other
+	}
+	for i := 0; i < len(op); i++ {
+		c := op[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || i > 0 && '0' <= c && c <= '9') {
+			return Other
+		}
+	}
+	return op
+}
+
+// IMAP records the IMAP front's events; it satisfies imapbackend.Metrics.
+type IMAP struct{ r *Registry }
+
+// IMAP returns the recorder for the IMAP front.
+func (r *Registry) IMAP() *IMAP { return &IMAP{r} }
+
+// ConnOpened counts a new connection.
+func (m *IMAP) ConnOpened() {
+	m.r.connsAccepted.WithLabelValues(ProtocolIMAP).Inc()
+	m.r.connsOpen.WithLabelValues(ProtocolIMAP).Inc()
+}
+
+// ConnClosed counts the end of a connection.
+func (m *IMAP) ConnClosed() { m.r.connsOpen.WithLabelValues(ProtocolIMAP).Dec() }
+
+// Command counts a command's result: ok, no or bad.
+func (m *IMAP) Command(name, result string) {
+	if !m.r.imapCmdSet[name] {
+		name = Other
+	}
+	m.r.imapCommands.WithLabelValues(name, oneOf(result, ResultOK, ResultNo, ResultBad)).Inc()
+}
+
+// AuthFailed counts a failed login: reason credentials or unavailable.
+func (m *IMAP) AuthFailed(reason string) {
+	m.r.authFailures.WithLabelValues(ProtocolIMAP, oneOf(reason, ReasonCredentials, ReasonUnavailable)).Inc()
+}
+
+// CacheLookup counts a raw-message cache hit or miss.
+func (m *IMAP) CacheLookup(hit bool) {
+	if hit {
+		m.r.cacheLookups.WithLabelValues("hit").Inc()
+	} else {
+		m.r.cacheLookups.WithLabelValues("miss").Inc()
+	}
+}
+
+// SMTP records the SMTP front's events; it satisfies smtpbackend.Metrics.
+type SMTP struct{ r *Registry }
+
+// SMTP returns the recorder for the SMTP front.
+func (r *Registry) SMTP() *SMTP { return &SMTP{r} }
+
+// ConnOpened counts a new connection.
+func (m *SMTP) ConnOpened() {
+	m.r.connsAccepted.WithLabelValues(ProtocolSMTP).Inc()
+	m.r.connsOpen.WithLabelValues(ProtocolSMTP).Inc()
+}
+
+// ConnClosed counts the end of a connection.
+func (m *SMTP) ConnClosed() { m.r.connsOpen.WithLabelValues(ProtocolSMTP).Dec() }
+
+// Command counts a command's result: ok, temporary or permanent.
+func (m *SMTP) Command(name, result string) {
+	if !m.r.smtpCmdSet[name] {
+		name = Other
+	}
+	m.r.smtpCommands.WithLabelValues(name, oneOf(result, ResultOK, ResultTemporary, ResultPermanent)).Inc()
+}
+
+// AuthFailed counts a failed AUTH: reason credentials or unavailable.
+func (m *SMTP) AuthFailed(reason string) {
+	m.r.authFailures.WithLabelValues(ProtocolSMTP, oneOf(reason, ReasonCredentials, ReasonUnavailable)).Inc()
+}
+
+// Message counts a submitted message's result: sent, refused or temporary.
+func (m *SMTP) Message(result string) {
+	m.r.smtpMessages.WithLabelValues(oneOf(result, MessageSent, MessageRefused, MessageTemporary)).Inc()
+}
