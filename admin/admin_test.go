@@ -132,6 +132,18 @@ func (e *env) call(t *testing.T, op string, args, result any) error {
 	return c.Call(ctx, op, args, result)
 }
 
+// rawConn is a plain connection to the socket, closed at the test's end.
+func (e *env) rawConn(t *testing.T) net.Conn {
+	t.Helper()
+	c, err := net.Dial("unix", e.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	c.SetDeadline(time.Now().Add(30 * time.Second))
+	return c
+}
+
 func (e *env) mustCall(t *testing.T, op string, args, result any) {
 	t.Helper()
 	if err := e.call(t, op, args, result); err != nil {
@@ -369,14 +381,9 @@ func TestErrorAnswers(t *testing.T) {
 // newline.
 func TestRawProtocol(t *testing.T) {
 	e := newEnv(t)
-	c, err := net.Dial("unix", e.path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(30 * time.Second))
+	c := e.rawConn(t)
 	c.Write([]byte(`{"op":"health"}` + "\n\n" + `not json` + "\n" + `{"op":"patient-by-username","args":{"domain":"direct.example","username":"bob"}}` + "\n" +
-		`{"op":"health","args":{"verbose":true}}` + "\n" + `{"op":"health"}`))
+		`{"op":"health","args":{"verbose":true}}` + "\n" + `{"op":"health"} {"op":"health"}` + "\n" + `{"op":"health"}`))
 	c.(*net.UnixConn).CloseWrite()
 	sc := bufio.NewScanner(c)
 	var got []admin.Response
@@ -390,7 +397,7 @@ func TestRawProtocol(t *testing.T) {
 	want := []struct {
 		ok   bool
 		code string
-	}{{true, ""}, {false, admin.CodeBadRequest}, {true, ""}, {false, admin.CodeBadRequest}, {true, ""}}
+	}{{true, ""}, {false, admin.CodeBadRequest}, {true, ""}, {false, admin.CodeBadRequest}, {false, admin.CodeBadRequest}, {true, ""}}
 	if len(got) != len(want) {
 		t.Fatalf("%d answers, want %d: %+v", len(got), len(want), got)
 	}
@@ -406,12 +413,7 @@ func TestRawProtocol(t *testing.T) {
 
 func TestRequestTooLarge(t *testing.T) {
 	e := newEnv(t)
-	c, err := net.Dial("unix", e.path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(30 * time.Second))
+	c := e.rawConn(t)
 	go func() {
 		// More than 1 MiB without a newline; the server stops reading.
 		c.Write([]byte(`{"op":"health","args":{"x":"` + strings.Repeat("a", admin.MaxRequestBytes) + `"}}` + "\n"))
@@ -540,7 +542,7 @@ func TestStatus(t *testing.T) {
 	e.store.RecordSent(ctx, mailbox.SentRecord{Username: alice.Username, SmtpID: toBob, MessageID: "<1@x>", SentAt: now.Add(-time.Minute)})
 	e.store.RecordSent(ctx, mailbox.SentRecord{Username: alice.Username, SmtpID: toOther, MessageID: "<2@x>", SentAt: now})
 	e.store.RecordSent(ctx, mailbox.SentRecord{Username: alice.Username, SmtpID: "old", MessageID: "<0@x>", SentAt: now.Add(-30 * 24 * time.Hour)})
-	e.store.RecordSent(ctx, mailbox.SentRecord{Username: "bob@direct.example", SmtpID: "bobs", MessageID: "<3@x>", SentAt: now})
+	e.store.RecordSent(ctx, mailbox.SentRecord{Username: "carol@direct.example", SmtpID: "carols", MessageID: "<3@x>", SentAt: now})
 	res = admin.StatusResult{}
 	e.mustCall(t, admin.OpStatus, admin.StatusArgs{User: "Alice@Direct.Example", Password: alice.Password}, &res)
 	if len(res.Sent) != 2 || res.Sent[0].SmtpID != toOther || res.Sent[1].MessageID != "<1@x>" {
@@ -549,11 +551,15 @@ func TestStatus(t *testing.T) {
 	if got := statusOf(res.MessageLogs); len(got) != 2 || got["bob@direct.example"] != restclient.StatusDelivered {
 		t.Fatalf("status of recent messages: %+v", res.MessageLogs)
 	}
-	// Nothing recent: an empty answer, not an error.
+	// Nothing recent: an empty answer, not an error; but the password
+	// is checked all the same.
 	res = admin.StatusResult{}
-	e.mustCall(t, admin.OpStatus, admin.StatusArgs{User: "nobody@direct.example", Password: "x"}, &res)
+	e.mustCall(t, admin.OpStatus, admin.StatusArgs{User: "bob@direct.example", Password: sandbox.DemoPassword}, &res)
 	if res.MessageLogs == nil || len(res.MessageLogs) != 0 || len(res.Sent) != 0 {
 		t.Fatalf("no recent messages: %+v", res)
+	}
+	if err := e.call(t, admin.OpStatus, admin.StatusArgs{User: "bob@direct.example", Password: "wrong"}, nil); codeOf(err) != "1" {
+		t.Fatalf("no recent messages, wrong password: %v", err)
 	}
 	if strings.Contains(e.logs.String(), sandbox.DemoPassword) {
 		t.Error("the mailbox password reached the log")

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"runtime/debug"
 	"strconv"
@@ -68,7 +69,13 @@ func (s *Server) handle(line []byte) (resp Response) {
 	var req Request
 	dec := json.NewDecoder(bytes.NewReader(line))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
+	err := dec.Decode(&req)
+	if err == nil {
+		if _, terr := dec.Token(); !errors.Is(terr, io.EOF) {
+			err = errTrailing
+		}
+	}
+	if err != nil {
 		return failure(errorf(CodeBadRequest, "a request is one JSON object {\"op\": ..., \"args\": {...}} per line: %v", jsonProblem(err)))
 	}
 	h, ok := s.ops[req.Op]
@@ -85,12 +92,14 @@ func (s *Server) handle(line []byte) (resp Response) {
 	if err != nil {
 		return failure(s.classify(ctx, op, err))
 	}
-	b, err := json.Marshal(result)
+	b, err := marshal(result)
 	if err != nil {
 		return failure(errorf(CodeInternal, "encoding the result: %v", err))
 	}
 	return Response{OK: true, Result: b}
 }
+
+var errTrailing = errors.New("more than one JSON value on the line")
 
 // jsonProblem describes a decoding error without quoting the input, which
 // may hold a password.
@@ -104,6 +113,8 @@ func jsonProblem(err error) string {
 		return fmt.Sprintf("field %q must be %s", te.Field, te.Type)
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
 		return strings.TrimPrefix(err.Error(), "json: ")
+	case errors.Is(err, errTrailing):
+		return err.Error()
 	default:
 		return "not JSON"
 	}
@@ -162,7 +173,20 @@ func (s *Server) classify(ctx context.Context, op string, err error) *Error {
 	return out
 }
 
-func (s *Server) registrar() (*restclient.Registrar, error) {
+// registrationArgs are the arguments of a registration operation.
+type registrationArgs interface {
+	validate() error
+}
+
+// registrar decodes and checks the arguments of a registration operation
+// and returns the registration account to run it with.
+func (s *Server) registrar(raw json.RawMessage, a registrationArgs) (*restclient.Registrar, error) {
+	if err := decodeArgs(raw, a); err != nil {
+		return nil, err
+	}
+	if err := a.validate(); err != nil {
+		return nil, err
+	}
 	if s.cfg.Registrar == nil {
 		return nil, errorf(CodeNotConfigured,
 			"no registration account: set DIRECTBRIDGE_RESELLER_USER and DIRECTBRIDGE_RESELLER_PASSWORD")
@@ -200,6 +224,45 @@ func (p Identity) individual() restclient.IDProofedIndividual {
 	return restclient.IDProofedIndividual{ID: p.ID, FirstName: p.FirstName, LastName: p.LastName, SSN4: p.SSN4, DOB: p.DOB}
 }
 
+func (a *ProvisionArgs) validate() error {
+	if err := required("domain", a.Domain); err != nil {
+		return err
+	}
+	return a.check()
+}
+
+func (a *PatientByMetaArgs) validate() error {
+	if err := required("domain", a.Domain); err != nil {
+		return err
+	}
+	return a.check()
+}
+
+func (a *PatientByUsernameArgs) validate() error {
+	if err := required("domain", a.Domain); err != nil {
+		return err
+	}
+	return required("username", a.Username)
+}
+
+func (a *SetPasswordsArgs) validate() error {
+	if err := required("domain", a.Domain); err != nil {
+		return err
+	}
+	if len(a.Passwords) == 0 {
+		return errorf(CodeBadRequest, "args: passwords must list at least one {username, password}")
+	}
+	if len(a.Passwords) > maxPasswords {
+		return errorf(CodeBadRequest, "args: at most %d passwords per request", maxPasswords)
+	}
+	for i, up := range a.Passwords {
+		if strings.TrimSpace(up.Username) == "" || up.Password == "" {
+			return errorf(CodeBadRequest, "args: passwords[%d] needs a username and a password", i)
+		}
+	}
+	return nil
+}
+
 // scrub blanks the one secret a DirectUserDetail can carry, should a
 // provider ever send it back.
 func scrub(users []restclient.DirectUserDetail) []restclient.DirectUserDetail {
@@ -214,16 +277,7 @@ func scrub(users []restclient.DirectUserDetail) []restclient.DirectUserDetail {
 
 func (s *Server) provision(ctx context.Context, raw json.RawMessage) (any, error) {
 	var a ProvisionArgs
-	if err := decodeArgs(raw, &a); err != nil {
-		return nil, err
-	}
-	if err := required("domain", a.Domain); err != nil {
-		return nil, err
-	}
-	if err := a.check(); err != nil {
-		return nil, err
-	}
-	reg, err := s.registrar()
+	reg, err := s.registrar(raw, &a)
 	if err != nil {
 		return nil, err
 	}
@@ -240,16 +294,7 @@ func (s *Server) provision(ctx context.Context, raw json.RawMessage) (any, error
 
 func (s *Server) patientByMeta(ctx context.Context, raw json.RawMessage) (any, error) {
 	var a PatientByMetaArgs
-	if err := decodeArgs(raw, &a); err != nil {
-		return nil, err
-	}
-	if err := required("domain", a.Domain); err != nil {
-		return nil, err
-	}
-	if err := a.check(); err != nil {
-		return nil, err
-	}
-	reg, err := s.registrar()
+	reg, err := s.registrar(raw, &a)
 	if err != nil {
 		return nil, err
 	}
@@ -262,16 +307,7 @@ func (s *Server) patientByMeta(ctx context.Context, raw json.RawMessage) (any, e
 
 func (s *Server) patientByUsername(ctx context.Context, raw json.RawMessage) (any, error) {
 	var a PatientByUsernameArgs
-	if err := decodeArgs(raw, &a); err != nil {
-		return nil, err
-	}
-	if err := required("domain", a.Domain); err != nil {
-		return nil, err
-	}
-	if err := required("username", a.Username); err != nil {
-		return nil, err
-	}
-	reg, err := s.registrar()
+	reg, err := s.registrar(raw, &a)
 	if err != nil {
 		return nil, err
 	}
@@ -284,31 +320,16 @@ func (s *Server) patientByUsername(ctx context.Context, raw json.RawMessage) (an
 
 func (s *Server) setPasswords(ctx context.Context, raw json.RawMessage) (any, error) {
 	var a SetPasswordsArgs
-	if err := decodeArgs(raw, &a); err != nil {
-		return nil, err
-	}
-	if err := required("domain", a.Domain); err != nil {
-		return nil, err
-	}
-	if len(a.Passwords) == 0 {
-		return nil, errorf(CodeBadRequest, "args: passwords must list at least one {username, password}")
-	}
-	if len(a.Passwords) > maxPasswords {
-		return nil, errorf(CodeBadRequest, "args: at most %d passwords per request", maxPasswords)
-	}
-	updated := make([]string, len(a.Passwords))
-	for i, up := range a.Passwords {
-		if strings.TrimSpace(up.Username) == "" || up.Password == "" {
-			return nil, errorf(CodeBadRequest, "args: passwords[%d] needs a username and a password", i)
-		}
-		updated[i] = up.Username
-	}
-	reg, err := s.registrar()
+	reg, err := s.registrar(raw, &a)
 	if err != nil {
 		return nil, err
 	}
 	if err := reg.SetPatientsPasswords(ctx, a.Domain, a.Passwords); err != nil {
 		return nil, err
+	}
+	updated := make([]string, len(a.Passwords))
+	for i, up := range a.Passwords {
+		updated[i] = up.Username
 	}
 	return SetPasswordsResult{Updated: updated}, nil
 }
@@ -360,6 +381,9 @@ func (s *Server) status(ctx context.Context, raw json.RawMessage) (any, error) {
 	var err error
 	switch len(ids) {
 	case 0:
+		// Nothing to ask about, but a wrong password must not pass for
+		// "no messages": one cheap authenticated call checks it.
+		_, err = s.cfg.Client.GetMessageCount(ctx, auth, "INBOX")
 	case 1:
 		logs, err = s.cfg.Client.GetMessageStatus(ctx, auth, ids[0])
 	default:

@@ -336,12 +336,24 @@ func readLine(r *bufio.Reader, max int) ([]byte, error) {
 }
 
 func writeResponse(w io.Writer, resp Response) error {
-	b, err := json.Marshal(resp)
+	b, err := marshal(resp)
 	if err != nil {
-		b, _ = json.Marshal(failure(errorf(CodeInternal, "encoding the answer: %v", err)))
+		b, _ = marshal(failure(errorf(CodeInternal, "encoding the answer: %v", err)))
 	}
 	_, err = w.Write(append(b, '\n'))
 	return err
+}
+
+// marshal is json.Marshal without HTML escaping, so Message-IDs read
+// <like@this> rather than \u003clike@this\u003e.
+func marshal(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }
 
 func failure(e *Error) Response { return Response{OK: false, Error: e.Message, Code: e.Code} }

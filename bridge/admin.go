@@ -26,6 +26,9 @@ func (c *Config) AdminSocketPath() string {
 		if dir == "" {
 			dir = DefaultDataDir()
 		}
+		if abs, err := filepath.Abs(dir); err == nil {
+			dir = abs // a relative DIRECTBRIDGE_DATA_DIR is relative to the working directory
+		}
 		return filepath.Join(dir, AdminSocketName)
 	}
 	return c.AdminSocket
@@ -52,6 +55,9 @@ func (b *Bridge) openAdmin() error {
 	path := b.cfg.AdminSocketPath()
 	if path == "" {
 		return nil
+	}
+	if err := admin.CheckPath(path); err != nil {
+		return fmt.Errorf("%w; set DIRECTBRIDGE_ADMIN_SOCKET to a shorter path, or to off", err)
 	}
 	var reg *restclient.Registrar
 	if b.cfg.ResellerUser != "" {

@@ -175,6 +175,18 @@ func TestAdminConfig(t *testing.T) {
 		t.Fatal("banner shows the reseller password")
 	}
 
+	// A relative data directory gives an absolute socket path.
+	rel := bridge.Config{DataDir: "state"}
+	if p := rel.AdminSocketPath(); !filepath.IsAbs(p) || !strings.HasSuffix(p, filepath.Join("state", bridge.AdminSocketName)) {
+		t.Errorf("AdminSocketPath with a relative data directory: %q", p)
+	}
+	// A data directory too deep for a socket path says what to do.
+	deep := testConfig(t)
+	deep.DataDir = filepath.Join(deep.DataDir, strings.Repeat("d", 100))
+	if _, err := bridge.New(deep, nil, nil); err == nil || !strings.Contains(err.Error(), "DIRECTBRIDGE_ADMIN_SOCKET") {
+		t.Errorf("deep data directory: %v", err)
+	}
+
 	// Invalid settings, one line each.
 	for _, tc := range []struct {
 		mod  func(*bridge.Config)

@@ -102,7 +102,7 @@ func TestMetricsAndHealth(t *testing.T) {
 	base := "http://" + addr
 	runBridge(t, b)
 
-	const subject = "Lab results for patient 4711"
+	const subject = "Lab results for patient Zq7Xw"
 	const password = "sandbox-demo"
 
 	// IMAP: login and select over STARTTLS.
@@ -218,7 +218,7 @@ func TestMetricsAndHealth(t *testing.T) {
 		t.Error("SELECT's REST calls are not counted")
 	}
 	for _, secret := range []string{"alice", "bob", "direct.example", password, "wrong-pw-xyz", "not-the-password",
-		"Lab results", "4711", "INBOX"} {
+		"Lab results", "Zq7Xw", "INBOX"} {
 		if strings.Contains(scrape, secret) {
 			t.Errorf("/metrics contains %q", secret)
 		}

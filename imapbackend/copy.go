@@ -2,7 +2,9 @@ package imapbackend
 
 import (
 	"context"
+	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/emersion/go-imap/v2"
@@ -16,12 +18,15 @@ import (
 // destination's UIDs are read before and after, the new ones are those
 // above the previous maximum (the provider's UIDs grow and are never
 // reused), and when there are exactly as many as messages copied, the
-// pairing (new UIDs follow the order of the source UIDs) is confirmed by
-// Message-ID before COPYUID is answered. Anything less certain, such as a
-// message delivered to the destination at the same moment, or messages
-// without a Message-ID or sharing one, gets a plain OK: UIDPLUS (RFC 4315
-// §3) lets a server leave COPYUID out, and a wrong COPYUID would make a
-// client attach its local copies and flags to the wrong messages.
+// pairing (new UIDs follow the order of the source UIDs) is confirmed with
+// the destination's metadata: each new message must have the size and the
+// header fields (Message-ID among them) of its source, in order. Anything
+// less certain, such as a message delivered to the destination at the
+// same moment, gets a plain OK: UIDPLUS (RFC 4315 §3) lets a server leave
+// COPYUID out, and a wrong COPYUID would make a client attach its local
+// copies and flags to the wrong messages. Messages that look the same in
+// every one of these respects are paired in the provider's order, which
+// is all there is to tell them apart by, provided they keep the same flags.
 //
 // \Seen travels at the provider. The flags the bridge keeps travel to the
 // new UIDs when the pairing is known; otherwise the copies start without
@@ -54,9 +59,10 @@ func (s *session) transfer(w *imapserver.MoveWriter, numSet imap.NumSet, destNam
 		return nil, err
 	}
 	m := s.sel
-	if move && dest == m.name {
-		return nil, errSameMailbox
-	}
+	// MOVE into the folder itself gives the messages new UIDs (imaptest's
+	// move does it; RFC 6851 does not forbid it): a copy, then the
+	// originals removed for good, since the copies are there.
+	sameFolder := move && dest == m.name
 	ctx, cancel := s.ctx()
 	defer cancel()
 	c := s.srv.cfg.Client
@@ -103,7 +109,7 @@ func (s *session) transfer(w *imapserver.MoveWriter, numSet imap.NumSet, destNam
 	}
 
 	op := c.CopyMessagesByUIDs
-	if move {
+	if move && !sameFolder {
 		op = c.MoveMessagesByUIDs
 	}
 	done, err := s.mutateExisting(ctx, m, uids, func(u []int64) error { return op(ctx, s.auth, m.name, dest, u) })
@@ -136,13 +142,22 @@ func (s *session) transfer(w *imapserver.MoveWriter, numSet imap.NumSet, destNam
 	for _, msg := range msgs {
 		if slices.Contains(done, msg.uid) {
 			cp := copied{uid: msg.uid, flags: slices.Clone(msg.flags)}
-			if metaErr == nil && msg.meta != nil {
-				cp.msgID = msg.meta.MsgID
+			if metaErr == nil && metaKnown(msg.meta) {
+				cp.print = fingerprint(msg.meta)
 			}
 			src = append(src, cp)
 		}
 	}
 	m.mu.Unlock()
+	if sameFolder {
+		if err := c.DeleteMessagesByUIDs(ctx, s.auth, m.name, uidList(done), true); err != nil {
+			// The copies are made and the originals still there: the
+			// client sees both after the refresh.
+			unlock()
+			m.sync(ctx)
+			return nil, imapError(err)
+		}
+	}
 	if move {
 		s.removeMessages(ctx, m, srcValidity, done)
 	}
@@ -160,7 +175,7 @@ func (s *session) transfer(w *imapserver.MoveWriter, numSet imap.NumSet, destNam
 // copied is one message that went to another folder.
 type copied struct {
 	uid   imap.UID
-	msgID string
+	print string // fingerprint of its metadata, "" when unknown
 	flags []imap.Flag
 }
 
@@ -211,20 +226,19 @@ func (s *session) placeCopies(ctx context.Context, dest string, prev int64, src 
 }
 
 // matchByMessageID pairs source messages with the new UIDs of their
-// copies: only when there are exactly as many new UIDs as sources, every
-// source has a Message-ID, no two share one, and the destination's
-// metadata (one GetMessageMetaData call) shows the same Message-IDs in the
-// same order. Otherwise nil.
+// copies: only when there are exactly as many new UIDs as sources, the
+// metadata of every source is known, sources that look the same keep the
+// same flags, and the destination's metadata (one GetMessageMetaData
+// call) shows, in order, messages with the same fingerprint (size and
+// header fields, Message-ID included). Otherwise nil.
 func (s *session) matchByMessageID(ctx context.Context, dest string, dm *mirror, src []copied, newUIDs []int64) []imap.UID {
 	if len(newUIDs) != len(src) {
 		return nil
 	}
-	ids := make(map[string]bool, len(src))
 	for _, cp := range src {
-		if cp.msgID == "" || ids[cp.msgID] {
+		if cp.print == "" {
 			return nil
 		}
-		ids[cp.msgID] = true
 	}
 	for _, u := range newUIDs {
 		if u <= 0 || u > maxUID {
@@ -240,17 +254,38 @@ func (s *session) matchByMessageID(ctx context.Context, dest string, dm *mirror,
 		dm.fillMeta(details)
 	}
 	byUID := make(map[int64]string, len(details))
-	for _, d := range details {
-		byUID[d.UID] = d.MsgID
+	for i := range details {
+		byUID[details[i].UID] = fingerprint(&details[i])
+	}
+	// Sources that look the same are paired in the provider's order; that
+	// is safe only if they keep the same flags, so that a pairing the
+	// other way round could not be told from this one.
+	flagsOf := map[string][]imap.Flag{}
+	for _, cp := range src {
+		if f, ok := flagsOf[cp.print]; ok && !slices.Equal(f, cp.flags) {
+			return nil
+		}
+		flagsOf[cp.print] = cp.flags
 	}
 	out := make([]imap.UID, len(src))
 	for i, cp := range src {
-		if byUID[newUIDs[i]] != cp.msgID {
+		if byUID[newUIDs[i]] != cp.print {
 			return nil
 		}
 		out[i] = imap.UID(newUIDs[i])
 	}
 	return out
+}
+
+// fingerprint sums up what metadata tells of a message's content: its
+// size and its header fields as the provider lists them.
+func fingerprint(d *restclient.MessageDetail) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d\x00%s\x00%s\x00%s", d.Size, d.MsgID, d.Subject, d.Sender)
+	for _, h := range d.Headers {
+		b.WriteString("\x00" + h.Name + ":" + h.Value)
+	}
+	return b.String()
 }
 
 // folderMax returns the largest UID a folder has had: from its mirror

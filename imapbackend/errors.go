@@ -32,7 +32,6 @@ var (
 	errTooManyConns  = no(imap.ResponseCodeLimit, "Too many connections for this user")
 	errUnavailable   = no(imap.ResponseCodeUnavailable, "The provider cannot be reached; try again later")
 	errNoCondStore   = bad(imap.ResponseCodeClientBug, "UNCHANGEDSINCE needs CONDSTORE, which this server does not offer")
-	errSameMailbox   = no(imap.ResponseCodeCannot, "Source and destination mailbox are the same")
 	errTooBig        = no(imap.ResponseCodeTooBig, "Message is larger than the APPENDLIMIT")
 	// errBadSeqNum answers a sequence number the client has not been
 	// given (RFC 3501 §9, seq-number: "BAD").

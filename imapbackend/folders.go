@@ -102,9 +102,6 @@ func (s *session) Create(name string, options *imap.CreateOptions) error {
 	if folder == "INBOX" {
 		return errExists
 	}
-	if reservedFolder(folder) {
-		return errReserved
-	}
 	ctx, cancel := s.ctx()
 	defer cancel()
 	fs, err := s.listFolders(ctx, 0)
@@ -112,7 +109,12 @@ func (s *session) Create(name string, options *imap.CreateOptions) error {
 		return imapError(err)
 	}
 	if fs.exists[folder] {
+		// Reserved folders included: ALREADYEXISTS says best why the
+		// CREATE fails (RFC 5530).
 		return errExists
+	}
+	if reservedFolder(folder) {
+		return errReserved
 	}
 	err = s.srv.cfg.Client.CreateFolder(ctx, s.auth, folder)
 	s.srv.folders.invalidate(s.auth.Username, false)

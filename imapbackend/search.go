@@ -503,20 +503,44 @@ func (sm *searchMsg) sentDateIn(since, before time.Time) tri {
 }
 
 // headerHas is HEADER, FROM, TO, CC, BCC and SUBJECT: a field of that name
-// whose decoded value contains the string; an empty string asks only that
-// the field be there (RFC 9051 §6.4.4).
+// whose decoded value contains the string, or for an address field one of
+// whose addresses ("Name <mailbox@host>") does; an empty string asks only
+// that the field be there (RFC 9051 §6.4.4).
 func (sm *searchMsg) headerHas(name, value string) tri {
 	hs, ok := sm.headers()
 	if !ok {
 		return triUnknown
 	}
 	want := searchFold(value)
+	address := isAddressField(name)
 	for _, h := range hs {
-		if equalFold(h.Name, name) && (want == "" || strings.Contains(searchFold(decodeHeaderWords(h.Value)), want)) {
+		if !equalFold(h.Name, name) {
+			continue
+		}
+		if want == "" || strings.Contains(searchFold(decodeHeaderWords(h.Value)), want) {
 			return triTrue
+		}
+		if address {
+			// The addresses themselves, whatever comments or quoting
+			// the field has (imaptest's search-addresses).
+			for _, a := range addressTexts(h.Value) {
+				if strings.Contains(searchFold(decodeHeaderWords(a)), want) {
+					return triTrue
+				}
+			}
 		}
 	}
 	return triFalse
+}
+
+// isAddressField tells the fields whose values are address lists.
+func isAddressField(name string) bool {
+	for _, f := range []string{"From", "To", "Cc", "Bcc", "Sender", "Reply-To"} {
+		if equalFold(f, name) {
+			return true
+		}
+	}
+	return false
 }
 
 // bodyHas is BODY: the string in the decoded text of the body.

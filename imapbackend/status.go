@@ -38,8 +38,8 @@ func (s *session) Status(name string, options *imap.StatusOptions) (*imap.Status
 // Every item asked for is filled in: go-imap writes each requested item
 // and dereferences its pointer.
 //
-//   - RECENT is always 0: the provider has no \Recent and the bridge does
-//     not invent one (RFC 9051 dropped \Recent).
+//   - RECENT counts the messages no read-write session has been shown yet
+//     (RFC 3501 §2.3.2; see view.go).
 //   - SIZE (RFC 8438) is the sum of the provider's message sizes, which
 //     needs the folder's metadata: one GetMessageMetaData call, kept in the
 //     mirror for FETCH RFC822.SIZE afterwards.
@@ -61,9 +61,12 @@ func (s *session) statusOf(ctx context.Context, folder string, o *imap.StatusOpt
 
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	var unseen, deleted uint32
+	var unseen, deleted, recent uint32
 	var size, deletedSize int64
 	for _, msg := range m.msgs {
+		if msg.uid >= m.recentFrom {
+			recent++
+		}
 		var sz int64
 		if msg.meta != nil && msg.meta.Size > 0 {
 			sz = int64(msg.meta.Size)
@@ -92,8 +95,7 @@ func (s *session) statusOf(ctx context.Context, folder string, o *imap.StatusOpt
 		d.UIDValidity = m.validity
 	}
 	if o.NumRecent {
-		var zero uint32
-		d.NumRecent = &zero
+		d.NumRecent = &recent
 	}
 	if o.NumDeleted {
 		d.NumDeleted = &deleted
