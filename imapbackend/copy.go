@@ -26,7 +26,8 @@ import (
 // COPYUID out, and a wrong COPYUID would make a client attach its local
 // copies and flags to the wrong messages. Messages that look the same in
 // every one of these respects are paired in the provider's order, which
-// is all there is to tell them apart by, provided they keep the same flags.
+// is all there is to tell them apart by (imaptest's copy copies two such
+// messages with different flags and expects them to keep them).
 //
 // \Seen travels at the provider. The flags the bridge keeps travel to the
 // new UIDs when the pairing is known; otherwise the copies start without
@@ -227,10 +228,10 @@ func (s *session) placeCopies(ctx context.Context, dest string, prev int64, src 
 
 // matchByMessageID pairs source messages with the new UIDs of their
 // copies: only when there are exactly as many new UIDs as sources, the
-// metadata of every source is known, sources that look the same keep the
-// same flags, and the destination's metadata (one GetMessageMetaData
-// call) shows, in order, messages with the same fingerprint (size and
-// header fields, Message-ID included). Otherwise nil.
+// metadata of every source is known, and the destination's metadata (one
+// GetMessageMetaData call) shows, in order, messages with the same
+// fingerprint (size and header fields, Message-ID included). Otherwise
+// nil.
 func (s *session) matchByMessageID(ctx context.Context, dest string, dm *mirror, src []copied, newUIDs []int64) []imap.UID {
 	if len(newUIDs) != len(src) {
 		return nil
@@ -256,16 +257,6 @@ func (s *session) matchByMessageID(ctx context.Context, dest string, dm *mirror,
 	byUID := make(map[int64]string, len(details))
 	for i := range details {
 		byUID[details[i].UID] = fingerprint(&details[i])
-	}
-	// Sources that look the same are paired in the provider's order; that
-	// is safe only if they keep the same flags, so that a pairing the
-	// other way round could not be told from this one.
-	flagsOf := map[string][]imap.Flag{}
-	for _, cp := range src {
-		if f, ok := flagsOf[cp.print]; ok && !slices.Equal(f, cp.flags) {
-			return nil
-		}
-		flagsOf[cp.print] = cp.flags
 	}
 	out := make([]imap.UID, len(src))
 	for i, cp := range src {

@@ -4,8 +4,11 @@ import (
 	"context"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/emersion/go-imap/v2"
+
+	"github.com/directbridge/directbridge/sandbox"
 )
 
 // createFolder makes a folder at the provider directly.
@@ -122,11 +125,13 @@ func TestCopyToSelectedFolder(t *testing.T) {
 	}
 }
 
-// TestCopyWithoutCOPYUID: COPYUID is answered when the copies can be told
-// apart by size and header fields (a Message-ID is not needed); copies of
-// messages that look the same but keep different flags cannot be paired
-// for certain, and COPY answers a plain OK (RFC 4315 §3 allows it; a wrong
-// COPYUID would be worse).
+// TestCopyWithoutCOPYUID: COPYUID is answered when the copies can be
+// paired by size and header fields (a Message-ID is not needed; messages
+// that look the same are paired in the provider's order and keep their
+// own flags, as imaptest's copy expects); when another message arrives in
+// the destination at the same moment, the new UIDs are not certain and
+// COPY answers a plain OK (RFC 4315 §3 allows it; a wrong COPYUID would
+// be worse).
 func TestCopyWithoutCOPYUID(t *testing.T) {
 	e := newEnv(t, options{})
 	e.createFolder(alice, "INBOX.Archive")
@@ -149,11 +154,36 @@ func TestCopyWithoutCOPYUID(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if data.UIDValidity != 0 || data.DestUIDs != nil {
-		t.Errorf("COPY of twins with different flags answered COPYUID %+v", data)
+	if data.SourceUIDs.String() != "2:3" || data.DestUIDs.String() != "2:3" {
+		t.Errorf("COPY of twins answered %+v; want COPYUID", data)
 	}
-	if n := e.count(alice, "INBOX.Archive"); n != 3 {
-		t.Fatalf("destination has %d messages; want 3", n)
+	mustSelectFolder(t, c, "INBOX.Archive")
+	if got := flagsByUID(t, c, 2, 3); len(got[2]) != 0 || !slices.Equal(got[3], []imap.Flag{imap.FlagFlagged}) {
+		t.Errorf("flags of the twins' copies: %v", got)
+	}
+
+	// A message delivered to the destination while the copy runs: two new
+	// UIDs for one message copied, no COPYUID.
+	mustSelectFolder(t, c, "INBOX")
+	e.sandbox.InjectFault("CopyMessagesByUIDs", sandbox.Fault{Latency: 300 * time.Millisecond, Times: 1})
+	delivered := make(chan struct{})
+	go func() {
+		defer close(delivered)
+		time.Sleep(100 * time.Millisecond)
+		if _, err := e.sandbox.Deliver(context.Background(), alice, "INBOX.Archive", []byte(testMessage("meanwhile"))); err != nil {
+			t.Error(err)
+		}
+	}()
+	data, err = c.Copy(imap.SeqSetNum(1), "INBOX.Archive").Wait()
+	<-delivered
+	if err != nil {
+		t.Fatal(err)
+	}
+	if data.UIDValidity != 0 || data.DestUIDs != nil {
+		t.Errorf("COPY with a delivery at the same moment answered COPYUID %+v", data)
+	}
+	if n := e.count(alice, "INBOX.Archive"); n != 5 {
+		t.Fatalf("destination has %d messages; want 5", n)
 	}
 }
 

@@ -98,8 +98,7 @@ func (s *session) Expunge(w *imapserver.ExpungeWriter, uids *imap.UIDSet) error 
 // out of its mirror, queueing one EXPUNGE per message for every view
 // (which numbers each when it is sent, so that each number is right at
 // that moment, RFC 9051 §7.5.1), and drops the flags the bridge kept for
-// them. The caller holds
-// m.syncMu.
+// them. The caller holds m.syncMu.
 func (s *session) removeMessages(ctx context.Context, m *mirror, validity uint32, uids []imap.UID) {
 	set := make(map[imap.UID]bool, len(uids))
 	for _, u := range uids {

@@ -102,6 +102,9 @@ func (s *session) Create(name string, options *imap.CreateOptions) error {
 	if folder == "INBOX" {
 		return errExists
 	}
+	if reservedFolder(folder) {
+		return errReserved
+	}
 	ctx, cancel := s.ctx()
 	defer cancel()
 	fs, err := s.listFolders(ctx, 0)
@@ -109,12 +112,7 @@ func (s *session) Create(name string, options *imap.CreateOptions) error {
 		return imapError(err)
 	}
 	if fs.exists[folder] {
-		// Reserved folders included: ALREADYEXISTS says best why the
-		// CREATE fails (RFC 5530).
 		return errExists
-	}
-	if reservedFolder(folder) {
-		return errReserved
 	}
 	err = s.srv.cfg.Client.CreateFolder(ctx, s.auth, folder)
 	s.srv.folders.invalidate(s.auth.Username, false)
@@ -154,7 +152,7 @@ func (s *session) startAfresh(ctx context.Context, folder string) {
 func (s *session) dropMirror(user, folder string) {
 	if m := s.srv.hub.peek(user, folder); m != nil {
 		m.mu.Lock()
-		m.gone = errFolderGone
+		m.markGoneLocked()
 		m.mu.Unlock()
 		s.srv.hub.drop(m)
 	}

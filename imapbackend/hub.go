@@ -103,7 +103,7 @@ func (h *hub) dropFolder(user, name string) {
 	h.mu.Unlock()
 	for _, m := range gone {
 		m.mu.Lock()
-		m.gone = errFolderGone
+		m.markGoneLocked()
 		m.mu.Unlock()
 	}
 }

@@ -279,7 +279,7 @@ func (m *mirror) apply(ctx context.Context, uids []imap.UID, unread int, unreadS
 // renumberedLocked gives the folder a new UIDVALIDITY: connections that
 // have it selected are told BYE-worthy news and must select it again.
 func (m *mirror) renumberedLocked(ctx context.Context) error {
-	m.gone = errFolderGone
+	m.markGoneLocked()
 	m.loaded = false
 	if _, err := m.hub.cfg.Store.ResetFolder(ctx, m.user, m.name, uint32(m.uidNext)); err != nil {
 		return err

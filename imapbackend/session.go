@@ -162,10 +162,7 @@ func (s *session) Idle(w *imapserver.UpdateWriter, stop <-chan struct{}) error {
 		<-stop
 		return nil
 	}
-	if err := s.goneCheck(); err != nil {
-		return err
-	}
-	return s.view.idle(w, stop, s.rev2())
+	return s.view.idle(w, stop, s.rev2(), s.goneCheck)
 }
 
 func (s *session) goneCheck() error {

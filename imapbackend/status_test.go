@@ -36,8 +36,10 @@ func TestStatusItems(t *testing.T) {
 	}
 
 	lc := e.lineLogin(alice, alicePW)
+	// No session has been shown the messages yet: all three are \Recent
+	// (RFC 3501 §2.3.2).
 	lines, s := lc.cmd(`STATUS "inbox.Work" (MESSAGES RECENT DELETED-STORAGE)`)
-	if !strings.HasPrefix(s, "OK") || len(lines) != 1 || lines[0] != fmt.Sprintf(`* STATUS "inbox.Work" (MESSAGES 3 DELETED-STORAGE %d RECENT 0)`, len(testMessage("work2"))) {
+	if !strings.HasPrefix(s, "OK") || len(lines) != 1 || lines[0] != fmt.Sprintf(`* STATUS "inbox.Work" (MESSAGES 3 DELETED-STORAGE %d RECENT 3)`, len(testMessage("work2"))) {
 		t.Errorf("STATUS with RECENT: %q %s", lines, s)
 	}
 	lines, s = lc.cmd(`STATUS inbox (MESSAGES UNSEEN)`)

@@ -32,7 +32,7 @@ type view struct {
 	readOnly bool
 
 	queue  []viewUpdate
-	notify chan struct{} // signalled (capacity 1) when queue grows
+	notify chan struct{} // signalled (capacity 1) when queue grows or the folder goes
 
 	msgs   []*message        // what the client sees, in sequence order (UID order)
 	recent map[imap.UID]bool // \Recent in this session (RFC 3501 §2.3.2)
@@ -131,6 +131,19 @@ func (v *view) queueSelfFlagsLocked(uid imap.UID) {
 	v.queue = append(v.queue, viewUpdate{kind: updFlags, uid: uid})
 }
 
+// markGoneLocked records that the folder was deleted or renumbered and
+// wakes the views, so that an idling connection learns of it at once
+// (session.Idle says BYE). Called with m.mu held.
+func (m *mirror) markGoneLocked() {
+	m.gone = errFolderGone
+	for v := range m.views {
+		select {
+		case v.notify <- struct{}{}:
+		default:
+		}
+	}
+}
+
 // seqOf returns the sequence number of a UID in the view, or 0.
 func (v *view) seqOf(uid imap.UID) uint32 {
 	i, ok := slices.BinarySearchFunc(v.msgs, uid, func(msg *message, u imap.UID) int { return compareUID(msg.uid, u) })
@@ -194,6 +207,14 @@ func (v *view) flush(w *imapserver.UpdateWriter, allowExpunge, rev2 bool) error 
 		}
 	}
 	flagged := map[imap.UID]bool{}
+	if allowExpunge {
+		// A message whose EXPUNGE goes out now needs no FETCH FLAGS first.
+		for _, u := range v.queue {
+			if u.kind == updExpunge {
+				flagged[u.uid] = true
+			}
+		}
+	}
 	mailboxFlags := false
 	for _, u := range v.queue {
 		switch u.kind {
@@ -227,7 +248,6 @@ func (v *view) flush(w *imapserver.UpdateWriter, allowExpunge, rev2 bool) error 
 			flushExists()
 			v.msgs = slices.Delete(v.msgs, int(seq-1), int(seq))
 			delete(v.recent, u.uid)
-			delete(flagged, u.uid)
 			out = append(out, pendingResp{kind: updExpunge, seq: seq})
 		case updFlags:
 			seq := v.seqOf(u.uid)
@@ -272,19 +292,20 @@ func (v *view) flush(w *imapserver.UpdateWriter, allowExpunge, rev2 bool) error 
 	return nil
 }
 
-// idle writes updates as they come until stop closes.
-func (v *view) idle(w *imapserver.UpdateWriter, stop <-chan struct{}, rev2 bool) error {
-	if err := v.flush(w, true, rev2); err != nil {
-		return err
-	}
+// idle writes updates as they come until stop closes, or until the
+// folder is gone (gone is then called and its error returned).
+func (v *view) idle(w *imapserver.UpdateWriter, stop <-chan struct{}, rev2 bool, gone func() error) error {
 	for {
+		if err := gone(); err != nil {
+			return err
+		}
+		if err := v.flush(w, true, rev2); err != nil {
+			return err
+		}
 		select {
 		case <-stop:
 			return nil
 		case <-v.notify:
-			if err := v.flush(w, true, rev2); err != nil {
-				return err
-			}
 		}
 	}
 }
