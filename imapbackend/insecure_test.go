@@ -1,8 +1,13 @@
 package imapbackend_test
 
 import (
+	"bufio"
+	"context"
+	"fmt"
 	"net"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/emersion/go-imap/v2"
 	"github.com/emersion/go-imap/v2/imapclient"
@@ -48,5 +53,34 @@ func TestNoCleartextLoginOffLoopback(t *testing.T) {
 	defer tc.Close()
 	if err := tc.Login(alice, alicePW).Wait(); err != nil {
 		t.Fatalf("LOGIN after STARTTLS: %v", err)
+	}
+}
+
+// TestShutdownSaysBye: a shutdown tells every connected client BYE before
+// the connection closes.
+func TestShutdownSaysBye(t *testing.T) {
+	e := newEnv(t, options{})
+	conn, err := net.Dial("tcp", e.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	r := bufio.NewReader(conn)
+	r.ReadString('\n') // greeting
+	fmt.Fprintf(conn, "a LOGIN %s %s\r\n", alice, alicePW)
+	for {
+		l, err := r.ReadString('\n')
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.HasPrefix(l, "a ") {
+			break
+		}
+	}
+	e.server.Shutdown(context.Background())
+	conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+	l, err := r.ReadString('\n')
+	if err != nil || !strings.HasPrefix(l, "* BYE") {
+		t.Fatalf("after shutdown: %q, %v; want * BYE", l, err)
 	}
 }

@@ -65,6 +65,7 @@ type Server struct {
 	mu      sync.Mutex
 	servers []*imapserver.Server
 	conns   map[string]int // connections per user
+	live    map[*session]struct{}
 	closed  bool
 }
 
@@ -113,7 +114,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Metrics == nil {
 		cfg.Metrics = nopMetrics{}
 	}
-	s := &Server{cfg: cfg, conns: map[string]int{}}
+	s := &Server{cfg: cfg, conns: map[string]int{}, live: map[*session]struct{}{}}
 	s.hub = newHub(&s.cfg)
 	s.cache = newRawCache(cfg.CacheBytes)
 	s.cache.onLookup = cfg.Metrics.CacheLookup
@@ -138,7 +139,11 @@ func (s *Server) ServeTLS(l net.Listener) error {
 func (s *Server) serve(l net.Listener, insecureAuth bool) error {
 	srv := imapserver.New(&imapserver.Options{
 		NewSession: func(c *imapserver.Conn) (imapserver.Session, *imapserver.GreetingData, error) {
-			return newMeteredSession(&session{srv: s, conn: c}, s.cfg.Metrics), &imapserver.GreetingData{}, nil
+			sess := &session{srv: s, conn: c}
+			s.mu.Lock()
+			s.live[sess] = struct{}{}
+			s.mu.Unlock()
+			return newMeteredSession(sess, s.cfg.Metrics), &imapserver.GreetingData{}, nil
 		},
 		Caps:         caps,
 		Logger:       slog.NewLogLogger(s.cfg.Logger.Handler(), slog.LevelWarn),
@@ -172,7 +177,16 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
 	s.closed = true
 	servers := s.servers
+	live := make([]*session, 0, len(s.live))
+	for sess := range s.live {
+		live = append(live, sess)
+	}
 	s.mu.Unlock()
+	// go-imap closes connections without a word; say BYE first (RFC 9051
+	// §7.1.5), so clients know to reconnect later rather than report an error.
+	for _, sess := range live {
+		sess.conn.Bye("Server shutting down; reconnect later")
+	}
 	var errs []error
 	for _, srv := range servers {
 		if err := srv.Close(); err != nil && !errors.Is(err, net.ErrClosed) {

@@ -70,6 +70,9 @@ func (s *session) Unauthenticate() error {
 
 // Close releases everything the connection holds.
 func (s *session) Close() error {
+	s.srv.mu.Lock()
+	delete(s.srv.live, s)
+	s.srv.mu.Unlock()
 	return s.Unauthenticate()
 }
 
