@@ -37,7 +37,7 @@ func wantOK(t *testing.T, what string, err error) {
 // lineClient speaks IMAP line by line, for what imapclient does not show:
 // LSUB, CHILDINFO, RECENT, the exact attribute spelling, lower-case INBOX.
 type lineClient struct {
-	t    *testing.T
+	t    testing.TB
 	conn net.Conn
 	r    *bufio.Reader
 	n    int

@@ -29,7 +29,7 @@ const (
 
 // env is one bridge IMAP front on a sandbox provider, over real TCP.
 type env struct {
-	t        *testing.T
+	t        testing.TB
 	sandbox  *sandbox.Server
 	client   *restclient.Client // for arranging and checking provider state
 	server   *imapbackend.Server
@@ -47,7 +47,7 @@ type options struct {
 	sandboxDir   string
 }
 
-func newEnv(t *testing.T, o options) *env {
+func newEnv(t testing.TB, o options) *env {
 	t.Helper()
 	if o.stateDir == "" {
 		o.stateDir = t.TempDir()
@@ -149,7 +149,7 @@ func testMessage(subject string) string {
 		"Content-Type: text/plain; charset=utf-8\r\n\r\nHello " + subject + "\r\n"
 }
 
-func selfSignedTLS(t *testing.T) *tls.Config {
+func selfSignedTLS(t testing.TB) *tls.Config {
 	t.Helper()
 	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
