@@ -132,15 +132,37 @@ func staticRange(start, stop *uint32, last uint32) {
 }
 
 // ensureMeta loads the metadata (size, dates, headers) of the given
-// messages if any lack it. One GetMessageMetaData call serves the whole
-// folder: a round trip is the unit of cost, and listings want every
-// message anyway.
+// messages of the selected folder if any lack it (see mirror.loadMeta). A
+// message the provider no longer lists gets a placeholder, so the command
+// answers with what is known rather than fail as a whole.
 func (s *session) ensureMeta(ctx context.Context, msgs []*message) error {
-	m := s.sel
+	missed, err := s.sel.loadMeta(ctx, s.srv.cfg.Client, msgs)
+	if err != nil {
+		return err
+	}
+	s.sel.mu.Lock()
+	defer s.sel.mu.Unlock()
+	for _, msg := range missed {
+		if msg.meta == nil {
+			msg.meta = &restclient.MessageDetail{UID: int64(msg.uid), Size: -1}
+		}
+	}
+	return nil
+}
+
+// loadMeta fills in the metadata of msgs (of every message when msgs is
+// nil) that lack it, or have only a placeholder, with one
+// GetMessageMetaData call for the whole folder: a round trip is the unit
+// of cost, and listings want every message anyway. It returns the messages
+// the answer did not list (gone at the provider since the last refresh).
+func (m *mirror) loadMeta(ctx context.Context, c *restclient.Client, msgs []*message) ([]*message, error) {
 	m.mu.Lock()
+	if msgs == nil {
+		msgs = m.msgs
+	}
 	missing := false
 	for _, msg := range msgs {
-		if msg.meta == nil {
+		if !metaKnown(msg.meta) {
 			missing = true
 			break
 		}
@@ -148,11 +170,11 @@ func (s *session) ensureMeta(ctx context.Context, msgs []*message) error {
 	auth := m.auth
 	m.mu.Unlock()
 	if !missing {
-		return nil
+		return nil, nil
 	}
-	details, err := s.srv.cfg.Client.GetMessageMetaData(ctx, auth, m.name)
+	details, err := c.GetMessageMetaData(ctx, auth, m.name)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -161,18 +183,17 @@ func (s *session) ensureMeta(ctx context.Context, msgs []*message) error {
 		if d.UID <= 0 || d.UID > maxUID {
 			continue
 		}
-		if msg := m.byUID[imap.UID(d.UID)]; msg != nil {
+		if msg := m.byUID[imap.UID(d.UID)]; msg != nil && !metaKnown(msg.meta) {
 			msg.meta = d
 		}
 	}
+	var missed []*message
 	for _, msg := range msgs {
-		if msg.meta == nil {
-			// Gone at the provider since the last refresh: answer with
-			// what is known rather than fail the whole command.
-			msg.meta = &restclient.MessageDetail{UID: int64(msg.uid), Size: -1}
+		if !metaKnown(msg.meta) {
+			missed = append(missed, msg)
 		}
 	}
-	return nil
+	return missed, nil
 }
 
 // raws returns the raw bytes of messages, from the cache or, for the rest,

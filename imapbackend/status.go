@@ -54,7 +54,8 @@ func (s *session) statusOf(ctx context.Context, folder string, o *imap.StatusOpt
 	}
 	defer s.srv.hub.release(m)
 	if o.Size || o.DeletedStorage {
-		if err := s.loadMirrorMeta(ctx, m); err != nil {
+		// No placeholders here: a later FETCH asks again for what is missing.
+		if _, err := m.loadMeta(ctx, s.srv.cfg.Client, nil); err != nil {
 			return nil, imapError(err)
 		}
 	}
@@ -135,40 +136,4 @@ func (s *session) acquireFolder(ctx context.Context, folder string) (*mirror, er
 		}
 		return nil, imapError(err)
 	}
-}
-
-// loadMirrorMeta fills in the metadata of every message of m that lacks it
-// with one GetMessageMetaData call, as session.ensureMeta does for the
-// selected folder. A message the answer misses (gone at the provider since
-// the last refresh) stays without, so that a later FETCH asks again.
-func (s *session) loadMirrorMeta(ctx context.Context, m *mirror) error {
-	m.mu.Lock()
-	missing := false
-	for _, msg := range m.msgs {
-		if msg.meta == nil {
-			missing = true
-			break
-		}
-	}
-	auth := m.auth
-	m.mu.Unlock()
-	if !missing {
-		return nil
-	}
-	details, err := s.srv.cfg.Client.GetMessageMetaData(ctx, auth, m.name)
-	if err != nil {
-		return err
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	for i := range details {
-		d := &details[i]
-		if d.UID <= 0 || d.UID > maxUID {
-			continue
-		}
-		if msg := m.byUID[imap.UID(d.UID)]; msg != nil && msg.meta == nil {
-			msg.meta = d
-		}
-	}
-	return nil
 }
