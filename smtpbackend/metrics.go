@@ -106,6 +106,9 @@ type countingConn struct {
 	once sync.Once
 }
 
+// Unwrap gives the connection underneath, for authenticated.
+func (c *countingConn) Unwrap() net.Conn { return c.Conn }
+
 func (c *countingConn) Close() error {
 	c.once.Do(c.m.ConnClosed)
 	return c.Conn.Close()

@@ -56,11 +56,13 @@ type Config struct {
 	AllowInsecureAuth bool
 	MaxMessageBytes   int64
 	MaxRecipients     int
-	ReadTimeout       time.Duration
-	WriteTimeout      time.Duration
-	SendTimeout       time.Duration
-	Limits            Limits
-	Logger            *slog.Logger
+	// MaxConnections bounds the open connections of each listener.
+	MaxConnections int
+	ReadTimeout    time.Duration
+	WriteTimeout   time.Duration
+	SendTimeout    time.Duration
+	Limits         Limits
+	Logger         *slog.Logger
 	// Metrics, when set, receives connection, command, authentication
 	// and message events.
 	Metrics Metrics
@@ -94,6 +96,9 @@ func New(cfg Config) (*Server, error) {
 	if cfg.MaxMessageBytes <= 0 {
 		cfg.MaxMessageBytes = DefaultMaxMessageBytes
 	}
+	if cfg.MaxConnections <= 0 {
+		cfg.MaxConnections = DefaultMaxConnections
+	}
 	if cfg.MaxRecipients <= 0 {
 		cfg.MaxRecipients = DefaultMaxRecipients
 	}
@@ -121,7 +126,7 @@ func New(cfg Config) (*Server, error) {
 // (RFC 3207) on l until Shutdown. AUTH is offered only after STARTTLS,
 // except on loopback or when AllowInsecureAuth is set.
 func (s *Server) ServeSubmission(l net.Listener) error {
-	return s.serve(s.countConns(l), false)
+	return s.serve(s.countConns(s.guard(l)), false)
 }
 
 // ServeImplicitTLS serves submission over implicit TLS (RFC 8314 §3.3) on l.
@@ -129,7 +134,7 @@ func (s *Server) ServeImplicitTLS(l net.Listener) error {
 	if s.cfg.TLSConfig == nil {
 		return errors.New("smtpbackend: implicit TLS needs a TLS configuration")
 	}
-	return s.serve(tls.NewListener(s.countConns(l), s.cfg.TLSConfig), true)
+	return s.serve(tls.NewListener(s.countConns(s.guard(l)), s.cfg.TLSConfig), true)
 }
 
 func (s *Server) serve(l net.Listener, implicitTLS bool) error {
@@ -197,6 +202,12 @@ wait:
 		c.Close()
 	}
 	return err
+}
+
+func (s *Server) isClosed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed
 }
 
 func isLoopback(a net.Addr) bool {

@@ -91,6 +91,7 @@ func (ss *session) login(identity, username, password string) (err error) {
 		return authReply(err)
 	}
 	ss.username, ss.password, ss.directAddr = strings.ToLower(username), restclient.Secret(password), strings.ToLower(identity)
+	authenticated(ss.conn.Conn())
 	ss.s.log.Info("smtp auth", "user", ss.username, "tuser", identity != "")
 	return nil
 }
@@ -102,6 +103,11 @@ func (ss *session) Mail(from string, _ *smtp.MailOptions) (err error) {
 	defer func() { ss.s.metrics.Command("MAIL", replyClass(err)) }()
 	if ss.username == "" {
 		return errAuthRequired
+	}
+	if ss.s.isClosed() {
+		// A shutdown is under way: no new transaction may start, or it
+		// could be cut off after the provider took the message.
+		return reply(421, smtp.EnhancedCode{4, 3, 2}, "Shutting down; try again later")
 	}
 	if !strings.EqualFold(strings.TrimSpace(from), ss.sender()) {
 		return senderRefused(ss.sender())
@@ -230,9 +236,11 @@ func errReason(err error) string {
 // Reset ends the transaction.
 func (ss *session) Reset() { ss.rcpts = nil }
 
-// Logout drops the credentials; go-smtp calls it when the connection ends.
+// Logout forgets the connection; go-smtp calls it when the connection
+// ends. The credentials go with the session to the garbage collector:
+// clearing them here would race with a Data still running on a connection
+// that a shutdown closes.
 func (ss *session) Logout() error {
-	ss.username, ss.password, ss.directAddr = "", "", ""
 	ss.s.mu.Lock()
 	delete(ss.s.conns, ss.conn)
 	ss.s.mu.Unlock()
