@@ -236,16 +236,22 @@ func (b *Bridge) Run(ctx context.Context) error {
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
 	defer cancel()
-	b.shutdownAdmin(sctx)
-	if err := b.imap.Shutdown(sctx); err != nil {
-		b.log.Warn("imap shutdown", "err", err)
+	// Every front stops at once, each within the same grace: a slow one
+	// (an IMAP client that stopped reading) must not eat another's time.
+	var stopping sync.WaitGroup
+	for name, stop := range map[string]func(context.Context) error{
+		"imap": b.imap.Shutdown, "smtp": b.smtp.Shutdown, "metrics": b.obs.shutdown,
+		"admin": func(ctx context.Context) error { b.shutdownAdmin(ctx); return nil },
+	} {
+		stopping.Add(1)
+		go func() {
+			defer stopping.Done()
+			if err := stop(sctx); err != nil {
+				b.log.Warn("shutdown", "part", name, "err", err)
+			}
+		}()
 	}
-	if err := b.smtp.Shutdown(sctx); err != nil {
-		b.log.Warn("smtp shutdown", "err", err)
-	}
-	if err := b.obs.shutdown(sctx); err != nil {
-		b.log.Warn("metrics shutdown", "err", err)
-	}
+	stopping.Wait()
 	wg.Wait()
 	stopSandbox()
 	<-sandboxDone

@@ -184,8 +184,24 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Unlock()
 	// go-imap closes connections without a word; say BYE first (RFC 9051
 	// §7.1.5), so clients know to reconnect later rather than report an error.
-	for _, sess := range live {
-		sess.conn.Bye("Server shutting down; reconnect later")
+	// In parallel and bounded by ctx: Bye waits for the connection's write
+	// lock, which a client that stopped reading can hold for minutes.
+	said := make(chan struct{})
+	go func() {
+		var wg sync.WaitGroup
+		for _, sess := range live {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				sess.conn.Bye("Server shutting down; reconnect later")
+			}()
+		}
+		wg.Wait()
+		close(said)
+	}()
+	select {
+	case <-said:
+	case <-ctx.Done():
 	}
 	var errs []error
 	for _, srv := range servers {
