@@ -78,12 +78,12 @@ func TestAppendToSelectedFolder(t *testing.T) {
 // TestAppendErrors: a missing folder is NO [TRYCREATE]; a message over
 // the APPENDLIMIT is NO [TOOBIG]; nothing is saved.
 func TestAppendErrors(t *testing.T) {
-	e := newEnv(t, options{cfg: func(c *imapbackend.Config) { c.AppendLimit = 200 }})
+	e := newEnv(t, options{cfg: func(c *imapbackend.Config) { c.AppendLimit = 5000 }})
 	c := e.login(alice, alicePW)
 	if _, err := appendMsg(c, "INBOX.Missing", testMessage("x")); imapCode(err) != imap.ResponseCodeTryCreate {
 		t.Errorf("APPEND to a missing folder: %v; want NO [TRYCREATE]", err)
 	}
-	big := testMessage("big") + strings.Repeat("x", 300) + "\r\n"
+	big := testMessage("big") + strings.Repeat("x", 6000) + "\r\n"
 	if _, err := appendMsg(c, "INBOX", big); imapCode(err) != imap.ResponseCodeTooBig {
 		t.Errorf("APPEND over the limit: %v; want NO [TOOBIG]", err)
 	}

@@ -577,7 +577,7 @@ ok capability
 * CAPABILITY ## BINARY##
 * CAPABILITY ## CHILDREN##
 * CAPABILITY ## SPECIAL-USE##
-* CAPABILITY ## LITERAL+##
+! CAPABILITY ## LITERAL+##
 * CAPABILITY ## UNAUTHENTICATE##
 * CAPABILITY ## IDLE##
 * CAPABILITY ## UNSELECT##
@@ -1589,14 +1589,14 @@ ok status INBOX.Dest (messages)
 }
 
 func TestComplianceAppend(t *testing.T) {
-	e := newEnv(t, options{cfg: func(c *imapbackend.Config) { c.AppendLimit = 2000 }})
+	e := newEnv(t, options{cfg: func(c *imapbackend.Config) { c.AppendLimit = 5000 }})
 	c := e.rawLogin(t, "a", alice, alicePW)
 	c2 := e.rawLogin(t, "b", alice, alicePW)
 	c3 := e.rawLogin(t, "c", alice, alicePW)
 	s := newScript(t, c, c2, c3)
 	s.run(`
 ok capability
-* CAPABILITY ## APPENDLIMIT=2000##
+* CAPABILITY ## APPENDLIMIT=5000##
 ok select INBOX
 * OK [UIDVALIDITY $v] ##
 2 ok select INBOX
@@ -1668,8 +1668,8 @@ ok noop
 
 	// Over APPENDLIMIT (RFC 7889): NO [TOOBIG] before the literal is sent
 	// (no continuation for a synchronising literal).
-	big := strings.Repeat("x", 2500)
-	c.writeRaw("a100 APPEND INBOX {2500}\r\n")
+	big := strings.Repeat("x", 5500)
+	c.writeRaw("a100 APPEND INBOX {5500}\r\n")
 	if r := c.readResponse(); !strings.HasPrefix(r, "a100 NO [TOOBIG]") {
 		t.Fatalf("APPEND over APPENDLIMIT: %q; want NO [TOOBIG]", r)
 	}
@@ -1686,12 +1686,12 @@ ok noop
 	// A client that honours APPENDLIMIT never gets here. Pinned.
 	// (The answer is read before the literal's bytes are sent, so that a
 	// reset of the dropped connection cannot swallow it.)
-	c.writeRaw("a101 APPEND INBOX {2500+}\r\n")
+	c.writeRaw("a101 APPEND INBOX {5500+}\r\n")
 	if r := c.readResponse(); !strings.HasPrefix(r, "a101 NO [TOOBIG]") {
-		t.Errorf("APPEND {2500+} over APPENDLIMIT: %q; want NO [TOOBIG]", r)
+		t.Errorf("APPEND {5500+} over APPENDLIMIT: %q; want NO [TOOBIG]", r)
 	}
 	c.c.SetWriteDeadline(time.Now().Add(5 * time.Second))
-	io.WriteString(c.c, strings.ReplaceAll(big, "x", "x\r\n")[:2500]+"\r\n")
+	io.WriteString(c.c, strings.ReplaceAll(big, "x", "x\r\n")[:5500]+"\r\n")
 	c.c.SetReadDeadline(time.Now().Add(5 * time.Second))
 	if _, err := c.r.ReadString('\n'); err == nil {
 		t.Logf("go-imap no longer drops the connection after a refused LITERAL+")

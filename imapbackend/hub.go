@@ -32,51 +32,79 @@ const freshness = 2 * time.Second
 // any reference is held, the mirror is polled every PollInterval.
 func (h *hub) acquire(ctx context.Context, auth restclient.Authentication, name string) (*mirror, error) {
 	user := strings.ToLower(auth.Username)
-	h.mu.Lock()
-	m := h.mirrors[mirrorKey(user, name)]
-	if m == nil {
-		m = &mirror{hub: h, user: user, name: name}
-		h.mirrors[mirrorKey(user, name)] = m
-	}
-	h.mu.Unlock()
+	for {
+		h.mu.Lock()
+		m := h.mirrors[mirrorKey(user, name)]
+		if m == nil {
+			m = &mirror{hub: h, user: user, name: name}
+			h.mirrors[mirrorKey(user, name)] = m
+		}
+		h.mu.Unlock()
 
-	m.mu.Lock()
-	m.auth = auth
-	m.refs++
-	if m.refs == 1 {
-		m.stopPoll = make(chan struct{})
-		go m.poll(m.stopPoll)
-	}
-	stale := !m.loaded || time.Since(m.syncedAt) > freshness
-	m.mu.Unlock()
-	if stale {
-		if err := m.sync(ctx); err != nil {
-			h.release(m)
-			m.mu.Lock()
-			never := !m.loaded
+		m.mu.Lock()
+		if m.dropped {
 			m.mu.Unlock()
-			if never {
-				// A name that could not be loaded (no such folder, say)
-				// leaves nothing behind: arbitrary names must not grow
-				// the map.
-				h.drop(m)
-			}
+			continue // forgotten between the look-up and now: take the new one
+		}
+		m.auth = auth
+		m.refs++
+		if m.evict != nil {
+			m.evict.Stop()
+			m.evict = nil
+		}
+		if m.refs == 1 {
+			m.stopPoll = make(chan struct{})
+			go m.poll(m.stopPoll)
+		}
+		m.mu.Unlock()
+		if err := m.syncIfOlder(ctx, freshness); err != nil {
+			h.release(m)
 			return nil, err
 		}
+		return m, nil
 	}
-	return m, nil
 }
 
-// release drops a reference; the last one stops the poller. The mirror
-// stays in memory, so selecting the folder again is cheap.
+// idleEviction is how long a mirror no connection holds stays in memory:
+// long enough that re-selecting a folder is cheap, short enough that
+// message metadata (health data) and the user's password are not kept
+// for the life of the process.
+const idleEviction = 10 * time.Minute
+
+// release drops a reference. The last one stops the poller; a mirror that
+// never loaded (no such folder, say) is forgotten at once, any other after
+// idleEviction.
 func (h *hub) release(m *mirror) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.refs--
-	if m.refs == 0 && m.stopPoll != nil {
+	if m.refs > 0 {
+		return
+	}
+	if m.stopPoll != nil {
 		close(m.stopPoll)
 		m.stopPoll = nil
 	}
+	if !m.loaded {
+		m.dropLocked()
+		return
+	}
+	m.evict = time.AfterFunc(idleEviction, func() {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		if m.refs == 0 {
+			m.dropLocked()
+		}
+	})
+}
+
+// dropLocked forgets the mirror and what it holds; called with m.mu held
+// (the hub's lock is taken inside it, the order renumberedLocked uses too).
+func (m *mirror) dropLocked() {
+	m.dropped = true
+	m.auth = restclient.Authentication{}
+	m.msgs, m.byUID = nil, nil
+	m.hub.drop(m)
 }
 
 // drop forgets a mirror whose folder vanished or was renumbered; the next
@@ -104,6 +132,7 @@ func (h *hub) dropFolder(user, name string) {
 	for _, m := range gone {
 		m.mu.Lock()
 		m.markGoneLocked()
+		m.dropped = true
 		m.mu.Unlock()
 	}
 }

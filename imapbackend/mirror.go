@@ -48,6 +48,8 @@ type mirror struct {
 	loaded     bool
 	syncedAt   time.Time
 	refs       int
+	evict      *time.Timer // pending forget after the last release
+	dropped    bool        // forgotten by the hub; acquire takes a new one
 	stopPoll   chan struct{}
 	gone       error // set when the folder vanished or its UIDs were renumbered
 }
@@ -96,11 +98,22 @@ var errUIDTooLarge = errors.New("imapbackend: provider UID beyond 32 bits")
 // A change that keeps the count (one message read and another unread
 // between two polls, by another client) is seen at the next count change.
 func (m *mirror) sync(ctx context.Context) error {
+	return m.syncIfOlder(ctx, 0)
+}
+
+// syncIfOlder refreshes the mirror unless a refresh that finished less
+// than maxAge ago already did: connections that ask at once wait for one
+// refresh and share it, instead of each making its own in turn.
+func (m *mirror) syncIfOlder(ctx context.Context, maxAge time.Duration) error {
 	m.syncMu.Lock()
 	defer m.syncMu.Unlock()
 	m.mu.Lock()
 	auth, loaded := m.auth, m.loaded
+	fresh := loaded && maxAge > 0 && time.Since(m.syncedAt) <= maxAge
 	m.mu.Unlock()
+	if fresh {
+		return nil
+	}
 
 	c := m.hub.cfg.Client
 	pids, err := c.GetUIDs(ctx, auth, m.name)
@@ -284,6 +297,7 @@ func (m *mirror) renumberedLocked(ctx context.Context) error {
 	if _, err := m.hub.cfg.Store.ResetFolder(ctx, m.user, m.name, uint32(m.uidNext)); err != nil {
 		return err
 	}
+	m.dropped = true
 	m.hub.drop(m)
 	return errFolderGone
 }

@@ -22,6 +22,7 @@ const (
 	DefaultCacheBytes      = 64 << 20
 	DefaultAppendLimit     = 50 << 20
 	DefaultMaxConnsPerUser = 20
+	minAppendLimit         = 4096
 	// DefaultCallTimeout bounds the REST calls of one IMAP command.
 	DefaultCallTimeout = 2 * time.Minute
 )
@@ -69,6 +70,12 @@ type Server struct {
 	closed  bool
 }
 
+// caps are the capabilities the front implements. LITERAL+ is not among
+// them: go-imap beta.8 refuses an over-limit non-synchronising literal
+// without reading its bytes, which it then runs as commands (RFC 7888 §4
+// wants them read and discarded); with synchronising literals the refusal
+// reaches the client before it sends anything. go-imap still announces
+// LITERAL- (literals up to 4096 bytes) on its own.
 // caps are the capabilities the front implements (the IMAP4rev1 base plus
 // the extensions each backed by a session method).
 var caps = imap.CapSet{
@@ -84,7 +91,6 @@ var caps = imap.CapSet{
 	imap.CapBinary:         {},
 	imap.CapChildren:       {},
 	imap.CapSpecialUse:     {},
-	imap.CapLiteralPlus:    {},
 	imap.CapUnauthenticate: {},
 }
 
@@ -102,6 +108,10 @@ func New(cfg Config) (*Server, error) {
 	if cfg.AppendLimit == 0 {
 		cfg.AppendLimit = DefaultAppendLimit
 	}
+	// Never below what LITERAL- lets a client send unannounced (RFC 7888
+	// §4): go-imap refuses an over-limit literal without reading it, and
+	// the unread bytes would be taken for commands.
+	cfg.AppendLimit = max(cfg.AppendLimit, minAppendLimit)
 	if cfg.MaxConnsPerUser <= 0 {
 		cfg.MaxConnsPerUser = DefaultMaxConnsPerUser
 	}

@@ -161,17 +161,22 @@ func (s *session) rev2() bool {
 
 // Idle waits for updates; the mirror's poller brings them.
 func (s *session) Idle(w *imapserver.UpdateWriter, stop <-chan struct{}) error {
-	if s.sel == nil {
+	// go-imap may close the session while this still runs (a client that
+	// drops mid-IDLE): work on the mirror and view as they were.
+	m, v := s.sel, s.view
+	if m == nil {
 		<-stop
 		return nil
 	}
-	return s.view.idle(w, stop, s.rev2(), s.goneCheck)
+	return v.idle(w, stop, s.rev2(), func() error { return s.goneCheckOf(m) })
 }
 
-func (s *session) goneCheck() error {
-	s.sel.mu.Lock()
-	gone := s.sel.gone
-	s.sel.mu.Unlock()
+func (s *session) goneCheck() error { return s.goneCheckOf(s.sel) }
+
+func (s *session) goneCheckOf(m *mirror) error {
+	m.mu.Lock()
+	gone := m.gone
+	m.mu.Unlock()
 	if gone != nil {
 		s.conn.Bye("The selected mailbox was deleted or renumbered")
 		return gone
@@ -190,7 +195,9 @@ func (s *session) maybeRefresh() {
 	if stale {
 		ctx, cancel := s.ctx()
 		defer cancel()
-		m.sync(ctx) // a failure leaves the state as it was; the poller tries again
+		// Shared: a herd of NOOPs waits for one refresh. A failure leaves
+		// the state as it was; the poller tries again.
+		m.syncIfOlder(ctx, freshness)
 	}
 }
 
