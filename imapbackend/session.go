@@ -97,12 +97,9 @@ func (s *session) Select(name string, options *imap.SelectOptions) (*imap.Select
 	}
 	ctx, cancel := s.ctx()
 	defer cancel()
-	m, err := s.srv.hub.acquire(ctx, s.auth, folder)
+	m, err := s.acquireFolder(ctx, folder)
 	if err != nil {
-		if restclient.IsAPIError(err) && !restclient.IsAuthFailure(err) {
-			return nil, errNoSuchMailbox
-		}
-		return nil, imapError(err)
+		return nil, err
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
