@@ -84,3 +84,24 @@ func TestShutdownSaysBye(t *testing.T) {
 		t.Fatalf("after shutdown: %q, %v; want * BYE", l, err)
 	}
 }
+
+// TestUIDBeyond32Bits: IMAP UIDs are 32 bits (RFC 9051 §2.3.1.1). A folder
+// whose provider UIDs go beyond is refused with NO [LIMIT], never served
+// with truncated UIDs that would name other messages; other folders work.
+func TestUIDBeyond32Bits(t *testing.T) {
+	e := newEnv(t, options{})
+	ctx := context.Background()
+	if err := e.sandbox.SetNextUID(ctx, alice, "INBOX.Drafts", 1<<32+5); err != nil {
+		t.Fatal(err)
+	}
+	e.deliver(alice, "INBOX.Drafts", testMessage("huge-uid"))
+	e.deliver(alice, "INBOX", testMessage("normal"))
+	c := e.login(alice, alicePW)
+	_, err := c.Select("INBOX.Drafts", nil).Wait()
+	if ie, ok := err.(*imap.Error); !ok || ie.Code != imap.ResponseCodeLimit {
+		t.Fatalf("SELECT of a folder with a UID beyond 32 bits: %v; want NO [LIMIT]", err)
+	}
+	if d, err := c.Select("INBOX", nil).Wait(); err != nil || d.NumMessages != 1 {
+		t.Fatalf("SELECT INBOX after that: %+v, %v", d, err)
+	}
+}

@@ -57,3 +57,22 @@ func (s *Server) Deliver(ctx context.Context, address, folder string, raw []byte
 	})
 	return uid, err
 }
+
+// SetNextUID makes the next message filed in folder of the mailbox address
+// get UID uid (never lower than the folder's current next UID). Tests use
+// it to produce UIDs a real provider may reach, such as values beyond 32
+// bits.
+func (s *Server) SetNextUID(ctx context.Context, address, folder string, uid int64) error {
+	return s.tx(ctx, func(tx *sql.Tx) error {
+		var u user
+		if err := tx.QueryRow(`SELECT id, address FROM users WHERE address = ?`, address).Scan(&u.id, &u.address); err != nil {
+			return fmt.Errorf("sandbox: no mailbox %s: %w", address, err)
+		}
+		fid, err := folderID(tx, u, folder)
+		if err != nil {
+			return fmt.Errorf("sandbox: %w", err)
+		}
+		_, err = tx.Exec(`UPDATE folders SET next_uid = MAX(next_uid, ?) WHERE id = ?`, uid, fid)
+		return err
+	})
+}
