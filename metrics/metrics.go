@@ -250,20 +250,32 @@ func opLabel(op string) string {
 	return op
 }
 
-// IMAP records the IMAP front's events; it satisfies imapbackend.Metrics.
-type IMAP struct{ r *Registry }
-
-// IMAP returns the recorder for the IMAP front.
-func (r *Registry) IMAP() *IMAP { return &IMAP{r} }
+// front is what the two protocol recorders share: connections and
+// authentication failures, labelled with the protocol.
+type front struct {
+	r        *Registry
+	protocol string
+}
 
 // ConnOpened counts a new connection.
-func (m *IMAP) ConnOpened() {
-	m.r.connsAccepted.WithLabelValues(ProtocolIMAP).Inc()
-	m.r.connsOpen.WithLabelValues(ProtocolIMAP).Inc()
+func (f front) ConnOpened() {
+	f.r.connsAccepted.WithLabelValues(f.protocol).Inc()
+	f.r.connsOpen.WithLabelValues(f.protocol).Inc()
 }
 
 // ConnClosed counts the end of a connection.
-func (m *IMAP) ConnClosed() { m.r.connsOpen.WithLabelValues(ProtocolIMAP).Dec() }
+func (f front) ConnClosed() { f.r.connsOpen.WithLabelValues(f.protocol).Dec() }
+
+// AuthFailed counts a failed login: reason credentials or unavailable.
+func (f front) AuthFailed(reason string) {
+	f.r.authFailures.WithLabelValues(f.protocol, oneOf(reason, ReasonCredentials, ReasonUnavailable)).Inc()
+}
+
+// IMAP records the IMAP front's events; it satisfies imapbackend.Metrics.
+type IMAP struct{ front }
+
+// IMAP returns the recorder for the IMAP front.
+func (r *Registry) IMAP() *IMAP { return &IMAP{front{r, ProtocolIMAP}} }
 
 // Command counts a command's result: ok, no or bad.
 func (m *IMAP) Command(name, result string) {
@@ -271,11 +283,6 @@ func (m *IMAP) Command(name, result string) {
 		name = Other
 	}
 	m.r.imapCommands.WithLabelValues(name, oneOf(result, ResultOK, ResultNo, ResultBad)).Inc()
-}
-
-// AuthFailed counts a failed login: reason credentials or unavailable.
-func (m *IMAP) AuthFailed(reason string) {
-	m.r.authFailures.WithLabelValues(ProtocolIMAP, oneOf(reason, ReasonCredentials, ReasonUnavailable)).Inc()
 }
 
 // CacheLookup counts a raw-message cache hit or miss.
@@ -288,19 +295,10 @@ func (m *IMAP) CacheLookup(hit bool) {
 }
 
 // SMTP records the SMTP front's events; it satisfies smtpbackend.Metrics.
-type SMTP struct{ r *Registry }
+type SMTP struct{ front }
 
 // SMTP returns the recorder for the SMTP front.
-func (r *Registry) SMTP() *SMTP { return &SMTP{r} }
-
-// ConnOpened counts a new connection.
-func (m *SMTP) ConnOpened() {
-	m.r.connsAccepted.WithLabelValues(ProtocolSMTP).Inc()
-	m.r.connsOpen.WithLabelValues(ProtocolSMTP).Inc()
-}
-
-// ConnClosed counts the end of a connection.
-func (m *SMTP) ConnClosed() { m.r.connsOpen.WithLabelValues(ProtocolSMTP).Dec() }
+func (r *Registry) SMTP() *SMTP { return &SMTP{front{r, ProtocolSMTP}} }
 
 // Command counts a command's result: ok, temporary or permanent.
 func (m *SMTP) Command(name, result string) {
@@ -308,11 +306,6 @@ func (m *SMTP) Command(name, result string) {
 		name = Other
 	}
 	m.r.smtpCommands.WithLabelValues(name, oneOf(result, ResultOK, ResultTemporary, ResultPermanent)).Inc()
-}
-
-// AuthFailed counts a failed AUTH: reason credentials or unavailable.
-func (m *SMTP) AuthFailed(reason string) {
-	m.r.authFailures.WithLabelValues(ProtocolSMTP, oneOf(reason, ReasonCredentials, ReasonUnavailable)).Inc()
 }
 
 // Message counts a submitted message's result: sent, refused or temporary.
