@@ -68,14 +68,7 @@ func (s *session) transfer(w *imapserver.MoveWriter, numSet imap.NumSet, destNam
 	defer cancel()
 	c := s.srv.cfg.Client
 
-	m.syncMu.Lock()
-	locked := true
-	unlock := func() {
-		if locked {
-			m.syncMu.Unlock()
-			locked = false
-		}
-	}
+	unlock := m.holdSync()
 	defer unlock()
 
 	m.mu.Lock()

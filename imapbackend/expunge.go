@@ -41,14 +41,7 @@ func (s *session) Expunge(w *imapserver.ExpungeWriter, uids *imap.UIDSet) error 
 	ctx, cancel := s.ctx()
 	defer cancel()
 
-	m.syncMu.Lock()
-	locked := true
-	unlock := func() {
-		if locked {
-			m.syncMu.Unlock()
-			locked = false
-		}
-	}
+	unlock := m.holdSync()
 	defer unlock()
 
 	m.mu.Lock()

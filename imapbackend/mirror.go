@@ -163,6 +163,15 @@ func (m *mirror) syncIfOlder(ctx context.Context, maxAge time.Duration) error {
 	return m.apply(ctx, uids, unread, unreadSet)
 }
 
+// holdSync takes the refresh lock for a command that changes messages at
+// the provider (see store.go) and returns an idempotent release, so the
+// command can let go early, before it refreshes the mirror itself.
+func (m *mirror) holdSync() (release func()) {
+	m.syncMu.Lock()
+	var once sync.Once
+	return func() { once.Do(m.syncMu.Unlock) }
+}
+
 // unreadUIDs asks the provider which messages are unread.
 func (m *mirror) unreadUIDs(ctx context.Context, auth restclient.Authentication) (map[imap.UID]bool, error) {
 	msgs, err := m.hub.cfg.Client.GetUnreadMessages(ctx, auth, m.name)
