@@ -68,9 +68,6 @@ func (s *session) transfer(w *imapserver.MoveWriter, numSet imap.NumSet, destNam
 	defer cancel()
 	c := s.srv.cfg.Client
 
-	unlock := m.holdSync()
-	defer unlock()
-
 	m.mu.Lock()
 	gone, srcValidity := m.gone, m.validity
 	ts, err := s.targetsLocked(numSet)
@@ -85,21 +82,39 @@ func (s *session) transfer(w *imapserver.MoveWriter, numSet imap.NumSet, destNam
 	// copied: there is nothing left to copy (RFC 2180 §4.4.1 lets the
 	// server go on with the others).
 	var msgs []*message
-	var uids []imap.UID
 	for _, t := range ts {
 		if t.live {
-			msgs, uids = append(msgs, t.msg), append(uids, t.msg.uid)
+			msgs = append(msgs, t.msg)
 		}
 	}
 	if len(msgs) == 0 {
 		return nil, nil
 	}
-	// Read the Message-IDs now: after a MOVE the source has no metadata
-	// for them. A failure costs only the COPYUID.
+	// Before taking the refresh lock, so that other commands on this
+	// folder need not wait for them: the Message-IDs (after a MOVE the
+	// source has no metadata for them; a failure costs only the COPYUID)
+	// and the destination's largest UID.
 	metaErr := s.ensureMeta(ctx, msgs)
 	prev, err := s.folderMax(ctx, dest)
 	if err != nil {
 		return nil, err
+	}
+
+	unlock := m.holdSync()
+	defer unlock()
+	// A refresh may have removed some meanwhile; copy what is left.
+	m.mu.Lock()
+	var uids []imap.UID
+	left := msgs[:0]
+	for _, msg := range msgs {
+		if m.byUID[msg.uid] == msg {
+			left, uids = append(left, msg), append(uids, msg.uid)
+		}
+	}
+	msgs = left
+	m.mu.Unlock()
+	if len(msgs) == 0 {
+		return nil, nil
 	}
 
 	op := c.CopyMessagesByUIDs
