@@ -17,8 +17,6 @@ type rawCache struct {
 	size  int64
 	order *list.List // of *rawEntry, most recent at the front
 	items map[rawKey]*list.Element
-	hits  int64
-	miss  int64
 	// onLookup, when set, is told of every hit and miss (for metrics).
 	onLookup func(hit bool)
 }
@@ -47,10 +45,8 @@ func (c *rawCache) get(k rawKey) ([]byte, bool) {
 		c.onLookup(ok)
 	}
 	if !ok {
-		c.miss++
 		return nil, false
 	}
-	c.hits++
 	c.order.MoveToFront(e)
 	return e.Value.(*rawEntry).raw, true
 }
@@ -75,11 +71,4 @@ func (c *rawCache) put(k rawKey, raw []byte) {
 		delete(c.items, ent.key)
 		c.size -= int64(len(ent.raw))
 	}
-}
-
-// stats returns hits and misses, for metrics and tests.
-func (c *rawCache) stats() (hits, misses int64) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.hits, c.miss
 }

@@ -3,6 +3,7 @@ package imapbackend
 import (
 	"context"
 	"strings"
+	"time"
 
 	"github.com/emersion/go-imap/v2"
 	"github.com/emersion/go-imap/v2/imapserver"
@@ -187,7 +188,8 @@ func (s *session) goneCheckOf(m *mirror) error {
 func (s *session) maybeRefresh() {
 	m := s.sel
 	m.mu.Lock()
-	stale := m.loaded && !m.syncedAt.IsZero() && sinceSync(m) > s.srv.cfg.PollInterval/3 && sinceSync(m) > freshness
+	age := time.Since(m.syncedAt)
+	stale := m.loaded && !m.syncedAt.IsZero() && age > s.srv.cfg.PollInterval/3 && age > freshness
 	m.mu.Unlock()
 	if stale {
 		ctx, cancel := s.ctx()

@@ -1,5 +1,0 @@
-package imapbackend
-
-import "time"
-
-func sinceSync(m *mirror) time.Duration { return time.Since(m.syncedAt) }
