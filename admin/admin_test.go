@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/directbridge/directbridge/admin"
+	"github.com/directbridge/directbridge/directapi"
 	"github.com/directbridge/directbridge/mailbox"
 	"github.com/directbridge/directbridge/restclient"
 	"github.com/directbridge/directbridge/sandbox"
@@ -56,7 +57,7 @@ type option func(*admin.Config, *env)
 func withoutRegistrar() option { return func(c *admin.Config, _ *env) { c.Registrar = nil } }
 
 func withRegistrar(user, pw string) option {
-	return func(c *admin.Config, e *env) { c.Registrar = e.client.NewRegistrar(user, restclient.Secret(pw)) }
+	return func(c *admin.Config, e *env) { c.Registrar = e.client.NewRegistrar(user, directapi.Secret(pw)) }
 }
 
 func withRequestTimeout(d time.Duration) option {
@@ -92,7 +93,7 @@ func newEnv(t *testing.T, opts ...option) *env {
 	cfg := admin.Config{
 		Path:      e.path,
 		Client:    client,
-		Registrar: client.NewRegistrar(sandbox.DemoReseller.Name, restclient.Secret(sandbox.DemoReseller.Password)),
+		Registrar: client.NewRegistrar(sandbox.DemoReseller.Name, directapi.Secret(sandbox.DemoReseller.Password)),
 		Store:     store,
 		Logger:    slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 	}
@@ -240,7 +241,7 @@ func TestProvisionAndLookups(t *testing.T) {
 	}
 	var prov admin.ProvisionResult
 	json.Unmarshal(raw, &prov)
-	if len(prov.Users) != 1 || prov.Users[0].Username != "jane.doe" || prov.Users[0].UserStateType != restclient.UserStateActivated {
+	if len(prov.Users) != 1 || prov.Users[0].Username != "jane.doe" || prov.Users[0].UserStateType != directapi.UserStateActivated {
 		t.Fatalf("provision users: %s", raw)
 	}
 	if prov.PaymentConfirmation == nil || prov.PaymentConfirmation.OrderID == 0 || len(prov.PaymentConfirmation.Products) != 1 {
@@ -267,14 +268,14 @@ func TestProvisionAndLookups(t *testing.T) {
 
 	// The new mailbox works with its password, and after set-passwords
 	// with the new one only.
-	auth := restclient.Authentication{Username: "jane.doe@direct.example", Password: patientPassword}
+	auth := directapi.Authentication{Username: "jane.doe@direct.example", Password: patientPassword}
 	if _, err := e.client.GetMessageCount(context.Background(), auth, "INBOX"); err != nil {
 		t.Fatalf("new mailbox login: %v", err)
 	}
 	const newPassword = "Fresh-Password-2291"
 	var set admin.SetPasswordsResult
 	e.mustCall(t, admin.OpSetPasswords, admin.SetPasswordsArgs{Domain: "direct.example",
-		Passwords: []restclient.UserPassword{{Username: "jane.doe", Password: newPassword}}}, &set)
+		Passwords: []directapi.UserPassword{{Username: "jane.doe", Password: newPassword}}}, &set)
 	if len(set.Updated) != 1 || set.Updated[0] != "jane.doe" {
 		t.Fatalf("set-passwords: %+v", set)
 	}
@@ -314,7 +315,7 @@ func TestRegistrarLogsInAgain(t *testing.T) {
 	if n := e.sb.Calls("Login"); n != 1 {
 		t.Fatalf("session not reused: %d logins", n)
 	}
-	e.sb.InjectFault("GetPatientAddressByUsername", sandbox.Fault{RegCode: restclient.RegCodeAuthFailed, Times: 1})
+	e.sb.InjectFault("GetPatientAddressByUsername", sandbox.Fault{RegCode: directapi.RegCodeAuthFailed, Times: 1})
 	var res admin.PatientsResult
 	e.mustCall(t, admin.OpPatientByUsername, args, &res)
 	if n := e.sb.Calls("Login"); n != 2 || len(res.Patient) != 1 {
@@ -342,9 +343,9 @@ func TestErrorAnswers(t *testing.T) {
 		{"address taken", e, admin.OpProvision, admin.ProvisionArgs{Domain: "direct.example", DirectUsername: "alice",
 			Identity: admin.Identity{FirstName: "A", LastName: "B", SSN4: "1234", DOB: "1970-01-01"}}, "002"},
 		{"short password", e, admin.OpSetPasswords, admin.SetPasswordsArgs{Domain: "direct.example",
-			Passwords: []restclient.UserPassword{{Username: "alice", Password: "short"}}}, "010"},
+			Passwords: []directapi.UserPassword{{Username: "alice", Password: "short"}}}, "010"},
 		{"set password of nobody", e, admin.OpSetPasswords, admin.SetPasswordsArgs{Domain: "direct.example",
-			Passwords: []restclient.UserPassword{{Username: "nobody", Password: "long-enough-1"}}}, "210"},
+			Passwords: []directapi.UserPassword{{Username: "nobody", Password: "long-enough-1"}}}, "210"},
 		{"wrong reseller password", badReseller, admin.OpPatientByMeta, meta, "011"},
 		{"no registration account", noReg, admin.OpProvision, janeArgs(), admin.CodeNotConfigured},
 		{"wrong mailbox password", e, admin.OpStatus, admin.StatusArgs{User: "alice@direct.example", Password: "wrong", SmtpIDs: []string{"x"}}, "1"},
@@ -501,24 +502,24 @@ func TestHealth(t *testing.T) {
 func TestStatus(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
-	alice := restclient.Authentication{Username: "alice@direct.example", Password: sandbox.DemoPassword}
+	alice := directapi.Authentication{Username: "alice@direct.example", Password: sandbox.DemoPassword}
 	send := func(to string) string {
-		id, err := e.client.Send(ctx, alice, restclient.Message{Sender: alice.Username, Subject: "Referral", Body: "see attached",
-			Recipients: []restclient.Recipient{{Email: to, Type: restclient.TO}}})
+		id, err := e.client.Send(ctx, alice, directapi.Message{Sender: alice.Username, Subject: "Referral", Body: "see attached",
+			Recipients: []directapi.Recipient{{Email: to, Type: directapi.TO}}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		return id
 	}
 	toBob, toOther := send("bob@direct.example"), send("someone@other.example")
-	statusOf := func(logs []restclient.DirectMessageLog) map[string]string {
+	statusOf := func(logs []directapi.DirectMessageLog) map[string]string {
 		m := map[string]string{}
 		for _, l := range logs {
 			m[l.To] = l.Status
 		}
 		return m
 	}
-	want := map[string]string{"bob@direct.example": restclient.StatusDelivered, "someone@other.example": restclient.StatusWaiting}
+	want := map[string]string{"bob@direct.example": directapi.StatusDelivered, "someone@other.example": directapi.StatusWaiting}
 
 	var res admin.StatusResult
 	e.mustCall(t, admin.OpStatus, admin.StatusArgs{User: alice.Username, Password: alice.Password, SmtpIDs: []string{toBob, toOther}}, &res)
@@ -526,14 +527,14 @@ func TestStatus(t *testing.T) {
 		t.Fatalf("status: %+v", res.MessageLogs)
 	}
 	e.mustCall(t, admin.OpStatus, admin.StatusArgs{User: alice.Username, Password: alice.Password, SmtpIDs: []string{toOther}}, &res)
-	if len(res.MessageLogs) != 1 || res.MessageLogs[0].Status != restclient.StatusWaiting || res.MessageLogs[0].MessageID == "" {
+	if len(res.MessageLogs) != 1 || res.MessageLogs[0].Status != directapi.StatusWaiting || res.MessageLogs[0].MessageID == "" {
 		t.Fatalf("status of one: %+v", res.MessageLogs)
 	}
 
 	// A T-user (the sandbox accepts the reseller account) acting for alice.
 	e.mustCall(t, admin.OpStatusTuser, admin.StatusTuserArgs{User: "reseller", Password: sandbox.DemoPassword,
 		DirectAddr: alice.Username, SmtpIDs: []string{toBob, toOther}}, &res)
-	if got := statusOf(res.MessageLogs); got["bob@direct.example"] != restclient.StatusDelivered || got["someone@other.example"] != restclient.StatusWaiting {
+	if got := statusOf(res.MessageLogs); got["bob@direct.example"] != directapi.StatusDelivered || got["someone@other.example"] != directapi.StatusWaiting {
 		t.Fatalf("status-tuser: %+v", res.MessageLogs)
 	}
 
@@ -548,7 +549,7 @@ func TestStatus(t *testing.T) {
 	if len(res.Sent) != 2 || res.Sent[0].SmtpID != toOther || res.Sent[1].MessageID != "<1@x>" {
 		t.Fatalf("recent sent records: %+v", res.Sent)
 	}
-	if got := statusOf(res.MessageLogs); len(got) != 2 || got["bob@direct.example"] != restclient.StatusDelivered {
+	if got := statusOf(res.MessageLogs); len(got) != 2 || got["bob@direct.example"] != directapi.StatusDelivered {
 		t.Fatalf("status of recent messages: %+v", res.MessageLogs)
 	}
 	// Nothing recent: an empty answer, not an error; but the password

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/directbridge/directbridge/directapi"
 	"github.com/directbridge/directbridge/restclient"
 )
 
@@ -220,8 +221,8 @@ func (p Identity) check() error {
 	return nil
 }
 
-func (p Identity) individual() restclient.IDProofedIndividual {
-	return restclient.IDProofedIndividual{ID: p.ID, FirstName: p.FirstName, LastName: p.LastName, SSN4: p.SSN4, DOB: p.DOB}
+func (p Identity) individual() directapi.IDProofedIndividual {
+	return directapi.IDProofedIndividual{ID: p.ID, FirstName: p.FirstName, LastName: p.LastName, SSN4: p.SSN4, DOB: p.DOB}
 }
 
 func (a *ProvisionArgs) validate() error {
@@ -265,9 +266,9 @@ func (a *SetPasswordsArgs) validate() error {
 
 // scrub blanks the one secret a DirectUserDetail can carry, should a
 // provider ever send it back.
-func scrub(users []restclient.DirectUserDetail) []restclient.DirectUserDetail {
+func scrub(users []directapi.DirectUserDetail) []directapi.DirectUserDetail {
 	if users == nil {
-		return []restclient.DirectUserDetail{}
+		return []directapi.DirectUserDetail{}
 	}
 	for i := range users {
 		users[i].EndpointPassword = ""
@@ -281,7 +282,7 @@ func (s *Server) provision(ctx context.Context, raw json.RawMessage) (any, error
 	if err != nil {
 		return nil, err
 	}
-	resp, err := reg.ProvisionIDProofedPatient(ctx, a.Domain, restclient.IDProofedIndividualRESTful{
+	resp, err := reg.ProvisionIDProofedPatient(ctx, a.Domain, directapi.IDProofedIndividualRESTful{
 		IDProofedIndividual: a.individual(),
 		DirectUsername:      a.DirectUsername,
 		DirectPassword:      a.DirectPassword,
@@ -360,7 +361,7 @@ func (s *Server) status(ctx context.Context, raw json.RawMessage) (any, error) {
 	if err := checkSmtpIDs(a.SmtpIDs, maxSmtpIDs); err != nil {
 		return nil, err
 	}
-	auth := restclient.Authentication{Username: a.User, Password: a.Password}
+	auth := directapi.Authentication{Username: a.User, Password: a.Password}
 	ids := a.SmtpIDs
 	var result StatusResult
 	if len(ids) == 0 {
@@ -377,7 +378,7 @@ func (s *Server) status(ctx context.Context, raw json.RawMessage) (any, error) {
 			ids = append(ids, r.SmtpID)
 		}
 	}
-	var logs []restclient.DirectMessageLog
+	var logs []directapi.DirectMessageLog
 	var err error
 	switch len(ids) {
 	case 0:
@@ -394,7 +395,7 @@ func (s *Server) status(ctx context.Context, raw json.RawMessage) (any, error) {
 	}
 	result.MessageLogs = logs
 	if result.MessageLogs == nil {
-		result.MessageLogs = []restclient.DirectMessageLog{}
+		result.MessageLogs = []directapi.DirectMessageLog{}
 	}
 	return result, nil
 }
@@ -419,8 +420,8 @@ func (s *Server) statusTuser(ctx context.Context, raw json.RawMessage) (any, err
 	if err := checkSmtpIDs(a.SmtpIDs, maxTuserSmtpIDs); err != nil {
 		return nil, err
 	}
-	auth := restclient.AuthenticationWithTuser{Username: a.User, Password: a.Password, DirectAddr: a.DirectAddr}
-	result := StatusResult{MessageLogs: []restclient.DirectMessageLog{}}
+	auth := directapi.AuthenticationWithTuser{Username: a.User, Password: a.Password, DirectAddr: a.DirectAddr}
+	result := StatusResult{MessageLogs: []directapi.DirectMessageLog{}}
 	for _, id := range a.SmtpIDs {
 		logs, err := s.cfg.Client.GetMessageStatusWithTuser(ctx, auth, id)
 		if err != nil {
@@ -460,7 +461,7 @@ func (s *Server) health(ctx context.Context, raw json.RawMessage) (any, error) {
 // duration.
 func Probe(ctx context.Context, c *restclient.Client) (time.Duration, error) {
 	start := time.Now()
-	_, err := c.GetMessageCount(ctx, restclient.Authentication{}, "INBOX")
+	_, err := c.GetMessageCount(ctx, directapi.Authentication{}, "INBOX")
 	d := time.Since(start)
 	if err == nil || restclient.IsAPIError(err) {
 		return d, nil

@@ -40,7 +40,7 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/directbridge/directbridge/restclient"
+	"github.com/directbridge/directbridge/directapi"
 )
 
 // MaxRequestBytes bounds one request line, newline included.
@@ -118,8 +118,8 @@ func (p Identity) LogValue() slog.Value { return slog.StringValue("[patient iden
 type ProvisionArgs struct {
 	Domain string `json:"domain"`
 	Identity
-	DirectUsername string            `json:"directUsername,omitempty"`
-	DirectPassword restclient.Secret `json:"directPassword,omitempty"`
+	DirectUsername string           `json:"directUsername,omitempty"`
+	DirectPassword directapi.Secret `json:"directPassword,omitempty"`
 }
 
 // LogValue keeps the patient's identity and password out of logs.
@@ -130,8 +130,8 @@ func (a ProvisionArgs) LogValue() slog.Value {
 // ProvisionResult answers "provision": the new users and the order that
 // paid for them (AddUsersResponseV2Type without its envelope).
 type ProvisionResult struct {
-	Users               []restclient.DirectUserDetail   `json:"users"`
-	PaymentConfirmation *restclient.PaymentConfirmation `json:"paymentConfirmation,omitempty"`
+	Users               []directapi.DirectUserDetail   `json:"users"`
+	PaymentConfirmation *directapi.PaymentConfirmation `json:"paymentConfirmation,omitempty"`
 }
 
 // PatientByMetaArgs are the arguments of "patient-by-meta".
@@ -155,13 +155,13 @@ type PatientByUsernameArgs struct {
 // PatientsResult answers both look-ups (GetPatientAddressesResponseType
 // without its envelope).
 type PatientsResult struct {
-	Patient []restclient.DirectUserDetail `json:"patient"`
+	Patient []directapi.DirectUserDetail `json:"patient"`
 }
 
 // SetPasswordsArgs are the arguments of "set-passwords".
 type SetPasswordsArgs struct {
-	Domain    string                    `json:"domain"`
-	Passwords []restclient.UserPassword `json:"passwords"`
+	Domain    string                   `json:"domain"`
+	Passwords []directapi.UserPassword `json:"passwords"`
 }
 
 // SetPasswordsResult answers "set-passwords" with the usernames whose
@@ -176,18 +176,18 @@ type SetPasswordsResult struct {
 // status of the mailbox's messages sent through the bridge in the last
 // RecentWindow (at most RecentLimit of them) is reported.
 type StatusArgs struct {
-	User     string            `json:"user"`
-	Password restclient.Secret `json:"password"`
-	SmtpIDs  []string          `json:"smtpIds,omitempty"`
+	User     string           `json:"user"`
+	Password directapi.Secret `json:"password"`
+	SmtpIDs  []string         `json:"smtpIds,omitempty"`
 }
 
 // StatusTuserArgs are the arguments of "status-tuser": User is a T-user
 // acting for the mailbox DirectAddr. SmtpIDs are required.
 type StatusTuserArgs struct {
-	User       string            `json:"user"`
-	Password   restclient.Secret `json:"password"`
-	DirectAddr string            `json:"directAddr"`
-	SmtpIDs    []string          `json:"smtpIds"`
+	User       string           `json:"user"`
+	Password   directapi.Secret `json:"password"`
+	DirectAddr string           `json:"directAddr"`
+	SmtpIDs    []string         `json:"smtpIds"`
 }
 
 // StatusResult answers the status operations: one record per message and
@@ -195,8 +195,8 @@ type StatusTuserArgs struct {
 // the bridge's records of the messages asked about when they were taken
 // from its state store (status without smtpIds).
 type StatusResult struct {
-	MessageLogs []restclient.DirectMessageLog `json:"messageLogs"`
-	Sent        []SentMessage                 `json:"sent,omitempty"`
+	MessageLogs []directapi.DirectMessageLog `json:"messageLogs"`
+	Sent        []SentMessage                `json:"sent,omitempty"`
 }
 
 // SentMessage is a message the bridge submitted for a mailbox.

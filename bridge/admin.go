@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/directbridge/directbridge/admin"
+	"github.com/directbridge/directbridge/directapi"
 	"github.com/directbridge/directbridge/restclient"
 )
 
@@ -64,7 +65,7 @@ func (b *Bridge) openAdmin() error {
 		reg = b.client.NewRegistrar(b.cfg.ResellerUser, b.cfg.ResellerPassword)
 	} else if b.sandbox != nil {
 		if opts, _, err := b.cfg.SandboxConfig.Options(); err == nil && len(opts.Resellers) > 0 {
-			reg = b.client.NewRegistrar(opts.Resellers[0].Name, restclient.Secret(opts.Resellers[0].Password))
+			reg = b.client.NewRegistrar(opts.Resellers[0].Name, directapi.Secret(opts.Resellers[0].Password))
 		}
 	}
 	srv, err := admin.Listen(admin.Config{

@@ -16,7 +16,7 @@ import (
 
 	"github.com/directbridge/directbridge/admin"
 	"github.com/directbridge/directbridge/bridge"
-	"github.com/directbridge/directbridge/restclient"
+	"github.com/directbridge/directbridge/directapi"
 )
 
 // startBridge runs b until the test ends and returns a function that stops
@@ -108,7 +108,7 @@ func TestAdminSocket(t *testing.T) {
 		t.Fatalf("status: %v", err)
 	}
 	if len(st.Sent) != 1 || st.Sent[0].MessageID != "<admin-1@direct.example>" ||
-		len(st.MessageLogs) != 1 || st.MessageLogs[0].To != "jane.doe@direct.example" || st.MessageLogs[0].Status != restclient.StatusDelivered {
+		len(st.MessageLogs) != 1 || st.MessageLogs[0].To != "jane.doe@direct.example" || st.MessageLogs[0].Status != directapi.StatusDelivered {
 		t.Fatalf("status: %+v", st)
 	}
 
@@ -155,7 +155,7 @@ func TestAdminConfig(t *testing.T) {
 	stop := startBridge(t, b)
 	err = adminCall(t, cfg.AdminSocket, admin.OpPatientByUsername, admin.PatientByUsernameArgs{Domain: "direct.example", Username: "alice"}, nil)
 	var ae *admin.Error
-	if !errors.As(err, &ae) || ae.Code != restclient.RegCodeAuthFailed {
+	if !errors.As(err, &ae) || ae.Code != directapi.RegCodeAuthFailed {
 		t.Fatalf("with a wrong reseller password: %v", err)
 	}
 

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/directbridge/directbridge/restclient"
+	"github.com/directbridge/directbridge/directapi"
 	"github.com/directbridge/directbridge/sandbox"
 )
 
@@ -47,9 +47,9 @@ type Config struct {
 	APIBatchSize int           `envconfig:"API_BATCH_SIZE" default:"500" desc:"most UIDs per REST request"`
 	APITimeout   time.Duration `envconfig:"API_TIMEOUT" default:"60s" desc:"time limit of one REST request"`
 
-	AdminSocket      string            `envconfig:"ADMIN_SOCKET" desc:"Unix socket of the admin interface (directbridge admin: registration, delivery status, health), mode 0600, absolute path; empty: DATA_DIR/admin.sock; off disables"`
-	ResellerUser     string            `envconfig:"RESELLER_USER" desc:"registration account (reseller or T-user) the admin socket provisions patient addresses with; empty with the embedded sandbox: the sandbox's registration account"`
-	ResellerPassword restclient.Secret `envconfig:"RESELLER_PASSWORD" desc:"password of DIRECTBRIDGE_RESELLER_USER (never printed)"`
+	AdminSocket      string           `envconfig:"ADMIN_SOCKET" desc:"Unix socket of the admin interface (directbridge admin: registration, delivery status, health), mode 0600, absolute path; empty: DATA_DIR/admin.sock; off disables"`
+	ResellerUser     string           `envconfig:"RESELLER_USER" desc:"registration account (reseller or T-user) the admin socket provisions patient addresses with; empty with the embedded sandbox: the sandbox's registration account"`
+	ResellerPassword directapi.Secret `envconfig:"RESELLER_PASSWORD" desc:"password of DIRECTBRIDGE_RESELLER_USER (never printed)"`
 
 	// The embedded sandbox, used when APIURL is empty; its variables are
 	// DIRECTBRIDGE_SANDBOX_*.

@@ -17,7 +17,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/directbridge/directbridge/restclient"
+	"github.com/directbridge/directbridge/directapi"
 )
 
 // Defaults of NewProber.
@@ -75,7 +75,7 @@ func NewProber(baseURL string, interval, timeout time.Duration) *Prober {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConnsPerHost = 1
 	return &Prober{
-		url:      strings.TrimRight(baseURL, "/") + restclient.MessagingPath + "/GetMessageCount/INBOX",
+		url:      strings.TrimRight(baseURL, "/") + directapi.MessagingPath + "/GetMessageCount/INBOX",
 		http:     &http.Client{Transport: tr, Timeout: timeout},
 		interval: interval,
 		timeout:  timeout,

@@ -8,8 +8,8 @@ import (
 
 	"github.com/emersion/go-imap/v2"
 
+	"github.com/directbridge/directbridge/directapi"
 	"github.com/directbridge/directbridge/mimeconv"
-	"github.com/directbridge/directbridge/restclient"
 )
 
 // sentFolder is where the provider files a copy of every message sent.
@@ -89,7 +89,7 @@ func (s *session) Append(mailbox string, r imap.LiteralReader, options *imap.App
 		return nil, err
 	}
 	c := s.srv.cfg.Client
-	if err := c.SaveRawMessages(ctx, s.auth, folder, []restclient.RawMessage{restclient.NewRawMessage(raw)}); err != nil {
+	if err := c.SaveRawMessages(ctx, s.auth, folder, []directapi.RawMessage{directapi.NewRawMessage(raw)}); err != nil {
 		if uidMissing(err) {
 			if _, gerr := c.GetUIDs(ctx, s.auth, folder); noFolder(gerr) {
 				return nil, errTryCreate
@@ -191,7 +191,7 @@ func (s *session) appendSent(ctx context.Context, msgID string, seen bool, kept 
 	// The provider's copy carries the smtpId as its Message-ID; a
 	// provider that kept the client's Message-ID is recognised too.
 	providerID := "<" + strings.Trim(strings.TrimSpace(rec.SmtpID), "<>") + ">"
-	find := func(details []restclient.MessageDetail) int64 {
+	find := func(details []directapi.MessageDetail) int64 {
 		var byProvider, byClient int64
 		for _, d := range details {
 			switch d.MsgID {
@@ -207,7 +207,7 @@ func (s *session) appendSent(ctx context.Context, msgID string, seen bool, kept 
 		return byClient
 	}
 	sm.mu.Lock()
-	var known []restclient.MessageDetail
+	var known []directapi.MessageDetail
 	for _, msg := range sm.msgs {
 		if msg.meta != nil {
 			known = append(known, *msg.meta)

@@ -10,9 +10,9 @@ import (
 	"github.com/emersion/go-imap/v2"
 	"github.com/emersion/go-imap/v2/imapclient"
 
+	"github.com/directbridge/directbridge/directapi"
 	"github.com/directbridge/directbridge/imapbackend"
 	"github.com/directbridge/directbridge/mailbox"
-	"github.com/directbridge/directbridge/restclient"
 )
 
 // appendMsg runs APPEND.
@@ -101,9 +101,9 @@ func TestAppendSentNoDuplicate(t *testing.T) {
 	var store *mailbox.Store
 	e := newEnv(t, options{cfg: func(c *imapbackend.Config) { store = c.Store }})
 	ctx := context.Background()
-	smtpID, err := e.client.Send(ctx, auth(alice), restclient.Message{
+	smtpID, err := e.client.Send(ctx, auth(alice), directapi.Message{
 		Sender: alice, Subject: "sent", Body: "hello",
-		Recipients: []restclient.Recipient{{Email: bob, Type: restclient.TO}},
+		Recipients: []directapi.Recipient{{Email: bob, Type: directapi.TO}},
 	})
 	if err != nil {
 		t.Fatal(err)

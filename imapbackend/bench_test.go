@@ -7,7 +7,7 @@ import (
 
 	"github.com/emersion/go-imap/v2"
 
-	"github.com/directbridge/directbridge/restclient"
+	"github.com/directbridge/directbridge/directapi"
 )
 
 // Benchmarks measure time; the tests count REST calls. Run with
@@ -18,9 +18,9 @@ import (
 // benchFill saves n small messages into folder at the provider.
 func benchFill(b *testing.B, e *env, folder string, n int) {
 	b.Helper()
-	var batch []restclient.RawMessage
+	var batch []directapi.RawMessage
 	for i := range n {
-		batch = append(batch, restclient.NewRawMessage([]byte(testMessage(fmt.Sprintf("bench%05d", i)))))
+		batch = append(batch, directapi.NewRawMessage([]byte(testMessage(fmt.Sprintf("bench%05d", i)))))
 	}
 	if err := e.client.SaveRawMessages(context.Background(), auth(alice), folder, batch); err != nil {
 		b.Fatal(err)

@@ -10,6 +10,7 @@ import (
 	"github.com/emersion/go-imap/v2"
 	"github.com/emersion/go-imap/v2/imapserver"
 
+	"github.com/directbridge/directbridge/directapi"
 	"github.com/directbridge/directbridge/restclient"
 )
 
@@ -278,7 +279,7 @@ func (s *session) matchByMessageID(ctx context.Context, dest string, dm *mirror,
 
 // fingerprint sums up what metadata tells of a message's content: its
 // size and its header fields as the provider lists them.
-func fingerprint(d *restclient.MessageDetail) string {
+func fingerprint(d *directapi.MessageDetail) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%d\x00%s\x00%s\x00%s", d.Size, d.MsgID, d.Subject, d.Sender)
 	for _, h := range d.Headers {
@@ -367,7 +368,7 @@ func (s *session) folderValidity(ctx context.Context, folder string, dm *mirror)
 
 // fillMeta keeps metadata read for another purpose, so that a later FETCH
 // of these messages needs no call.
-func (m *mirror) fillMeta(details []restclient.MessageDetail) {
+func (m *mirror) fillMeta(details []directapi.MessageDetail) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for i := range details {

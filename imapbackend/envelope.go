@@ -8,7 +8,7 @@ import (
 	"github.com/emersion/go-imap/v2"
 	"github.com/emersion/go-message/textproto"
 
-	"github.com/directbridge/directbridge/restclient"
+	"github.com/directbridge/directbridge/directapi"
 )
 
 // ENVELOPE (RFC 3501 §7.4.2, RFC 9051 §7.5.2) is built here rather than
@@ -35,7 +35,7 @@ import (
 // whether there was one.
 type headerLookup func(name string) (string, bool)
 
-func lookupList(hs []restclient.MessageHeader) headerLookup {
+func lookupList(hs []directapi.MessageHeader) headerLookup {
 	return func(name string) (string, bool) {
 		for _, h := range hs {
 			if equalFold(h.Name, name) {

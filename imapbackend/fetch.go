@@ -17,8 +17,8 @@ import (
 	_ "github.com/emersion/go-message/charset" // every charset in ENVELOPE, SEARCH and BODYSTRUCTURE decoding
 	"github.com/emersion/go-message/textproto"
 
+	"github.com/directbridge/directbridge/directapi"
 	"github.com/directbridge/directbridge/mimeconv"
-	"github.com/directbridge/directbridge/restclient"
 )
 
 // codeExpungeIssued is RFC 9051 §7.1's EXPUNGEISSUED, which go-imap does
@@ -114,13 +114,13 @@ func isTopHeaderFields(bs *imap.FetchItemBodySection) bool {
 // client.
 type fetchMsg struct {
 	target
-	meta     *restclient.MessageDetail // snapshot, nil when not needed
-	raw      []byte                    // nil when not needed or not available
+	meta     *directapi.MessageDetail // snapshot, nil when not needed
+	raw      []byte                   // nil when not needed or not available
 	needRaw  bool
 	gone     bool // needed data no longer exists at the provider
 	nowSeen  bool // this command set \Seen: FLAGS goes with the answer
 	flags    []imap.Flag
-	hdrs     []restclient.MessageHeader
+	hdrs     []directapi.MessageHeader
 	hdrsDone bool
 
 	// rendered items
@@ -400,7 +400,7 @@ func (s *session) fetchFlags(chunk []*fetchMsg, o *imap.FetchOptions) {
 // metaKnown reports metadata the provider gave. ensureMeta leaves a
 // placeholder (UID and size -1, nothing else) for a message the provider
 // did not list, that is, one deleted there since the last refresh.
-func metaKnown(d *restclient.MessageDetail) bool {
+func metaKnown(d *directapi.MessageDetail) bool {
 	if d == nil {
 		return false
 	}
@@ -412,7 +412,7 @@ func metaKnown(d *restclient.MessageDetail) bool {
 // received the message, else when it was sent, else the Unix epoch when
 // the provider knows neither. Always UTC, so that SEARCH SINCE/BEFORE/ON,
 // which compare dates only, agree with what FETCH shows.
-func internalDate(d *restclient.MessageDetail) time.Time {
+func internalDate(d *directapi.MessageDetail) time.Time {
 	switch {
 	case d != nil && !d.ReceivedDate.IsZero():
 		return d.ReceivedDate.UTC()
@@ -426,7 +426,7 @@ func internalDate(d *restclient.MessageDetail) time.Time {
 // and values unfolded but not decoded: the provider's metadata list, or
 // the same list read from the raw bytes with the provider's own parser
 // when the metadata has none.
-func topHeaders(meta *restclient.MessageDetail, raw []byte) ([]restclient.MessageHeader, bool) {
+func topHeaders(meta *directapi.MessageDetail, raw []byte) ([]directapi.MessageHeader, bool) {
 	if metaKnown(meta) && len(meta.Headers) > 0 {
 		return meta.Headers, true
 	}
@@ -451,7 +451,7 @@ func renderFetch(fm *fetchMsg, o *imap.FetchOptions) (err error) {
 			err = no(imap.ResponseCodeParse, fmt.Sprintf("Message UID %d cannot be taken apart", fm.msg.uid))
 		}
 	}()
-	hdrs := func() []restclient.MessageHeader {
+	hdrs := func() []directapi.MessageHeader {
 		if !fm.hdrsDone {
 			fm.hdrs, _ = topHeaders(fm.meta, fm.raw)
 			fm.hdrsDone = true
@@ -628,7 +628,7 @@ func bodySection(raw []byte, bs *imap.FetchItemBodySection) []byte {
 // BODY[HEADER.FIELDS.NOT (...)] from a header list: matching fields in
 // their order, names compared without case (RFC 9051 §6.4.5), and the
 // empty line that ends a header.
-func headerFieldsSection(hs []restclient.MessageHeader, bs *imap.FetchItemBodySection) []byte {
+func headerFieldsSection(hs []directapi.MessageHeader, bs *imap.FetchItemBodySection) []byte {
 	var b bytes.Buffer
 	for _, h := range hs {
 		in := len(bs.HeaderFields) > 0 && slices.ContainsFunc(bs.HeaderFields, func(n string) bool { return equalFold(n, h.Name) })

@@ -18,9 +18,9 @@ import (
 	"github.com/emersion/go-imap/v2"
 	"github.com/emersion/go-imap/v2/imapclient"
 
+	"github.com/directbridge/directbridge/directapi"
 	"github.com/directbridge/directbridge/imapbackend"
 	"github.com/directbridge/directbridge/mailbox"
-	"github.com/directbridge/directbridge/restclient"
 	"github.com/directbridge/directbridge/sandbox"
 )
 
@@ -537,9 +537,9 @@ func TestFetchSetsSeen(t *testing.T) {
 // SaveRawMessages in the client's batches.
 func fsFill(t *testing.T, e *env, folder string, n int) {
 	t.Helper()
-	var raws []restclient.RawMessage
+	var raws []directapi.RawMessage
 	for i := range n {
-		raws = append(raws, restclient.NewRawMessage([]byte(testMessage(fmt.Sprintf("bulk%04d", i)))))
+		raws = append(raws, directapi.NewRawMessage([]byte(testMessage(fmt.Sprintf("bulk%04d", i)))))
 	}
 	if err := e.client.SaveRawMessages(context.Background(), auth(alice), folder, raws); err != nil {
 		t.Fatal(err)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/emersion/go-imap/v2/imapclient"
 
+	"github.com/directbridge/directbridge/directapi"
 	"github.com/directbridge/directbridge/imapbackend"
 	"github.com/directbridge/directbridge/mailbox"
 	"github.com/directbridge/directbridge/restclient"
@@ -123,12 +124,12 @@ func (e *env) login(user, pw string) *imapclient.Client {
 }
 
 // auth is the provider credentials of a test account.
-func auth(user string) restclient.Authentication {
+func auth(user string) directapi.Authentication {
 	pw := alicePW
 	if user == bob {
 		pw = bobPW
 	}
-	return restclient.Authentication{Username: user, Password: restclient.Secret(pw)}
+	return directapi.Authentication{Username: user, Password: directapi.Secret(pw)}
 }
 
 // deliver puts a message into a folder at the provider, as mail arriving

@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/directbridge/directbridge/restclient"
+	"github.com/directbridge/directbridge/directapi"
 )
 
 // hub holds the mirrors of all users' folders, so that every connection of
@@ -30,7 +30,7 @@ const freshness = 2 * time.Second
 // acquire returns the user's mirror of folder name, refreshed if it is
 // older than freshness, with a reference the caller must release. While
 // any reference is held, the mirror is polled every PollInterval.
-func (h *hub) acquire(ctx context.Context, auth restclient.Authentication, name string) (*mirror, error) {
+func (h *hub) acquire(ctx context.Context, auth directapi.Authentication, name string) (*mirror, error) {
 	user := strings.ToLower(auth.Username)
 	for {
 		h.mu.Lock()
@@ -102,7 +102,7 @@ func (h *hub) release(m *mirror) {
 // (the hub's lock is taken inside it, the order renumberedLocked uses too).
 func (m *mirror) dropLocked() {
 	m.dropped = true
-	m.auth = restclient.Authentication{}
+	m.auth = directapi.Authentication{}
 	m.msgs, m.byUID = nil, nil
 	m.hub.drop(m)
 }

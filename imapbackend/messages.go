@@ -6,6 +6,7 @@ import (
 
 	"github.com/emersion/go-imap/v2"
 
+	"github.com/directbridge/directbridge/directapi"
 	"github.com/directbridge/directbridge/restclient"
 )
 
@@ -144,7 +145,7 @@ func (s *session) ensureMeta(ctx context.Context, msgs []*message) error {
 	defer s.sel.mu.Unlock()
 	for _, msg := range missed {
 		if msg.meta == nil {
-			msg.meta = &restclient.MessageDetail{UID: int64(msg.uid), Size: -1}
+			msg.meta = &directapi.MessageDetail{UID: int64(msg.uid), Size: -1}
 		}
 	}
 	return nil

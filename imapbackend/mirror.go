@@ -10,7 +10,7 @@ import (
 
 	"github.com/emersion/go-imap/v2"
 
-	"github.com/directbridge/directbridge/restclient"
+	"github.com/directbridge/directbridge/directapi"
 )
 
 // mirror is the bridge's view of one provider folder of one user, shared by
@@ -32,7 +32,7 @@ type mirror struct {
 	syncMu sync.Mutex
 
 	mu          sync.Mutex
-	auth        restclient.Authentication // latest credentials of a watcher: polling needs some
+	auth        directapi.Authentication // latest credentials of a watcher: polling needs some
 	validity    uint32
 	uidNext     imap.UID // one more than the largest UID ever seen
 	msgs        []*message
@@ -59,7 +59,7 @@ type message struct {
 	uid   imap.UID
 	seen  bool
 	flags []imap.Flag // kept by the bridge: every flag but \Seen, canonical, sorted
-	meta  *restclient.MessageDetail
+	meta  *directapi.MessageDetail
 }
 
 // flagList is the message's flags as IMAP shows them.
@@ -173,7 +173,7 @@ func (m *mirror) holdSync() (release func()) {
 }
 
 // unreadUIDs asks the provider which messages are unread.
-func (m *mirror) unreadUIDs(ctx context.Context, auth restclient.Authentication) (map[imap.UID]bool, error) {
+func (m *mirror) unreadUIDs(ctx context.Context, auth directapi.Authentication) (map[imap.UID]bool, error) {
 	msgs, err := m.hub.cfg.Client.GetUnreadMessages(ctx, auth, m.name)
 	if err != nil {
 		return nil, err
@@ -188,7 +188,7 @@ func (m *mirror) unreadUIDs(ctx context.Context, auth restclient.Authentication)
 }
 
 // load builds the mirror the first time.
-func (m *mirror) load(ctx context.Context, auth restclient.Authentication, uids []imap.UID, unread int) error {
+func (m *mirror) load(ctx context.Context, auth directapi.Authentication, uids []imap.UID, unread int) error {
 	st, err := m.hub.cfg.Store.Folder(ctx, m.user, m.name)
 	if err != nil {
 		return err

@@ -18,8 +18,8 @@ import (
 	"github.com/emersion/go-message/charset"
 	"github.com/emersion/go-message/textproto"
 
+	"github.com/directbridge/directbridge/directapi"
 	"github.com/directbridge/directbridge/mimeconv"
-	"github.com/directbridge/directbridge/restclient"
 )
 
 // Search answers SEARCH and UID SEARCH (RFC 9051 §6.4.4) with every search
@@ -293,7 +293,7 @@ type searchMsg struct {
 	seen   bool
 	recent bool // \Recent in this session
 	flags  []imap.Flag
-	meta   *restclient.MessageDetail
+	meta   *directapi.MessageDetail
 	raw    []byte
 
 	// What an unknown result waits for.
@@ -462,7 +462,7 @@ func (sm *searchMsg) sizeIn(larger, smaller int64) tri {
 }
 
 // headers is the top-level header list, as FETCH ENVELOPE reads it.
-func (sm *searchMsg) headers() ([]restclient.MessageHeader, bool) {
+func (sm *searchMsg) headers() ([]directapi.MessageHeader, bool) {
 	hs, ok := topHeaders(sm.meta, sm.raw)
 	if !ok {
 		if sm.meta == nil {

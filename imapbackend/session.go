@@ -8,7 +8,7 @@ import (
 	"github.com/emersion/go-imap/v2"
 	"github.com/emersion/go-imap/v2/imapserver"
 
-	"github.com/directbridge/directbridge/restclient"
+	"github.com/directbridge/directbridge/directapi"
 )
 
 // session is one IMAP connection. Commands run one at a time per
@@ -17,7 +17,7 @@ type session struct {
 	srv  *Server
 	conn *imapserver.Conn
 
-	auth restclient.Authentication // set by LOGIN; memory only
+	auth directapi.Authentication // set by LOGIN; memory only
 
 	sel       *mirror
 	view      *view // this connection's view of sel (view.go)
@@ -45,7 +45,7 @@ func (s *session) Login(username, password string) error {
 	username = strings.ToLower(strings.TrimSpace(username))
 	ctx, cancel := s.ctx()
 	defer cancel()
-	if err := s.srv.cfg.Verifier.Verify(ctx, username, restclient.Secret(password)); err != nil {
+	if err := s.srv.cfg.Verifier.Verify(ctx, username, directapi.Secret(password)); err != nil {
 		s.srv.cfg.Logger.Info("imap login failed", "remote", s.conn.NetConn().RemoteAddr().String())
 		if e := imapError(err); e != nil {
 			return e
@@ -54,7 +54,7 @@ func (s *session) Login(username, password string) error {
 	if !s.srv.addConn(username) {
 		return errTooManyConns
 	}
-	s.auth = restclient.Authentication{Username: username, Password: restclient.Secret(password)}
+	s.auth = directapi.Authentication{Username: username, Password: directapi.Secret(password)}
 	s.srv.cfg.Logger.Info("imap login", "user", username)
 	return nil
 }
@@ -65,7 +65,7 @@ func (s *session) Unauthenticate() error {
 	if s.auth.Username != "" {
 		s.srv.dropConn(s.auth.Username)
 	}
-	s.auth = restclient.Authentication{}
+	s.auth = directapi.Authentication{}
 	return nil
 }
 

@@ -9,6 +9,7 @@ import (
 	"github.com/emersion/go-imap/v2"
 	"github.com/emersion/go-imap/v2/imapserver"
 
+	"github.com/directbridge/directbridge/directapi"
 	"github.com/directbridge/directbridge/restclient"
 )
 
@@ -295,7 +296,7 @@ func (s *session) mutateExisting(ctx context.Context, m *mirror, uids []imap.UID
 func uidMissing(err error) bool {
 	var ae *restclient.APIError
 	var pe *restclient.PartialError
-	return errors.As(err, &ae) && ae.RegCode == "" && ae.Code == restclient.CodeOtherError && !errors.As(err, &pe)
+	return errors.As(err, &ae) && ae.RegCode == "" && ae.Code == directapi.CodeOtherError && !errors.As(err, &pe)
 }
 
 func uidList(uids []imap.UID) []int64 {

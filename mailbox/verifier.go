@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/directbridge/directbridge/directapi"
 	"github.com/directbridge/directbridge/restclient"
 )
 
@@ -67,26 +68,26 @@ func NewVerifier(c *restclient.Client, ttl time.Duration) *Verifier {
 
 // Verify checks a mailbox user's credentials. It returns nil, or an error
 // wrapping ErrAuthFailed or ErrUnavailable.
-func (v *Verifier) Verify(ctx context.Context, username string, password restclient.Secret) error {
+func (v *Verifier) Verify(ctx context.Context, username string, password directapi.Secret) error {
 	return v.check(ctx, username, password, "")
 }
 
 // VerifyTuser checks a T-user's credentials and the Direct address it
 // acts for. It returns nil, or an error wrapping ErrAuthFailed, ErrAddress
 // or ErrUnavailable.
-func (v *Verifier) VerifyTuser(ctx context.Context, username string, password restclient.Secret, directAddr string) error {
+func (v *Verifier) VerifyTuser(ctx context.Context, username string, password directapi.Secret, directAddr string) error {
 	return v.check(ctx, username, password, directAddr)
 }
 
 // Forget drops remembered successes of a user, e.g. after the provider
 // refused their credentials on a later call.
-func (v *Verifier) Forget(username string, password restclient.Secret, directAddr string) {
+func (v *Verifier) Forget(username string, password directapi.Secret, directAddr string) {
 	v.mu.Lock()
 	delete(v.ok, v.keyOf(username, password, directAddr))
 	v.mu.Unlock()
 }
 
-func (v *Verifier) keyOf(username string, password restclient.Secret, directAddr string) [32]byte {
+func (v *Verifier) keyOf(username string, password directapi.Secret, directAddr string) [32]byte {
 	m := hmac.New(sha256.New, v.key)
 	for _, s := range []string{username, password.Reveal(), directAddr} {
 		fmt.Fprintf(m, "%d:%s", len(s), s)
@@ -96,7 +97,7 @@ func (v *Verifier) keyOf(username string, password restclient.Secret, directAddr
 	return k
 }
 
-func (v *Verifier) check(ctx context.Context, username string, password restclient.Secret, directAddr string) error {
+func (v *Verifier) check(ctx context.Context, username string, password directapi.Secret, directAddr string) error {
 	if username == "" || password == "" {
 		return ErrAuthFailed
 	}
@@ -138,12 +139,12 @@ func (v *Verifier) check(ctx context.Context, username string, password restclie
 // have a mailbox of its own, so it is checked with
 // GetMessageStatusWithTuser for an smtpId that cannot exist: a read that
 // authenticates both the account and directAddr and returns no records.
-func (v *Verifier) ask(ctx context.Context, username string, password restclient.Secret, directAddr string) error {
+func (v *Verifier) ask(ctx context.Context, username string, password directapi.Secret, directAddr string) error {
 	var err error
 	if directAddr == "" {
-		_, err = v.c.GetMessageCount(ctx, restclient.Authentication{Username: username, Password: password}, "INBOX")
+		_, err = v.c.GetMessageCount(ctx, directapi.Authentication{Username: username, Password: password}, "INBOX")
 	} else {
-		auth := restclient.AuthenticationWithTuser{Username: username, Password: password, DirectAddr: directAddr}
+		auth := directapi.AuthenticationWithTuser{Username: username, Password: password, DirectAddr: directAddr}
 		_, err = v.c.GetMessageStatusWithTuser(ctx, auth, "directbridge-credential-check")
 	}
 	switch {

@@ -8,12 +8,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/directbridge/directbridge/directapi"
 	"github.com/directbridge/directbridge/mailbox"
 	"github.com/directbridge/directbridge/restclient"
 	"github.com/directbridge/directbridge/sandbox"
 )
 
-const alice, pw = "alice@direct.example", restclient.Secret("alice-password")
+const alice, pw = "alice@direct.example", directapi.Secret("alice-password")
 
 // newProvider starts a sandbox over real HTTP and a client for it.
 func newProvider(t *testing.T) (*sandbox.Server, *restclient.Client) {

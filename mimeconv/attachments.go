@@ -7,7 +7,7 @@ import (
 	"mime"
 	"strings"
 
-	"github.com/directbridge/directbridge/restclient"
+	"github.com/directbridge/directbridge/directapi"
 )
 
 // filePart is an attachment ready to write.
@@ -17,7 +17,7 @@ type filePart struct {
 }
 
 // attachmentParts decodes and describes msg.AttachmentList.
-func attachmentParts(list []restclient.Attachment) ([]filePart, error) {
+func attachmentParts(list []directapi.Attachment) ([]filePart, error) {
 	var parts []filePart
 	for i, a := range list {
 		data, err := decodeAttachment(a.Content)

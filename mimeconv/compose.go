@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/directbridge/directbridge/restclient"
+	"github.com/directbridge/directbridge/directapi"
 	"github.com/emersion/go-message"
 )
 
@@ -31,7 +31,7 @@ type ComposeOptions struct {
 	// Content-Transfer-Encoding, Content-Disposition, Subject, Sender,
 	// Return-Path) are silently skipped. Non-ASCII values are RFC 2047
 	// encoded.
-	Headers []restclient.MessageHeader
+	Headers []directapi.MessageHeader
 	// Attached are whole RFC 5322 messages attached as message/rfc822
 	// parts, as Forward does with several UIDs.
 	Attached [][]byte
@@ -65,7 +65,7 @@ const rfc5322Date = "Mon, 02 Jan 2006 15:04:05 -0700"
 //
 // Errors wrap ErrInvalidOptions, ErrInvalidAddress, ErrInvalidHeader or
 // ErrInvalidAttachment.
-func Compose(msg restclient.Message, opts ComposeOptions) ([]byte, error) {
+func Compose(msg directapi.Message, opts ComposeOptions) ([]byte, error) {
 	top, err := topFields(msg, opts)
 	if err != nil {
 		return nil, err
@@ -134,7 +134,7 @@ func Compose(msg restclient.Message, opts ComposeOptions) ([]byte, error) {
 
 // topFields validates msg and opts and returns the message's own header
 // fields, in the order they are written, before the MIME fields.
-func topFields(msg restclient.Message, opts ComposeOptions) ([]field, error) {
+func topFields(msg directapi.Message, opts ComposeOptions) ([]field, error) {
 	if !validMsgID(opts.MessageID) {
 		return nil, fmt.Errorf("mimeconv: compose: MessageID %q is not id-left@id-right without brackets: %w", opts.MessageID, ErrInvalidOptions)
 	}
@@ -151,12 +151,12 @@ func topFields(msg restclient.Message, opts ComposeOptions) ([]field, error) {
 		if err != nil {
 			return nil, fmt.Errorf("mimeconv: compose: recipient %d %q: %v: %w", i, r.Email, err, ErrInvalidAddress)
 		}
-		switch restclient.RecipientType(strings.ToUpper(strings.TrimSpace(string(r.Type)))) {
-		case restclient.TO:
+		switch directapi.RecipientType(strings.ToUpper(strings.TrimSpace(string(r.Type)))) {
+		case directapi.TO:
 			to = append(to, a)
-		case restclient.CC:
+		case directapi.CC:
 			cc = append(cc, a)
-		case restclient.BCC:
+		case directapi.BCC:
 			// Never written: see Compose.
 		default:
 			return nil, fmt.Errorf("mimeconv: compose: recipient %d: type %q is not TO, CC or BCC: %w", i, r.Type, ErrInvalidAddress)

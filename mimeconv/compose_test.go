@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/directbridge/directbridge/restclient"
+	"github.com/directbridge/directbridge/directapi"
 	"github.com/emersion/go-message"
 	gomail "github.com/emersion/go-message/mail"
 )
@@ -22,21 +22,21 @@ import (
 var testDate = time.Date(2025, 7, 1, 10, 30, 0, 0, time.FixedZone("", 2*3600))
 
 // roundTripMessage is a message with everything Compose supports.
-func roundTripMessage(t *testing.T) (restclient.Message, ComposeOptions) {
+func roundTripMessage(t *testing.T) (directapi.Message, ComposeOptions) {
 	pdf := readTestdata(t, "ccda/unstructured-embedded-pdf.decoded.pdf")
 	xdm := readTestdata(t, "xdm/ccda-inpatient-xdm.zip")
-	msg := restclient.Message{
+	msg := directapi.Message{
 		Sender:  "alice@direct.example",
 		Subject: "Überweisung – Befund ✓",
 		Body: "<p>Befund für Herrn Müller ✓</p>\n<p>" + strings.Repeat("Eine lange Zeile, die weich umbrochen werden muss. ", 4) +
 			"</p>\nTrailing space \nTab\there\n",
 		HTMLBody: true,
-		Recipients: []restclient.Recipient{
-			{Email: "bob@direct.example", Type: restclient.TO},
+		Recipients: []directapi.Recipient{
+			{Email: "bob@direct.example", Type: directapi.TO},
 			{Email: "carol@direct.example", Type: "cc"},
 			{Email: "dave.secret@direct.example", Type: "Bcc"},
 		},
-		AttachmentList: []restclient.Attachment{
+		AttachmentList: []directapi.Attachment{
 			{Content: base64.StdEncoding.EncodeToString(pdf), ContentType: "application/pdf", Filename: "Befund Müller – Röntgen.pdf"},
 			{Content: base64.StdEncoding.EncodeToString(xdm), ContentType: "application/zip", Filename: "ccda-inpatient-xdm.zip"},
 			{Content: base64.StdEncoding.EncodeToString([]byte("no type")), ContentType: "", Filename: "notes.bin"},
@@ -45,7 +45,7 @@ func roundTripMessage(t *testing.T) (restclient.Message, ComposeOptions) {
 	opts := ComposeOptions{
 		MessageID: "20250701.abc123@direct.example",
 		Date:      testDate,
-		Headers: []restclient.MessageHeader{
+		Headers: []directapi.MessageHeader{
 			{Name: "X-Direct-Test", Value: "Grüße aus Köln"},
 			{Name: "In-Reply-To", Value: "<orig@direct.example>"},
 			{Name: "Disposition-Notification-Options", Value: "X-DIRECT-FINAL-DESTINATION-DELIVERY=optional,true"},
@@ -75,9 +75,9 @@ func TestComposeRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkParsed(t, p, "alice@direct.example", msg.Subject, "<"+opts.MessageID+">", testDate.Format(time.RFC3339), []restclient.Recipient{
-		{Email: "bob@direct.example", Type: restclient.TO},
-		{Email: "carol@direct.example", Type: restclient.CC},
+	checkParsed(t, p, "alice@direct.example", msg.Subject, "<"+opts.MessageID+">", testDate.Format(time.RFC3339), []directapi.Recipient{
+		{Email: "bob@direct.example", Type: directapi.TO},
+		{Email: "carol@direct.example", Type: directapi.CC},
 	})
 	if p.Body != msg.Body || !p.HTMLBody {
 		t.Errorf("Body = %q html=%v, want %q", p.Body, p.HTMLBody, msg.Body)
@@ -85,7 +85,7 @@ func TestComposeRoundTrip(t *testing.T) {
 	if p.ReplyTo != "joerg@direct.example" {
 		t.Errorf("ReplyTo = %q", p.ReplyTo)
 	}
-	want := []restclient.Attachment{
+	want := []directapi.Attachment{
 		{Filename: "Befund Müller – Röntgen.pdf", ContentType: "application/pdf", Content: msg.AttachmentList[0].Content},
 		{Filename: "ccda-inpatient-xdm.zip", ContentType: "application/zip", Content: msg.AttachmentList[1].Content},
 		{Filename: "notes.bin", ContentType: "application/octet-stream", Content: msg.AttachmentList[2].Content},
@@ -175,7 +175,7 @@ func checkWireFormat(t *testing.T, raw []byte, foldable bool) {
 
 // checkWithGoMessage reads raw with go-message's own reader, as another
 // consumer would.
-func checkWithGoMessage(t *testing.T, raw []byte, want []restclient.Attachment) {
+func checkWithGoMessage(t *testing.T, raw []byte, want []directapi.Attachment) {
 	t.Helper()
 	mr, err := gomail.CreateReader(bytes.NewReader(raw))
 	if err != nil {
@@ -185,7 +185,7 @@ func checkWithGoMessage(t *testing.T, raw []byte, want []restclient.Attachment) 
 	if err != nil || subject != "Überweisung – Befund ✓" {
 		t.Errorf("go-message subject = %q, %v", subject, err)
 	}
-	var got []restclient.Attachment
+	var got []directapi.Attachment
 	for {
 		part, err := mr.NextPart()
 		if err == io.EOF {
@@ -198,7 +198,7 @@ func checkWithGoMessage(t *testing.T, raw []byte, want []restclient.Attachment) 
 			name, _ := ah.Filename()
 			ct, _, _ := ah.ContentType()
 			data, _ := io.ReadAll(part.Body)
-			got = append(got, restclient.Attachment{Filename: name, ContentType: ct, Content: base64.StdEncoding.EncodeToString(data)})
+			got = append(got, directapi.Attachment{Filename: name, ContentType: ct, Content: base64.StdEncoding.EncodeToString(data)})
 		}
 	}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
@@ -283,7 +283,7 @@ func TestComposePythonInterop(t *testing.T) {
 	}
 
 	// Forwarded messages too.
-	fwd, err := Compose(restclient.Message{Sender: "alice@direct.example", Recipients: []restclient.Recipient{{Email: "bob@direct.example", Type: "TO"}}},
+	fwd, err := Compose(directapi.Message{Sender: "alice@direct.example", Recipients: []directapi.Recipient{{Email: "bob@direct.example", Type: "TO"}}},
 		ComposeOptions{MessageID: "f@direct.example", Date: testDate, Attached: [][]byte{readTestdata(t, "messages/direct-attachment-png.txt")}})
 	if err != nil {
 		t.Fatal(err)
@@ -308,10 +308,10 @@ func TestComposeForward(t *testing.T) {
 		readTestdata(t, "messages/direct-attachment-png.txt"),            // CRLF, 7bit
 		readTestdata(t, "messages/hard-8bit-utf8-labelled-us-ascii.eml"), // LF, 8-bit
 	}
-	raw, err := Compose(restclient.Message{
+	raw, err := Compose(directapi.Message{
 		Sender:     "alice@direct.example",
 		Subject:    "Fwd: 2 messages",
-		Recipients: []restclient.Recipient{{Email: "bob@direct.example", Type: restclient.TO}},
+		Recipients: []directapi.Recipient{{Email: "bob@direct.example", Type: directapi.TO}},
 	}, ComposeOptions{MessageID: "fwd@direct.example", Date: testDate, Attached: originals})
 	if err != nil {
 		t.Fatal(err)
@@ -358,7 +358,7 @@ func TestComposeSinglePart(t *testing.T) {
 		{strings.Repeat("x", 200) + " ", false, "text/plain; charset=utf-8"},
 		{"Grüße\r\nline two\n\n", true, "text/html; charset=utf-8"},
 	} {
-		raw, err := Compose(restclient.Message{Sender: "Alice A <alice@direct.example>", Body: tc.body, HTMLBody: tc.html},
+		raw, err := Compose(directapi.Message{Sender: "Alice A <alice@direct.example>", Body: tc.body, HTMLBody: tc.html},
 			ComposeOptions{MessageID: "one@direct.example", Date: testDate})
 		if err != nil {
 			t.Fatal(err)
@@ -401,7 +401,7 @@ func TestComposeSubjects(t *testing.T) {
 		"日本語の件名",
 		"emoji 🩺 and combining é",
 	} {
-		raw, err := Compose(restclient.Message{Sender: "alice@direct.example", Subject: subject},
+		raw, err := Compose(directapi.Message{Sender: "alice@direct.example", Subject: subject},
 			ComposeOptions{MessageID: "s@direct.example", Date: testDate})
 		if err != nil {
 			t.Fatal(err)
@@ -421,29 +421,29 @@ func TestComposeSubjects(t *testing.T) {
 }
 
 func TestComposeRejects(t *testing.T) {
-	valid := restclient.Message{
+	valid := directapi.Message{
 		Sender:     "alice@direct.example",
-		Recipients: []restclient.Recipient{{Email: "bob@direct.example", Type: restclient.TO}},
+		Recipients: []directapi.Recipient{{Email: "bob@direct.example", Type: directapi.TO}},
 	}
 	validOpts := ComposeOptions{MessageID: "id@direct.example", Date: testDate}
 	header := func(name, value string) ComposeOptions {
 		o := validOpts
-		o.Headers = []restclient.MessageHeader{{Name: "X-Ok", Value: "fine"}, {Name: name, Value: value}}
+		o.Headers = []directapi.MessageHeader{{Name: "X-Ok", Value: "fine"}, {Name: name, Value: value}}
 		return o
 	}
-	withAttachment := func(content string) restclient.Message {
+	withAttachment := func(content string) directapi.Message {
 		m := valid
-		m.AttachmentList = []restclient.Attachment{{Content: content, ContentType: "application/pdf", Filename: "a.pdf"}}
+		m.AttachmentList = []directapi.Attachment{{Content: content, ContentType: "application/pdf", Filename: "a.pdf"}}
 		return m
 	}
-	withRecipient := func(email string, typ restclient.RecipientType) restclient.Message {
+	withRecipient := func(email string, typ directapi.RecipientType) directapi.Message {
 		m := valid
-		m.Recipients = []restclient.Recipient{{Email: email, Type: typ}}
+		m.Recipients = []directapi.Recipient{{Email: email, Type: typ}}
 		return m
 	}
 	cases := []struct {
 		name string
-		msg  restclient.Message
+		msg  directapi.Message
 		opts ComposeOptions
 		want error
 	}{
@@ -462,9 +462,9 @@ func TestComposeRejects(t *testing.T) {
 		{"word too long to fold", valid, header("X-Long", strings.Repeat("a", 991)), ErrInvalidHeader},
 		{"invalid base64", withAttachment("not base64!!"), validOpts, ErrInvalidAttachment},
 		{"truncated base64", withAttachment("QUJDR"), validOpts, ErrInvalidAttachment},
-		{"bad sender", restclient.Message{Sender: "not an address"}, validOpts, ErrInvalidAddress},
-		{"empty sender", restclient.Message{}, validOpts, ErrInvalidAddress},
-		{"recipient injection", withRecipient("bob@x.example\r\nBcc: evil@x.example", restclient.TO), validOpts, ErrInvalidAddress},
+		{"bad sender", directapi.Message{Sender: "not an address"}, validOpts, ErrInvalidAddress},
+		{"empty sender", directapi.Message{}, validOpts, ErrInvalidAddress},
+		{"recipient injection", withRecipient("bob@x.example\r\nBcc: evil@x.example", directapi.TO), validOpts, ErrInvalidAddress},
 		{"recipient type", withRecipient("bob@direct.example", "FROM"), validOpts, ErrInvalidAddress},
 		{"empty recipient type", withRecipient("bob@direct.example", ""), validOpts, ErrInvalidAddress},
 		{"no message id", valid, ComposeOptions{Date: testDate}, ErrInvalidOptions},
@@ -489,9 +489,9 @@ func TestComposeRejects(t *testing.T) {
 func TestComposeAttachmentDetails(t *testing.T) {
 	data := []byte("%PDF-1.4 fake")
 	b64 := base64.StdEncoding.EncodeToString(data)
-	msg := restclient.Message{
+	msg := directapi.Message{
 		Sender: "alice@direct.example",
-		AttachmentList: []restclient.Attachment{
+		AttachmentList: []directapi.Attachment{
 			// MIME-style base64 with line breaks and no padding is accepted.
 			{Content: b64[:8] + "\r\n" + strings.TrimRight(b64[8:], "="), ContentType: "Application/PDF; name=ignored.pdf", Filename: "ok.pdf"},
 			{Content: b64, ContentType: "not a type", Filename: ""},

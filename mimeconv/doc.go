@@ -5,7 +5,7 @@
 // Both directions live here so that what the bridge sends and what it reads
 // back agree byte for byte:
 //
-//   - Compose turns a restclient.Message (plus custom headers and forwarded
+//   - Compose turns a directapi.Message (plus custom headers and forwarded
 //     messages) into the RFC 5322 message the provider sends. The local
 //     sandbox provider uses it for Send, SendWithHeader and Forward.
 //   - Parse reads a stored raw message into the fields of a MessageDetail.

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"github.com/directbridge/directbridge/restclient"
+	"github.com/directbridge/directbridge/directapi"
 )
 
 // FuzzParse checks that Parse never panics and keeps its promises on any
@@ -81,15 +81,15 @@ func checkParse(t *testing.T, raw []byte) {
 }
 
 func checkComposeRoundTrip(t *testing.T, attachment []byte, subject, body string, html bool) {
-	msg := restclient.Message{
+	msg := directapi.Message{
 		Sender:     "alice@direct.example",
 		Subject:    subject,
 		Body:       body,
 		HTMLBody:   html,
-		Recipients: []restclient.Recipient{{Email: "bob@direct.example", Type: restclient.TO}},
+		Recipients: []directapi.Recipient{{Email: "bob@direct.example", Type: directapi.TO}},
 	}
 	if len(attachment)%2 == 1 { // half of the inputs also carry an attachment
-		msg.AttachmentList = []restclient.Attachment{{
+		msg.AttachmentList = []directapi.Attachment{{
 			Content: base64.StdEncoding.EncodeToString(attachment), ContentType: "application/octet-stream", Filename: "f.bin",
 		}}
 	}

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/directbridge/directbridge/restclient"
+	"github.com/directbridge/directbridge/directapi"
 	"github.com/emersion/go-message/textproto"
 )
 
@@ -33,7 +33,7 @@ var addressHeaders = map[string]bool{
 
 // customFields validates the custom headers of SendWithHeader and returns
 // the ones Compose applies, values encoded for the wire.
-func customFields(hs []restclient.MessageHeader) ([]field, error) {
+func customFields(hs []directapi.MessageHeader) ([]field, error) {
 	var fs []field
 	for i, h := range hs {
 		name := strings.TrimSpace(h.Name)

@@ -7,11 +7,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/directbridge/directbridge/restclient"
+	"github.com/directbridge/directbridge/directapi"
 )
 
 // Parsed is what the provider reports about a stored message: the fields of
-// restclient.MessageDetail that come from the message itself
+// directapi.MessageDetail that come from the message itself
 // (messaging-rest.md, "MessageDetail").
 type Parsed struct {
 	// Sender is the addr-spec of the first From address, e.g.
@@ -26,10 +26,10 @@ type Parsed struct {
 	HTMLBody bool
 	// Recipients are the To addresses as TO, Cc as CC and, if the stored
 	// message has a Bcc field, those as BCC.
-	Recipients []restclient.Recipient
+	Recipients []directapi.Recipient
 	// Attachments are the other leaf parts; Content is the base64 of the
 	// bytes after the Content-Transfer-Encoding is undone.
-	Attachments []restclient.Attachment
+	Attachments []directapi.Attachment
 	// MessageID is the Message-ID field value as written, including the
 	// angle brackets; "" if absent.
 	MessageID string
@@ -41,7 +41,7 @@ type Parsed struct {
 	// Headers are all top-level header fields in order, names as written,
 	// values unfolded (a line break and the WSP after it become one space)
 	// but not decoded.
-	Headers []restclient.MessageHeader
+	Headers []directapi.MessageHeader
 }
 
 // ParseOptions bounds the work of Parse.
@@ -116,16 +116,16 @@ func Parse(raw []byte, opts ParseOptions) (*Parsed, error) {
 	}
 	for _, rf := range []struct {
 		name string
-		typ  restclient.RecipientType
-	}{{"To", restclient.TO}, {"Cc", restclient.CC}, {"Bcc", restclient.BCC}} {
+		typ  directapi.RecipientType
+	}{{"To", directapi.TO}, {"Cc", directapi.CC}, {"Bcc", directapi.BCC}} {
 		for _, v := range h.values(rf.name) {
 			for _, a := range Addresses(v) {
-				p.Recipients = append(p.Recipients, restclient.Recipient{Email: a, Type: rf.typ})
+				p.Recipients = append(p.Recipients, directapi.Recipient{Email: a, Type: rf.typ})
 			}
 		}
 	}
 	for _, f := range h {
-		p.Headers = append(p.Headers, restclient.MessageHeader{
+		p.Headers = append(p.Headers, directapi.MessageHeader{
 			Name:  f.name,
 			Value: strings.ToValidUTF8(f.value, "\uFFFD"),
 		})

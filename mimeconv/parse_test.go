@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/directbridge/directbridge/restclient"
+	"github.com/directbridge/directbridge/directapi"
 )
 
 type wantAttachment struct {
@@ -26,13 +26,13 @@ var parseCases = []struct {
 	subject      string
 	messageID    string
 	date         string // RFC 3339, "" for zero
-	recipients   []restclient.Recipient
+	recipients   []directapi.Recipient
 	html         bool
 	bodyPrefix   string
 	bodyContains string
 	attachments  []wantAttachment
 	headers      int
-	firstHeader  restclient.MessageHeader
+	firstHeader  directapi.MessageHeader
 }{
 	{
 		file:       "direct-plain-outgoing.txt",
@@ -40,14 +40,14 @@ var parseCases = []struct {
 		subject:    "I-D ACTION:draft-ietf-mailext-pipeline-01.txt",
 		messageID:  "<9501051053.aa04167@IETF.CNR I.Reston.VA.US>",
 		date:       "1995-01-05T10:53:24-05:00",
-		recipients: []restclient.Recipient{{Email: "externUser1@starugh-stateline.com", Type: restclient.TO}},
+		recipients: []directapi.Recipient{{Email: "externUser1@starugh-stateline.com", Type: directapi.TO}},
 		// The parts have an empty line right after the delimiter, so they
 		// have no header and their Content-type lines are text.
 		bodyPrefix:   "Content-type: text/plain; charset=\"us-ascii\"\n\nA Revised Internet-Draft",
 		bodyContains: "performance significantly.\n",
 		attachments:  []wantAttachment{{filename: "attachment-1.txt", contentType: "text/plain", prefix: "Content-type: Message/External-body;\r\n"}},
 		headers:      7,
-		firstHeader:  restclient.MessageHeader{Name: "To", Value: "externUser1@starugh-stateline.com"},
+		firstHeader:  directapi.MessageHeader{Name: "To", Value: "externUser1@starugh-stateline.com"},
 	},
 	{
 		file:       "direct-multiple-recipients.txt",
@@ -55,12 +55,12 @@ var parseCases = []struct {
 		subject:    "I-D ACTION:draft-ietf-mailext-pipeline-01.txt",
 		messageID:  "<9501051053.aa04167@IETF.CNR I.Reston.VA.US>",
 		date:       "1995-01-05T10:53:24-05:00",
-		recipients: []restclient.Recipient{{Email: "user1@cerner.com", Type: restclient.TO}, {Email: "gm2552@securehealthemail.com", Type: restclient.TO}},
+		recipients: []directapi.Recipient{{Email: "user1@cerner.com", Type: directapi.TO}, {Email: "gm2552@securehealthemail.com", Type: directapi.TO}},
 		bodyPrefix: "Content-type: text/plain; charset=\"us-ascii\"\n\nA Revised",
 		// LF file: the part keeps its bare LF line endings.
 		attachments: []wantAttachment{{filename: "attachment-1.txt", contentType: "text/plain", prefix: "Content-type: Message/External-body;\nname="}},
 		headers:     7,
-		firstHeader: restclient.MessageHeader{Name: "To", Value: "user1@cerner.com, gm2552@securehealthemail.com"},
+		firstHeader: directapi.MessageHeader{Name: "To", Value: "user1@cerner.com, gm2552@securehealthemail.com"},
 	},
 	{
 		file:        "direct-attachment-png.txt",
@@ -68,22 +68,22 @@ var parseCases = []struct {
 		subject:     "test pic",
 		messageID:   "<4C07A6B7.6020205@securehealthemail.com>",
 		date:        "2010-06-03T07:57:27-05:00",
-		recipients:  []restclient.Recipient{{Email: "ryan@securehealthemail.com", Type: restclient.TO}},
+		recipients:  []directapi.Recipient{{Email: "ryan@securehealthemail.com", Type: directapi.TO}},
 		bodyPrefix:  "test pic\n",
 		attachments: []wantAttachment{{"iMac-icon.png", "image/png", "c6f240870a7d0ebd7950298999980bd8ccaedf3b54460d7f1efae093c573c4c5", "\x89PNG\r\n"}},
 		headers:     9,
-		firstHeader: restclient.MessageHeader{Name: "Received", Value: "from localhost ([0:0:0:0:0:0:0:1]) by bizet (JAMES SMTP Server 2.3.2) with SMTP ID 337 for <ryan@securehealthemail.com>; Thu, 3 Jun 2010 07:57:27 -0500 (CDT)"},
+		firstHeader: directapi.MessageHeader{Name: "Received", Value: "from localhost ([0:0:0:0:0:0:0:1]) by bizet (JAMES SMTP Server 2.3.2) with SMTP ID 337 for <ryan@securehealthemail.com>; Thu, 3 Jun 2010 07:57:27 -0500 (CDT)"},
 	},
 	{
 		file:    "direct-complicated-ccd-attachment.eml",
 		sender:  "toby@redmond.hsgincubator.com",
 		subject: "Complicated Message With Sanitization",
 		date:    "2010-11-21T09:53:14-08:00",
-		recipients: []restclient.Recipient{
-			{Email: "gussie@nhind.hsgincubator.com", Type: restclient.TO},
-			{Email: "biff@nhind.hsgincubator.com", Type: restclient.TO},
-			{Email: "bob@nhind.hsgincubator.com", Type: restclient.TO},
-			{Email: "gussie@nhind.hsgincubator.com", Type: restclient.TO},
+		recipients: []directapi.Recipient{
+			{Email: "gussie@nhind.hsgincubator.com", Type: directapi.TO},
+			{Email: "biff@nhind.hsgincubator.com", Type: directapi.TO},
+			{Email: "bob@nhind.hsgincubator.com", Type: directapi.TO},
+			{Email: "gussie@nhind.hsgincubator.com", Type: directapi.TO},
 		},
 		// mixed > related > alternative(plain, html): the HTML wins.
 		html:         true,
@@ -98,7 +98,7 @@ var parseCases = []struct {
 			{"RonBogart_ccd.html", "text/html", "4f1dbb22477db96e11e892c69d933647ad73eb54d9d010623814bdf7669ccab7", ""},
 		},
 		headers:     13,
-		firstHeader: restclient.MessageHeader{Name: "From", Value: `"Dr Biff Hooper" <toby@redmond.hsgincubator.com>`},
+		firstHeader: directapi.MessageHeader{Name: "From", Value: `"Dr Biff Hooper" <toby@redmond.hsgincubator.com>`},
 	},
 	{
 		file:        "direct-single-part-pdf.txt",
@@ -106,10 +106,10 @@ var parseCases = []struct {
 		subject:     "dms_F312F759-A3EC-B735-3494-6A98F9F03834.pdf",
 		messageID:   "<850539186.153.1275928495553.JavaMail.llindsey@cernhsvmail03.cernerasp.com>",
 		date:        "2010-06-07T11:34:52-05:00",
-		recipients:  []restclient.Recipient{{Email: "highlandclinic@securehealthemail.com", Type: restclient.TO}},
+		recipients:  []directapi.Recipient{{Email: "highlandclinic@securehealthemail.com", Type: directapi.TO}},
 		attachments: []wantAttachment{{"dms_F312F759-A3EC-B735-3494-6A98F9F03834.pdf", "application/pdf", "d64cd86a6031040b74a853c0ad8b1a2858895b5da11e40876a1e8f6cb4545cd4", "%PDF-1.4"}},
 		headers:     14,
-		firstHeader: restclient.MessageHeader{Name: "Received", Value: "from localhost.localdomain ([127.0.0.1]) by cernhsvmail03 (JAMES SMTP Server 2.3.2) with SMTP ID 685 for <highlandclinic@securehealthemail.com>; Mon, 7 Jun 2010 11:34:56 -0500 (CDT)"},
+		firstHeader: directapi.MessageHeader{Name: "Received", Value: "from localhost.localdomain ([127.0.0.1]) by cernhsvmail03 (JAMES SMTP Server 2.3.2) with SMTP ID 685 for <highlandclinic@securehealthemail.com>; Mon, 7 Jun 2010 11:34:56 -0500 (CDT)"},
 	},
 	{
 		file:      "direct-smime-signed-wrapped.eml",
@@ -117,9 +117,9 @@ var parseCases = []struct {
 		subject:   "SES Secure Message",
 		messageID: "<c7ac6e24-fb14-44c9-b996-885a3a1786a0@directaddress.net>",
 		date:      "2013-03-15T00:10:13Z",
-		recipients: []restclient.Recipient{
-			{Email: "vses_test@direct.healthvault.com", Type: restclient.TO},
-			{Email: "vtest1@directaddress.net", Type: restclient.CC},
+		recipients: []directapi.Recipient{
+			{Email: "vses_test@direct.healthvault.com", Type: directapi.TO},
+			{Email: "vtest1@directaddress.net", Type: directapi.CC},
 		},
 		// multipart/signed: the content is a message/rfc822, which is not
 		// opened, and the signature is an attachment.
@@ -128,27 +128,27 @@ var parseCases = []struct {
 			{"smime.p7s", "application/pkcs7-signature", "e55663bd4d0b636c6c6449cb3e0773962886104512d12fe359c0d0ece974994c", ""},
 		},
 		headers:     8,
-		firstHeader: restclient.MessageHeader{Name: "MIME-Version", Value: "1.0"},
+		firstHeader: directapi.MessageHeader{Name: "MIME-Version", Value: "1.0"},
 	},
 	{
 		file:        "direct-encrypted-signed-ccda.txt",
 		sender:      "from@test.com",
 		messageID:   "<829450141.1.1405622177115.JavaMail.jnp3@P854708>",
 		date:        "2014-07-17T14:36:18-04:00",
-		recipients:  []restclient.Recipient{{Email: "to@test.com", Type: restclient.TO}},
+		recipients:  []directapi.Recipient{{Email: "to@test.com", Type: directapi.TO}},
 		attachments: []wantAttachment{{"smime.p7m", "application/pkcs7-mime", "a9342bad0eabbe50618cec16065abbd96f26fa1387fb01ba956388fe4d06a7d1", ""}},
 		headers:     8,
-		firstHeader: restclient.MessageHeader{Name: "Date", Value: "Thu, 17 Jul 2014 14:36:18 -0400 (EDT)"},
+		firstHeader: directapi.MessageHeader{Name: "Date", Value: "Thu, 17 Jul 2014 14:36:18 -0400 (EDT)"},
 	},
 	{
 		file:        "hard-wrapped-rfc822-base64-bom.eml",
 		sender:      "toby@nhind.hsgincubator.com",
 		date:        "2013-03-21T16:21:22-07:00",
-		recipients:  []restclient.Recipient{{Email: "toby@nhind.hsgicubator.com", Type: restclient.TO}},
+		recipients:  []directapi.Recipient{{Email: "toby@nhind.hsgicubator.com", Type: directapi.TO}},
 		attachments: []wantAttachment{{filename: "message-1.eml", contentType: "message/rfc822", prefix: "X-Sender: toby@nhind.hsgincubator.com\r\n"}},
 		headers:     8,
 		// The byte order mark is not part of the first name.
-		firstHeader: restclient.MessageHeader{Name: "X-Sender", Value: "toby@nhind.hsgincubator.com"},
+		firstHeader: directapi.MessageHeader{Name: "X-Sender", Value: "toby@nhind.hsgincubator.com"},
 	},
 	{
 		file:      "hard-rfc2047-encoded-words.eml",
@@ -158,23 +158,23 @@ var parseCases = []struct {
 		date:      "2012-10-19T12:22:49-07:00",
 		// The ISO-8859-1 Q-encoded display name is decoded away; only the
 		// addr-spec is kept.
-		recipients:   []restclient.Recipient{{Email: "marczak@inbucket.com", Type: restclient.TO}},
+		recipients:   []directapi.Recipient{{Email: "marczak@inbucket.com", Type: directapi.TO}},
 		html:         true,
 		bodyPrefix:   "<html>\n  <head>\n",
 		bodyContains: "Praesent non nibh odio.",
 		headers:      9,
-		firstHeader:  restclient.MessageHeader{Name: "Message-ID", Value: "<5081A889.3020108@jamehi03lx.noa.com>"},
+		firstHeader:  directapi.MessageHeader{Name: "Message-ID", Value: "<5081A889.3020108@jamehi03lx.noa.com>"},
 	},
 	{
 		file:       "hard-multipart-without-boundary.eml",
 		sender:     "Mailer-Daemon@example.com",
 		subject:    "Delivery Status Notification (Failure)",
 		messageID:  "<444A6F676F-A9A1C1F7-799A-4D89-B97E-8057E132FBFB@YSHSERVER>",
-		recipients: []restclient.Recipient{{Email: "user@example.com", Type: restclient.TO}},
+		recipients: []directapi.Recipient{{Email: "user@example.com", Type: directapi.TO}},
 		// Read as text/plain (RFC 2045 §5.2).
 		bodyPrefix:  "I'm  multipart message without boundary\n",
 		headers:     6,
-		firstHeader: restclient.MessageHeader{Name: "Delivered-To", Value: "test@example.com"},
+		firstHeader: directapi.MessageHeader{Name: "Delivered-To", Value: "test@example.com"},
 	},
 	{
 		file:        "hard-missing-final-boundary.eml",
@@ -182,11 +182,11 @@ var parseCases = []struct {
 		subject:     "Attachment",
 		messageID:   "<07B7061D-2676-487E-942E-C341CE4D13DC@makita.skynet>",
 		date:        "2012-10-18T22:48:39-07:00",
-		recipients:  []restclient.Recipient{{Email: "greg@inbucket", Type: restclient.TO}},
+		recipients:  []directapi.Recipient{{Email: "greg@inbucket", Type: directapi.TO}},
 		bodyPrefix:  "A text section",
 		attachments: []wantAttachment{{"foo_9E5D72.zip", "application/x-zip-compressed", "b53a55383d2f1f040ab010606d7911907f1a17f979f1d475fb4ac226243135e5", "<html>\n"}},
 		headers:     7,
-		firstHeader: restclient.MessageHeader{Name: "From", Value: "James Hillyerd <james@makita.skynet>"},
+		firstHeader: directapi.MessageHeader{Name: "From", Value: "James Hillyerd <james@makita.skynet>"},
 	},
 	{
 		file:       "hard-8bit-utf8-labelled-us-ascii.eml",
@@ -194,12 +194,12 @@ var parseCases = []struct {
 		subject:    "plain text",
 		messageID:  "<07B7061D-2676-487E-942E-C341CE4D13DC@makita.skynet>",
 		date:       "2012-10-18T22:48:39-07:00",
-		recipients: []restclient.Recipient{{Email: "greg@inbucket", Type: restclient.TO}},
+		recipients: []directapi.Recipient{{Email: "greg@inbucket", Type: directapi.TO}},
 		// The raw UTF-8 survives the wrong us-ascii label.
 		bodyPrefix:   "Using Unicode/UTF-8, you can write",
 		bodyContains: "∮ E⋅da = Q,  n → ∞, ∑ f(i) = ∏ g(i)",
 		headers:      6,
-		firstHeader:  restclient.MessageHeader{Name: "From", Value: "James Hillyerd <james@makita.skynet>"},
+		firstHeader:  directapi.MessageHeader{Name: "From", Value: "James Hillyerd <james@makita.skynet>"},
 	},
 	{
 		file:    "hard-8bit-unencoded-filename.eml",
@@ -207,34 +207,34 @@ var parseCases = []struct {
 		subject: "Malformed test",
 		date:    "2021-02-22T13:29:24+08:00",
 		// "To: <test@dome.domain>," has a trailing comma.
-		recipients:  []restclient.Recipient{{Email: "test@dome.domain", Type: restclient.TO}},
+		recipients:  []directapi.Recipient{{Email: "test@dome.domain", Type: directapi.TO}},
 		bodyPrefix:  "Text part\n",
 		attachments: []wantAttachment{{"管理.doc", "application/msword", "b53a55383d2f1f040ab010606d7911907f1a17f979f1d475fb4ac226243135e5", ""}},
 		headers:     6,
-		firstHeader: restclient.MessageHeader{Name: "Date", Value: "Wed, 22 Feb 2021 13:29:24 +0800"},
+		firstHeader: directapi.MessageHeader{Name: "Date", Value: "Wed, 22 Feb 2021 13:29:24 +0800"},
 	},
 	{
 		file:        "direct-mdn-processed.txt",
 		sender:      "externUser1@starugh-stateline.com",
 		subject:     "Processed: I-D ACTION:draft-ietf-mailext-pipeline-01.txt",
 		messageID:   "0c796d0e-4c76-43e8-be40-2cd5e30c1005",
-		recipients:  []restclient.Recipient{{Email: "User1@Cerner.com", Type: restclient.TO}},
+		recipients:  []directapi.Recipient{{Email: "User1@Cerner.com", Type: directapi.TO}},
 		bodyPrefix:  "This is a CDATA subject",
 		attachments: []wantAttachment{{filename: "attachment-1.txt", contentType: "message/disposition-notification", prefix: "Disposition: automatic-action/MDN-sent-automatically;processed"}},
 		headers:     5,
 		// Names are kept as written, in lower case here.
-		firstHeader: restclient.MessageHeader{Name: "to", Value: "User1@Cerner.com"},
+		firstHeader: directapi.MessageHeader{Name: "to", Value: "User1@Cerner.com"},
 	},
 	{
 		file:        "direct-dsn-failed.txt",
 		sender:      "externUser1@starugh-stateline.com",
 		subject:     "Delivery Notification (success) for Bob@Example.COM",
 		messageID:   "0c796d0e-4c76-43e8-be40-2cd5e30c1006",
-		recipients:  []restclient.Recipient{{Email: "User1@Cerner.com", Type: restclient.TO}},
+		recipients:  []directapi.Recipient{{Email: "User1@Cerner.com", Type: directapi.TO}},
 		bodyPrefix:  "Your message (id QQ314159) could not be delivered to\nCarol@Ivory.EDU.\n",
 		attachments: []wantAttachment{{filename: "attachment-1.txt", contentType: "message/delivery-status", prefix: "Reporting-MTA:"}},
 		headers:     6,
-		firstHeader: restclient.MessageHeader{Name: "To", Value: "User1@Cerner.com"},
+		firstHeader: directapi.MessageHeader{Name: "To", Value: "User1@Cerner.com"},
 	},
 }
 
@@ -288,7 +288,7 @@ func TestParseTestdata(t *testing.T) {
 	}
 }
 
-func checkParsed(t *testing.T, p *Parsed, sender, subject, messageID, date string, recipients []restclient.Recipient) {
+func checkParsed(t *testing.T, p *Parsed, sender, subject, messageID, date string, recipients []directapi.Recipient) {
 	t.Helper()
 	if p.Sender != sender {
 		t.Errorf("Sender = %q, want %q", p.Sender, sender)
@@ -569,15 +569,15 @@ func TestParseHeaderFields(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkParsed(t, p, "ab@x.example", "Überweisung – Befund", "<id@x.example>", "2025-07-01T10:00:00+02:00", []restclient.Recipient{
-		{Email: "one@x.example", Type: restclient.TO},
-		{Email: "two@x.example", Type: restclient.TO},
-		{Email: "hidden@x.example", Type: restclient.BCC},
+	checkParsed(t, p, "ab@x.example", "Überweisung – Befund", "<id@x.example>", "2025-07-01T10:00:00+02:00", []directapi.Recipient{
+		{Email: "one@x.example", Type: directapi.TO},
+		{Email: "two@x.example", Type: directapi.TO},
+		{Email: "hidden@x.example", Type: directapi.BCC},
 	})
 	if p.ReplyTo != "r@x.example" {
 		t.Errorf("ReplyTo = %q", p.ReplyTo)
 	}
-	want := []restclient.MessageHeader{
+	want := []directapi.MessageHeader{
 		{Name: "from", Value: `"A, B" <ab@x.example>`},
 		{Name: "To", Value: "one@x.example, two@x.example"},
 		{Name: "Cc", Value: "undisclosed:;"},

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/directbridge/directbridge/restclient"
+	"github.com/directbridge/directbridge/directapi"
 )
 
 // walker walks the MIME tree of one message and fills a Parsed.
@@ -123,7 +123,7 @@ func (w *walker) leaf(h header, body []byte, mt string, params map[string]string
 			name = fmt.Sprintf("attachment-%d%s", n, extensions[mt])
 		}
 	}
-	w.p.Attachments = append(w.p.Attachments, restclient.Attachment{
+	w.p.Attachments = append(w.p.Attachments, directapi.Attachment{
 		Content:     base64.StdEncoding.EncodeToString(data),
 		ContentType: mt,
 		Filename:    name,

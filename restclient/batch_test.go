@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/directbridge/directbridge/directapi"
 	"net/http"
 	"reflect"
 	"slices"
@@ -19,7 +20,7 @@ func uidBatches(t *testing.T, reqs []recordedRequest) [][]int64 {
 	t.Helper()
 	var out [][]int64
 	for _, r := range reqs {
-		var body UidsRequestType
+		var body directapi.UidsRequestType
 		if err := json.Unmarshal(r.Body, &body); err != nil {
 			t.Fatalf("request body %s: %v", r.Body, err)
 		}
@@ -42,7 +43,7 @@ func TestBatchGetMessagesByUIDs(t *testing.T) {
 	rec, c := newBatchClient(t)
 	// The server answers one message per requested UID.
 	rec.respond = func(_ int, _ *http.Request, body []byte) (int, string) {
-		var req UidsRequestType
+		var req directapi.UidsRequestType
 		json.Unmarshal(body, &req)
 		var msgs []string
 		for _, uid := range req.UIDs {
@@ -78,11 +79,11 @@ func TestBatchGetMessagesByUIDs(t *testing.T) {
 func TestBatchGetRawMessagesByUIDs(t *testing.T) {
 	rec, c := newBatchClient(t)
 	rec.respond = func(_ int, _ *http.Request, body []byte) (int, string) {
-		var req UidsRequestType
+		var req directapi.UidsRequestType
 		json.Unmarshal(body, &req)
 		var msgs []string
 		for _, uid := range req.UIDs {
-			raw := NewRawMessage([]byte(fmt.Sprintf("Subject: %d\r\n\r\nbody %d\r\n", uid, uid)))
+			raw := directapi.NewRawMessage([]byte(fmt.Sprintf("Subject: %d\r\n\r\nbody %d\r\n", uid, uid)))
 			msgs = append(msgs, fmt.Sprintf(`{"uid":%d,"folder":"INBOX","data":%q}`, uid, raw.Data))
 		}
 		return 200, `{"success":true,"code":0,"message":"OK","messages":[` + strings.Join(msgs, ",") + `]}`
@@ -244,7 +245,7 @@ func TestBatchGetMessageStatuses(t *testing.T) {
 	rec, c := newBatchClient(t)
 	ids := []string{"<1@x>", "<2@x>", "<3@x>", "<4@x>", "<5@x>", "<6@x>", "<7@x>"}
 	rec.respond = func(_ int, _ *http.Request, body []byte) (int, string) {
-		var req SmtpIdsRequestType
+		var req directapi.SmtpIdsRequestType
 		json.Unmarshal(body, &req)
 		var logs []string
 		for _, id := range req.SmtpIDs {
@@ -261,7 +262,7 @@ func TestBatchGetMessageStatuses(t *testing.T) {
 		if r.RequestURI != msgPrefix+"/GetMessageStatus/" {
 			t.Errorf("request to %s", r.RequestURI)
 		}
-		var req SmtpIdsRequestType
+		var req directapi.SmtpIdsRequestType
 		if err := json.Unmarshal(r.Body, &req); err != nil {
 			t.Fatal(err)
 		}
@@ -282,17 +283,17 @@ func TestBatchGetMessageStatuses(t *testing.T) {
 
 func TestBatchSaveRawMessages(t *testing.T) {
 	rec, c := newBatchClient(t)
-	var msgs []RawMessage
+	var msgs []directapi.RawMessage
 	for i := range 7 {
-		msgs = append(msgs, NewRawMessage([]byte(fmt.Sprintf("Subject: %d\r\n\r\n", i))))
+		msgs = append(msgs, directapi.NewRawMessage([]byte(fmt.Sprintf("Subject: %d\r\n\r\n", i))))
 	}
 	if err := c.SaveRawMessages(context.Background(), gAuth, "INBOX.Drafts", msgs); err != nil {
 		t.Fatal(err)
 	}
 	var sizes []int
-	var all []RawMessage
+	var all []directapi.RawMessage
 	for _, r := range rec.requests() {
-		var req RawMessagesRequestType
+		var req directapi.RawMessagesRequestType
 		if err := json.Unmarshal(r.Body, &req); err != nil {
 			t.Fatal(err)
 		}

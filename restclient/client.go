@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/directbridge/directbridge/directapi"
 	"io"
 	"log/slog"
 	"math/rand/v2"
@@ -16,12 +17,6 @@ import (
 	"strings"
 	"syscall"
 	"time"
-)
-
-// Paths of the two services below the provider's base URL.
-const (
-	MessagingPath    = "/message-rest/api/message"
-	RegistrationPath = "/DirectRegistrationRESTful/rest/Patient"
 )
 
 // Defaults taken from the provider's usage guidelines.
@@ -106,8 +101,8 @@ func New(opts Options) (*Client, error) {
 		regBase = base
 	}
 	c := &Client{
-		msgBase:     base + MessagingPath,
-		regBase:     regBase + RegistrationPath,
+		msgBase:     base + directapi.MessagingPath,
+		regBase:     regBase + directapi.RegistrationPath,
 		http:        opts.HTTPClient,
 		clock:       opts.Clock,
 		log:         opts.Logger,
@@ -187,27 +182,43 @@ type request struct {
 	class  retryClass
 }
 
-// envelope is a decoded response that can tell success from failure.
-type envelope interface {
-	apiError(op string) *APIError
+// envelope is a decoded response that can tell success from failure: a
+// pointer to a directapi response type, which embeds the envelope of its
+// service (APIResponse or ResellerAPIResponseType) and so has its
+// Envelope method.
+type envelope any
+
+type messagingEnvelope interface {
+	Envelope() *directapi.APIResponse
 }
 
-func (r *APIResponse) apiError(op string) *APIError {
-	if r.Success {
-		return nil
-	}
-	return &APIError{Op: op, Code: r.Code, Message: r.Message}
+type registrationEnvelope interface {
+	Envelope() *directapi.ResellerAPIResponseType
 }
 
-func (r *ResellerAPIResponseType) apiError(op string) *APIError {
-	if r.Success {
-		return nil
+// apiError returns the failure a decoded response reports, or nil when it
+// reports success. ok is false when out holds no envelope at all, which is
+// a mistake in this package.
+func apiError(op string, out envelope) (ae *APIError, ok bool) {
+	switch e := out.(type) {
+	case messagingEnvelope:
+		r := e.Envelope()
+		if r.Success {
+			return nil, true
+		}
+		return &APIError{Op: op, Code: r.Code, Message: r.Message}, true
+	case registrationEnvelope:
+		r := e.Envelope()
+		if r.Success {
+			return nil, true
+		}
+		code := r.Code
+		if code == "" {
+			code = directapi.RegCodeOther
+		}
+		return &APIError{Op: op, RegCode: code, Message: r.ErrorMessage}, true
 	}
-	code := r.Code
-	if code == "" {
-		code = RegCodeOther
-	}
-	return &APIError{Op: op, RegCode: code, Message: r.ErrorMessage}
+	return nil, false
 }
 
 // do sends req, retrying as its class allows, and decodes the answer into out.
@@ -312,7 +323,12 @@ func (c *Client) attempt(ctx context.Context, req request, payload []byte, out e
 	if err := json.Unmarshal(data, out); err != nil {
 		return resp.StatusCode, &ProtocolError{Op: req.op, StatusCode: resp.StatusCode, Err: fmt.Errorf("decoding response: %w", err)}
 	}
-	if ae := out.apiError(req.op); ae != nil {
+	ae, ok := apiError(req.op, out)
+	if !ok {
+		return resp.StatusCode, &ProtocolError{Op: req.op, StatusCode: resp.StatusCode,
+			Err: fmt.Errorf("%T is not a response type", out)}
+	}
+	if ae != nil {
 		if !hasSuccessField(data) {
 			// Not the provider's envelope (e.g. a container's JSON error
 			// page for a 404): success=false only by default.

@@ -28,6 +28,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/directbridge/directbridge/directapi"
 	"github.com/directbridge/directbridge/restclient"
 	"github.com/directbridge/directbridge/sandbox"
 )
@@ -66,18 +67,18 @@ func ctResellers() []sandbox.Account {
 }
 
 // ctAuth returns the credentials of a seeded mailbox.
-func ctAuth(addr string) restclient.Authentication {
-	return restclient.Authentication{Username: addr, Password: restclient.Secret(ctPasswords[addr])}
+func ctAuth(addr string) directapi.Authentication {
+	return directapi.Authentication{Username: addr, Password: directapi.Secret(ctPasswords[addr])}
 }
 
 // ctBadAuth returns a known username with a wrong password.
-func ctBadAuth(addr string) restclient.Authentication {
-	return restclient.Authentication{Username: addr, Password: "wrong-password"}
+func ctBadAuth(addr string) directapi.Authentication {
+	return directapi.Authentication{Username: addr, Password: "wrong-password"}
 }
 
 // ctTuser returns T-user credentials: tuser acting for directAddr.
-func ctTuser(tuser, directAddr string) restclient.AuthenticationWithTuser {
-	return restclient.AuthenticationWithTuser{Username: tuser, Password: restclient.Secret(ctPasswords[tuser]), DirectAddr: directAddr}
+func ctTuser(tuser, directAddr string) directapi.AuthenticationWithTuser {
+	return directapi.AuthenticationWithTuser{Username: tuser, Password: directapi.Secret(ctPasswords[tuser]), DirectAddr: directAddr}
 }
 
 // ctEpoch is where every fake clock starts: a whole second, so the
@@ -218,7 +219,7 @@ func (e *ctEnv) unread(addr, folder string) int {
 	return n
 }
 
-func (e *ctEnv) messages(addr, folder string) []restclient.MessageDetail {
+func (e *ctEnv) messages(addr, folder string) []directapi.MessageDetail {
 	e.t.Helper()
 	ms, err := e.c.GetMessages(e.ctx(), ctAuth(addr), folder)
 	e.must(err, "GetMessages "+folder)
@@ -271,7 +272,7 @@ func (e *ctEnv) deliver(addr, folder string, raw []byte) int64 {
 	return uid
 }
 
-func (e *ctEnv) send(from string, msg restclient.Message) string {
+func (e *ctEnv) send(from string, msg directapi.Message) string {
 	e.t.Helper()
 	id, err := e.c.Send(e.ctx(), ctAuth(from), msg)
 	e.must(err, "Send")
@@ -411,7 +412,7 @@ func sorted(s []string) []string {
 	return s
 }
 
-func msgUIDs(ms []restclient.MessageDetail) []int64 {
+func msgUIDs(ms []directapi.MessageDetail) []int64 {
 	out := make([]int64, 0, len(ms))
 	for _, m := range ms {
 		out = append(out, m.UID)
@@ -419,7 +420,7 @@ func msgUIDs(ms []restclient.MessageDetail) []int64 {
 	return out
 }
 
-func msgSubjects(ms []restclient.MessageDetail) []string {
+func msgSubjects(ms []directapi.MessageDetail) []string {
 	out := make([]string, 0, len(ms))
 	for _, m := range ms {
 		out = append(out, m.Subject)
@@ -428,7 +429,7 @@ func msgSubjects(ms []restclient.MessageDetail) []string {
 	return out
 }
 
-func headerValue(hs []restclient.MessageHeader, name string) (string, bool) {
+func headerValue(hs []directapi.MessageHeader, name string) (string, bool) {
 	for _, h := range hs {
 		if strings.EqualFold(h.Name, name) {
 			return h.Value, true
@@ -438,9 +439,9 @@ func headerValue(hs []restclient.MessageHeader, name string) (string, bool) {
 }
 
 // byRecipient indexes status records by their To address.
-func byRecipient(t *testing.T, logs []restclient.DirectMessageLog) map[string]restclient.DirectMessageLog {
+func byRecipient(t *testing.T, logs []directapi.DirectMessageLog) map[string]directapi.DirectMessageLog {
 	t.Helper()
-	out := map[string]restclient.DirectMessageLog{}
+	out := map[string]directapi.DirectMessageLog{}
 	for _, l := range logs {
 		if _, dup := out[l.To]; dup {
 			t.Fatalf("two status records for %s: %+v", l.To, logs)
@@ -556,19 +557,19 @@ type envFunc = func(*testing.T, ...func(*ctConfig)) *ctEnv
 
 // ccdaMessage is alice's referral to bob (TO), carol (CC) and dave (BCC)
 // with a real C-CDA PDF and an XDM package attached.
-func ccdaMessage(t *testing.T) (restclient.Message, [][]byte) {
+func ccdaMessage(t *testing.T) (directapi.Message, [][]byte) {
 	pdf := readTestdata(t, "unstructured-embedded-pdf.decoded.pdf")
 	zip := readTestdata(t, "ccda-inpatient-xdm.zip")
-	return restclient.Message{
+	return directapi.Message{
 		Sender:  ctAlice,
 		Subject: "Referral: discharge summary for L. McBee",
 		Body:    "Dear colleague,\nplease find the discharge summary attached.\n\nRegards, Alice",
-		Recipients: []restclient.Recipient{
-			{Email: ctBob, Type: restclient.TO},
-			{Email: ctCarol, Type: restclient.CC},
-			{Email: ctDave, Type: restclient.BCC},
+		Recipients: []directapi.Recipient{
+			{Email: ctBob, Type: directapi.TO},
+			{Email: ctCarol, Type: directapi.CC},
+			{Email: ctDave, Type: directapi.BCC},
 		},
-		AttachmentList: []restclient.Attachment{
+		AttachmentList: []directapi.Attachment{
 			{Content: b64(pdf), ContentType: "application/pdf", Filename: "McBee_L1_20151116_Embedded.pdf"},
 			{Content: b64(zip), ContentType: "application/zip", Filename: "CCDA_Inpatient_in_XDM.zip"},
 		},
@@ -577,7 +578,7 @@ func ccdaMessage(t *testing.T) (restclient.Message, [][]byte) {
 
 // checkReceived asserts that m is msg as a recipient sees it, with the
 // attachments byte-identical to files.
-func checkReceived(t *testing.T, m restclient.MessageDetail, msg restclient.Message, files [][]byte) {
+func checkReceived(t *testing.T, m directapi.MessageDetail, msg directapi.Message, files [][]byte) {
 	t.Helper()
 	if m.Sender != msg.Sender {
 		t.Errorf("sender = %q, want %q", m.Sender, msg.Sender)
@@ -659,10 +660,10 @@ func testSend(t *testing.T, env envFunc) {
 	wantN(t, "alice INBOX", e.count(ctAlice, "INBOX"), 0)
 
 	// Failures deliver nothing.
-	plain := restclient.Message{Sender: ctAlice, Subject: "x", Body: "x", Recipients: []restclient.Recipient{{Email: ctBob, Type: restclient.TO}}}
+	plain := directapi.Message{Sender: ctAlice, Subject: "x", Body: "x", Recipients: []directapi.Recipient{{Email: ctBob, Type: directapi.TO}}}
 	_, err := e.c.Send(e.ctx(), ctBadAuth(ctAlice), plain)
 	wantAuthFailure(t, err)
-	_, err = e.c.Send(e.ctx(), restclient.Authentication{Username: "nobody@direct.example", Password: "x"}, plain)
+	_, err = e.c.Send(e.ctx(), directapi.Authentication{Username: "nobody@direct.example", Password: "x"}, plain)
 	wantAuthFailure(t, err)
 
 	forged := plain
@@ -672,7 +673,7 @@ func testSend(t *testing.T, env envFunc) {
 
 	for _, bad := range []string{"not an address", "bob@", "<bob@direct.example", "Bob <bob@direct.example>, x"} {
 		m := plain
-		m.Recipients = []restclient.Recipient{{Email: ctBob, Type: restclient.TO}, {Email: bad, Type: restclient.CC}}
+		m.Recipients = []directapi.Recipient{{Email: ctBob, Type: directapi.TO}, {Email: bad, Type: directapi.CC}}
 		_, err = e.c.Send(e.ctx(), ctAuth(ctAlice), m)
 		if !restclient.IsAddressError(err) {
 			t.Errorf("recipient %q: err = %v, want address error", bad, err)
@@ -684,7 +685,7 @@ func testSend(t *testing.T, env envFunc) {
 	wantAddressError(t, err)
 
 	badAttachment := plain
-	badAttachment.AttachmentList = []restclient.Attachment{{Content: "!!! not base64 !!!", ContentType: "application/pdf", Filename: "x.pdf"}}
+	badAttachment.AttachmentList = []directapi.Attachment{{Content: "!!! not base64 !!!", ContentType: "application/pdf", Filename: "x.pdf"}}
 	_, err = e.c.Send(e.ctx(), ctAuth(ctAlice), badAttachment)
 	wantAPICode(t, err, 3)
 
@@ -695,12 +696,12 @@ func testSend(t *testing.T, env envFunc) {
 
 func testSendWithHeader(t *testing.T, env envFunc) {
 	e := env(t)
-	msg := restclient.MessageWithHeader{
-		Message: restclient.Message{
+	msg := directapi.MessageWithHeader{
+		Message: directapi.Message{
 			Sender: ctAlice, Subject: "Re: lab order", Body: "Results follow.",
-			Recipients: []restclient.Recipient{{Email: ctBob, Type: restclient.TO}, {Email: ctDave, Type: restclient.BCC}},
+			Recipients: []directapi.Recipient{{Email: ctBob, Type: directapi.TO}, {Email: ctDave, Type: directapi.BCC}},
 		},
-		Headers: []restclient.MessageHeader{
+		Headers: []directapi.MessageHeader{
 			{Name: "X-Foo", Value: "bar baz"},
 			{Name: "In-Reply-To", Value: "<order-17@other.example>"},
 			{Name: "References", Value: "<order-16@other.example> <order-17@other.example>"},
@@ -741,11 +742,11 @@ func testSendWithHeader(t *testing.T, env envFunc) {
 
 	// A header value with a line break would inject fields: refused, nothing sent.
 	evil := msg
-	evil.Headers = []restclient.MessageHeader{{Name: "X-Foo", Value: "a\r\nBcc: eve@other.example"}}
+	evil.Headers = []directapi.MessageHeader{{Name: "X-Foo", Value: "a\r\nBcc: eve@other.example"}}
 	_, err = e.c.SendWithHeader(e.ctx(), ctAuth(ctAlice), evil)
 	wantAPICode(t, err, 3)
 	badName := msg
-	badName.Headers = []restclient.MessageHeader{{Name: "X Foo:", Value: "a"}}
+	badName.Headers = []directapi.MessageHeader{{Name: "X Foo:", Value: "a"}}
 	_, err = e.c.SendWithHeader(e.ctx(), ctAuth(ctAlice), badName)
 	wantAPICode(t, err, 3)
 	_, err = e.c.SendWithHeader(e.ctx(), ctBadAuth(ctAlice), msg)
@@ -761,9 +762,9 @@ func testSendWithHeader(t *testing.T, env envFunc) {
 func testForward(t *testing.T, env envFunc) {
 	e := env(t)
 	msg, files := ccdaMessage(t)
-	msg.Recipients = []restclient.Recipient{{Email: ctBob, Type: restclient.TO}}
+	msg.Recipients = []directapi.Recipient{{Email: ctBob, Type: directapi.TO}}
 	e.send(ctAlice, msg)
-	second := restclient.Message{Sender: ctAlice, Subject: "Second note", Body: "Another note.", Recipients: msg.Recipients}
+	second := directapi.Message{Sender: ctAlice, Subject: "Second note", Body: "Another note.", Recipients: msg.Recipients}
 	e.send(ctAlice, second)
 	uids := e.uids(ctBob, "INBOX")
 	if len(uids) != 2 {
@@ -772,7 +773,7 @@ func testForward(t *testing.T, env envFunc) {
 	raws := e.raws(ctBob, "INBOX")
 
 	// One UID: forwarded inline as "Fwd: subject" with the same body and files.
-	to := []restclient.Recipient{{Email: ctCarol, Type: restclient.TO}}
+	to := []directapi.Recipient{{Email: ctCarol, Type: directapi.TO}}
 	id, err := e.c.Forward(e.ctx(), ctAuth(ctBob), "INBOX", uids[:1], to)
 	e.must(err, "Forward one")
 	got := e.messages(ctCarol, "INBOX")
@@ -789,12 +790,12 @@ func testForward(t *testing.T, env envFunc) {
 	wantN(t, "bob unread INBOX.Sent", e.unread(ctBob, "INBOX.Sent"), 1)
 	logs, err := e.c.GetMessageStatus(e.ctx(), ctAuth(ctBob), id)
 	e.must(err, "GetMessageStatus of forward")
-	if len(logs) != 1 || logs[0].To != ctCarol || logs[0].Status != restclient.StatusDelivered {
+	if len(logs) != 1 || logs[0].To != ctCarol || logs[0].Status != directapi.StatusDelivered {
 		t.Errorf("status of forward = %+v", logs)
 	}
 
 	// Two UIDs: one message with both attached whole, as message/rfc822.
-	_, err = e.c.Forward(e.ctx(), ctAuth(ctBob), "INBOX", uids, []restclient.Recipient{{Email: ctDave, Type: restclient.TO}, {Email: ctCarol, Type: restclient.CC}})
+	_, err = e.c.Forward(e.ctx(), ctAuth(ctBob), "INBOX", uids, []directapi.Recipient{{Email: ctDave, Type: directapi.TO}, {Email: ctCarol, Type: directapi.CC}})
 	e.must(err, "Forward two")
 	for _, rcpt := range []string{ctDave, ctCarol} {
 		ms, err := e.c.GetMessagesBySubject(e.ctx(), ctAuth(rcpt), "INBOX", "Fwd: 2")
@@ -828,7 +829,7 @@ func testForward(t *testing.T, env envFunc) {
 	wantAPICode(t, err, 3)
 	_, err = e.c.Forward(e.ctx(), ctBadAuth(ctBob), "INBOX", uids[:1], to)
 	wantAuthFailure(t, err)
-	_, err = e.c.Forward(e.ctx(), ctAuth(ctBob), "INBOX", uids[:1], []restclient.Recipient{{Email: "no address", Type: restclient.TO}})
+	_, err = e.c.Forward(e.ctx(), ctAuth(ctBob), "INBOX", uids[:1], []directapi.Recipient{{Email: "no address", Type: directapi.TO}})
 	wantAddressError(t, err)
 	_, err = e.c.Forward(e.ctx(), ctAuth(ctBob), "INBOX", uids[:1], nil)
 	wantAddressError(t, err)
@@ -839,10 +840,10 @@ func testForward(t *testing.T, env envFunc) {
 
 func testGetMessageStatus(t *testing.T, env envFunc) {
 	e := env(t)
-	id := e.send(ctAlice, restclient.Message{Sender: ctAlice, Subject: "status", Body: "b", Recipients: []restclient.Recipient{
-		{Email: ctBob, Type: restclient.TO},
-		{Email: "unknown@" + ctDomain, Type: restclient.CC},
-		{Email: "someone@other.example", Type: restclient.BCC},
+	id := e.send(ctAlice, directapi.Message{Sender: ctAlice, Subject: "status", Body: "b", Recipients: []directapi.Recipient{
+		{Email: ctBob, Type: directapi.TO},
+		{Email: "unknown@" + ctDomain, Type: directapi.CC},
+		{Email: "someone@other.example", Type: directapi.BCC},
 	}})
 	size := int64(len(e.raw(ctBob, "INBOX", e.uids(ctBob, "INBOX")[0])))
 	check := func(wantOther string) {
@@ -854,8 +855,8 @@ func testGetMessageStatus(t *testing.T, env envFunc) {
 		}
 		by := byRecipient(t, logs)
 		for rcpt, status := range map[string]string{
-			ctBob:                   restclient.StatusDelivered,
-			"unknown@" + ctDomain:   restclient.StatusLocallyFailed,
+			ctBob:                   directapi.StatusDelivered,
+			"unknown@" + ctDomain:   directapi.StatusLocallyFailed,
 			"someone@other.example": wantOther,
 		} {
 			l, ok := by[rcpt]
@@ -870,11 +871,11 @@ func testGetMessageStatus(t *testing.T, env envFunc) {
 			}
 		}
 	}
-	check(restclient.StatusWaiting)
+	check(directapi.StatusWaiting)
 	e.clock.Advance(59 * time.Minute)
-	check(restclient.StatusWaiting)
+	check(directapi.StatusWaiting)
 	e.clock.Advance(time.Minute)
-	check(restclient.StatusNoMDNReceived)
+	check(directapi.StatusNoMDNReceived)
 
 	// The smtpId in Message-ID form (with angle brackets) names the same message.
 	logs, err := e.c.GetMessageStatus(e.ctx(), ctAuth(ctAlice), "<"+id+">")
@@ -895,11 +896,11 @@ func testGetMessageStatus(t *testing.T, env envFunc) {
 
 func testGetMessageStatuses(t *testing.T, env envFunc) {
 	e := env(t)
-	id1 := e.send(ctAlice, restclient.Message{Sender: ctAlice, Subject: "one", Body: "1", Recipients: []restclient.Recipient{
-		{Email: ctBob, Type: restclient.TO}, {Email: "x@other.example", Type: restclient.TO}}})
+	id1 := e.send(ctAlice, directapi.Message{Sender: ctAlice, Subject: "one", Body: "1", Recipients: []directapi.Recipient{
+		{Email: ctBob, Type: directapi.TO}, {Email: "x@other.example", Type: directapi.TO}}})
 	e.clock.Advance(time.Minute)
-	id2 := e.send(ctAlice, restclient.Message{Sender: ctAlice, Subject: "two", Body: "2", Recipients: []restclient.Recipient{
-		{Email: ctCarol, Type: restclient.TO}}})
+	id2 := e.send(ctAlice, directapi.Message{Sender: ctAlice, Subject: "two", Body: "2", Recipients: []directapi.Recipient{
+		{Email: ctCarol, Type: directapi.TO}}})
 	logs, err := e.c.GetMessageStatuses(e.ctx(), ctAuth(ctAlice), []string{id1, id2})
 	e.must(err, "GetMessageStatuses")
 	got := map[string]string{}
@@ -907,9 +908,9 @@ func testGetMessageStatuses(t *testing.T, env envFunc) {
 		got[l.MessageID+" "+l.To] = l.Status
 	}
 	want := map[string]string{
-		id1 + " " + ctBob:        restclient.StatusDelivered,
-		id1 + " x@other.example": restclient.StatusWaiting,
-		id2 + " " + ctCarol:      restclient.StatusDelivered,
+		id1 + " " + ctBob:        directapi.StatusDelivered,
+		id1 + " x@other.example": directapi.StatusWaiting,
+		id2 + " " + ctCarol:      directapi.StatusDelivered,
 	}
 	if len(logs) != 3 || fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("records = %v, want %v", got, want)
@@ -931,13 +932,13 @@ func testGetMessageStatuses(t *testing.T, env envFunc) {
 // with csvData, and expects the same records as messageLogs would give.
 func testStatusAsCSV(t *testing.T, env envFunc) {
 	e := env(t, func(c *ctConfig) { c.sandbox.StatusAsCSV = true })
-	id := e.send(ctAlice, restclient.Message{Sender: ctAlice, Subject: "csv", Body: "b", Recipients: []restclient.Recipient{
-		{Email: ctBob, Type: restclient.TO}, {Email: "unknown@" + ctDomain, Type: restclient.TO}, {Email: "far@other.example", Type: restclient.TO}}})
+	id := e.send(ctAlice, directapi.Message{Sender: ctAlice, Subject: "csv", Body: "b", Recipients: []directapi.Recipient{
+		{Email: ctBob, Type: directapi.TO}, {Email: "unknown@" + ctDomain, Type: directapi.TO}, {Email: "far@other.example", Type: directapi.TO}}})
 	size := int64(len(e.raw(ctBob, "INBOX", e.uids(ctBob, "INBOX")[0])))
-	check := func(logs []restclient.DirectMessageLog, far string) {
+	check := func(logs []directapi.DirectMessageLog, far string) {
 		t.Helper()
 		by := byRecipient(t, logs)
-		want := map[string]string{ctBob: restclient.StatusDelivered, "unknown@" + ctDomain: restclient.StatusLocallyFailed, "far@other.example": far}
+		want := map[string]string{ctBob: directapi.StatusDelivered, "unknown@" + ctDomain: directapi.StatusLocallyFailed, "far@other.example": far}
 		if len(by) != len(want) {
 			t.Fatalf("records %+v", logs)
 		}
@@ -950,21 +951,21 @@ func testStatusAsCSV(t *testing.T, env envFunc) {
 	}
 	logs, err := e.c.GetMessageStatus(e.ctx(), ctAuth(ctAlice), id)
 	e.must(err, "GetMessageStatus")
-	check(logs, restclient.StatusWaiting)
+	check(logs, directapi.StatusWaiting)
 	logs, err = e.c.GetMessageStatuses(e.ctx(), ctAuth(ctAlice), []string{id})
 	e.must(err, "GetMessageStatuses")
-	check(logs, restclient.StatusWaiting)
+	check(logs, directapi.StatusWaiting)
 	logs, err = e.c.GetMessageStatusWithTuser(e.ctx(), ctTuser(ctCarol, ctAlice), id)
 	e.must(err, "GetMessageStatusWithTuser")
-	check(logs, restclient.StatusWaiting)
+	check(logs, directapi.StatusWaiting)
 	e.clock.Advance(time.Hour)
 	logs, err = e.c.GetMessageStatus(e.ctx(), ctAuth(ctAlice), id)
 	e.must(err, "GetMessageStatus after an hour")
-	check(logs, restclient.StatusNoMDNReceived)
+	check(logs, directapi.StatusNoMDNReceived)
 
 	// On the wire the records really came as csvData.
 	body := fmt.Sprintf(`{"username":%q,"password":%q}`, ctAlice, ctPasswords[ctAlice])
-	resp, err := http.Post(e.ts.URL+restclient.MessagingPath+"/GetMessageStatus/"+id, "application/json", strings.NewReader(body))
+	resp, err := http.Post(e.ts.URL+directapi.MessagingPath+"/GetMessageStatus/"+id, "application/json", strings.NewReader(body))
 	e.must(err, "raw POST")
 	defer resp.Body.Close()
 	var wire struct {
@@ -1136,7 +1137,7 @@ func testByReceivedDate(utc, meta bool) func(*testing.T, envFunc) {
 		u2 := e.deliver(ctBob, "INBOX", ctRaw(ctCarol, ctBob, "late", "second body"))
 
 		var name string
-		var fn func(context.Context, restclient.Authentication, string, time.Time, time.Time) ([]restclient.MessageDetail, error)
+		var fn func(context.Context, directapi.Authentication, string, time.Time, time.Time) ([]directapi.MessageDetail, error)
 		switch {
 		case !utc && !meta:
 			name, fn = "GetMessagesByReceivedDate", e.c.GetMessagesByReceivedDate
@@ -1147,7 +1148,7 @@ func testByReceivedDate(utc, meta bool) func(*testing.T, envFunc) {
 		default:
 			name, fn = "SearchMessagesMetadataByReceivedDateUTC", e.c.SearchMessagesMetadataByReceivedDateUTC
 		}
-		query := func(begin, end time.Time) []restclient.MessageDetail {
+		query := func(begin, end time.Time) []directapi.MessageDetail {
 			t.Helper()
 			ms, err := fn(e.ctx(), ctAuth(ctBob), "INBOX", begin, end)
 			e.must(err, name)
@@ -1237,7 +1238,7 @@ func testGetMessagesBySubject(t *testing.T, env envFunc) {
 	e := env(t)
 	const subject = "Lab Results 2024/03 – Müller, Jürgen"
 	// One sent through the provider (it encodes the subject), one arrived raw.
-	e.send(ctAlice, restclient.Message{Sender: ctAlice, Subject: subject, Body: "see attached", Recipients: []restclient.Recipient{{Email: ctBob, Type: restclient.TO}}})
+	e.send(ctAlice, directapi.Message{Sender: ctAlice, Subject: subject, Body: "see attached", Recipients: []directapi.Recipient{{Email: ctBob, Type: directapi.TO}}})
 	e.deliver(ctBob, "INBOX", ctRaw(ctCarol, ctBob, "Fwd: "+subject, "x"))
 	e.deliver(ctBob, "INBOX", ctRaw(ctCarol, ctBob, "Lab Results 2023", "x"))
 	by := func(s string) []string {
@@ -1260,10 +1261,10 @@ func testGetMessagesBySubject(t *testing.T, env envFunc) {
 func testGetMessages(t *testing.T, env envFunc) {
 	e := env(t)
 	msg, files := ccdaMessage(t)
-	msg.Recipients = []restclient.Recipient{{Email: ctBob, Type: restclient.TO}}
+	msg.Recipients = []directapi.Recipient{{Email: ctBob, Type: directapi.TO}}
 	e.send(ctAlice, msg)
-	html := restclient.Message{Sender: ctCarol, Subject: "HTML note", Body: "<p>Hello <b>Bob</b></p>", HTMLBody: true,
-		Recipients: []restclient.Recipient{{Email: ctBob, Type: restclient.TO}}}
+	html := directapi.Message{Sender: ctCarol, Subject: "HTML note", Body: "<p>Hello <b>Bob</b></p>", HTMLBody: true,
+		Recipients: []directapi.Recipient{{Email: ctBob, Type: directapi.TO}}}
 	e.send(ctCarol, html)
 	e.deliver(ctBob, "INBOX", ctRaw(ctDave, ctBob, "plain", "Grüße\r\nzweite Zeile"))
 	ms := e.messages(ctBob, "INBOX")
@@ -1722,8 +1723,8 @@ var (
 
 func testGetRawMessages(t *testing.T, env envFunc) {
 	e := env(t)
-	e.must(e.c.SaveRawMessages(e.ctx(), ctAuth(ctBob), "INBOX", []restclient.RawMessage{
-		restclient.NewRawMessage(savedCRLF), restclient.NewRawMessage(savedLF)}), "SaveRawMessages")
+	e.must(e.c.SaveRawMessages(e.ctx(), ctAuth(ctBob), "INBOX", []directapi.RawMessage{
+		directapi.NewRawMessage(savedCRLF), directapi.NewRawMessage(savedLF)}), "SaveRawMessages")
 	uids := e.uids(ctBob, "INBOX")
 	rs, err := e.c.GetRawMessagesByUIDs(e.ctx(), ctAuth(ctBob), "INBOX", []int64{uids[1], uids[0], 999})
 	e.must(err, "GetRawMessagesByUIDs")
@@ -1765,8 +1766,8 @@ func testSaveRawMessages(t *testing.T, env envFunc) {
 	old := e.deliver(ctBob, "INBOX", ctRaw(ctAlice, ctBob, "old", "x"))
 	e.must(e.c.MarkMessagesAsReadByUIDs(e.ctx(), ctAuth(ctBob), "INBOX", []int64{old}), "mark")
 	e.clock.Advance(time.Hour)
-	e.must(e.c.SaveRawMessages(e.ctx(), ctAuth(ctBob), "INBOX", []restclient.RawMessage{
-		restclient.NewRawMessage(savedCRLF), restclient.NewRawMessage(savedLF)}), "SaveRawMessages")
+	e.must(e.c.SaveRawMessages(e.ctx(), ctAuth(ctBob), "INBOX", []directapi.RawMessage{
+		directapi.NewRawMessage(savedCRLF), directapi.NewRawMessage(savedLF)}), "SaveRawMessages")
 	uids := e.uids(ctBob, "INBOX")
 	if len(uids) != 3 || uids[0] != old || uids[1] <= old || uids[2] <= uids[1] {
 		t.Fatalf("uids %v: want %d then two new ascending UIDs", uids, old)
@@ -1784,25 +1785,25 @@ func testSaveRawMessages(t *testing.T, env envFunc) {
 		t.Errorf("receivedDate %v, want the time of saving", ms[0].ReceivedDate)
 	}
 	// Into another folder, e.g. drafts.
-	e.must(e.c.SaveRawMessages(e.ctx(), ctAuth(ctBob), "INBOX.Drafts", []restclient.RawMessage{restclient.NewRawMessage(savedCRLF)}), "save to Drafts")
+	e.must(e.c.SaveRawMessages(e.ctx(), ctAuth(ctBob), "INBOX.Drafts", []directapi.RawMessage{directapi.NewRawMessage(savedCRLF)}), "save to Drafts")
 	wantN(t, "Drafts", e.count(ctBob, "INBOX.Drafts"), 1)
 
 	// One bad message fails the whole request: nothing saved.
-	err = e.c.SaveRawMessages(e.ctx(), ctAuth(ctBob), "INBOX", []restclient.RawMessage{
-		restclient.NewRawMessage(savedCRLF), {Data: "%%% not base64 %%%"}})
+	err = e.c.SaveRawMessages(e.ctx(), ctAuth(ctBob), "INBOX", []directapi.RawMessage{
+		directapi.NewRawMessage(savedCRLF), {Data: "%%% not base64 %%%"}})
 	wantAPICode(t, err, 3)
-	err = e.c.SaveRawMessages(e.ctx(), ctAuth(ctBob), "INBOX", []restclient.RawMessage{{Data: ""}})
+	err = e.c.SaveRawMessages(e.ctx(), ctAuth(ctBob), "INBOX", []directapi.RawMessage{{Data: ""}})
 	wantAPICode(t, err, 3)
-	err = e.c.SaveRawMessages(e.ctx(), ctAuth(ctBob), "INBOX.Nope", []restclient.RawMessage{restclient.NewRawMessage(savedCRLF)})
+	err = e.c.SaveRawMessages(e.ctx(), ctAuth(ctBob), "INBOX.Nope", []directapi.RawMessage{directapi.NewRawMessage(savedCRLF)})
 	wantAPICode(t, err, 3)
-	wantAuthFailure(t, e.c.SaveRawMessages(e.ctx(), ctBadAuth(ctBob), "INBOX", []restclient.RawMessage{restclient.NewRawMessage(savedCRLF)}))
+	wantAuthFailure(t, e.c.SaveRawMessages(e.ctx(), ctBadAuth(ctBob), "INBOX", []directapi.RawMessage{directapi.NewRawMessage(savedCRLF)}))
 	wantInts(t, "INBOX after failures", e.uids(ctBob, "INBOX"), uids)
 }
 
 func testSendWithTuser(t *testing.T, env envFunc) {
 	e := env(t)
-	msg := restclient.Message{Sender: ctAlice, Subject: "on behalf", Body: "sent by carol for alice",
-		Recipients: []restclient.Recipient{{Email: ctBob, Type: restclient.TO}}}
+	msg := directapi.Message{Sender: ctAlice, Subject: "on behalf", Body: "sent by carol for alice",
+		Recipients: []directapi.Recipient{{Email: ctBob, Type: directapi.TO}}}
 	id, err := e.c.SendWithTuser(e.ctx(), ctTuser(ctCarol, ctAlice), msg)
 	e.must(err, "SendWithTuser")
 	ms := e.messages(ctBob, "INBOX")
@@ -1814,11 +1815,11 @@ func testSendWithTuser(t *testing.T, env envFunc) {
 	wantN(t, "carol (T-user) INBOX.Sent", e.count(ctCarol, "INBOX.Sent"), 0)
 	logs, err := e.c.GetMessageStatus(e.ctx(), ctAuth(ctAlice), id)
 	e.must(err, "status")
-	if len(logs) != 1 || logs[0].From != ctAlice || logs[0].Status != restclient.StatusDelivered {
+	if len(logs) != 1 || logs[0].From != ctAlice || logs[0].Status != directapi.StatusDelivered {
 		t.Errorf("status %+v", logs)
 	}
 	// The registration account may act as T-user too.
-	reseller := restclient.AuthenticationWithTuser{Username: ctReseller, Password: restclient.Secret(ctPasswords[ctReseller]), DirectAddr: ctAlice}
+	reseller := directapi.AuthenticationWithTuser{Username: ctReseller, Password: directapi.Secret(ctPasswords[ctReseller]), DirectAddr: ctAlice}
 	_, err = e.c.SendWithTuser(e.ctx(), reseller, msg)
 	e.must(err, "SendWithTuser as reseller")
 	wantN(t, "alice INBOX.Sent", e.count(ctAlice, "INBOX.Sent"), 2)
@@ -1845,10 +1846,10 @@ func testSendWithTuser(t *testing.T, env envFunc) {
 
 func testSendWithHeaderWithTuser(t *testing.T, env envFunc) {
 	e := env(t)
-	msg := restclient.MessageWithHeader{
-		Message: restclient.Message{Sender: ctAlice, Subject: "on behalf with headers", Body: "b",
-			Recipients: []restclient.Recipient{{Email: ctBob, Type: restclient.TO}}},
-		Headers: []restclient.MessageHeader{{Name: "X-Foo", Value: "tuser"}, {Name: "In-Reply-To", Value: "<q-1@other.example>"}},
+	msg := directapi.MessageWithHeader{
+		Message: directapi.Message{Sender: ctAlice, Subject: "on behalf with headers", Body: "b",
+			Recipients: []directapi.Recipient{{Email: ctBob, Type: directapi.TO}}},
+		Headers: []directapi.MessageHeader{{Name: "X-Foo", Value: "tuser"}, {Name: "In-Reply-To", Value: "<q-1@other.example>"}},
 	}
 	id, err := e.c.SendWithHeaderWithTuser(e.ctx(), ctTuser(ctDave, ctAlice), msg)
 	e.must(err, "SendWithHeaderWithTuser")
@@ -1874,7 +1875,7 @@ func testSendWithHeaderWithTuser(t *testing.T, env envFunc) {
 	_, err = e.c.SendWithHeaderWithTuser(e.ctx(), bad, msg)
 	wantAuthFailure(t, err)
 	evil := msg
-	evil.Headers = []restclient.MessageHeader{{Name: "X-Foo", Value: "a\nBcc: eve@other.example"}}
+	evil.Headers = []directapi.MessageHeader{{Name: "X-Foo", Value: "a\nBcc: eve@other.example"}}
 	_, err = e.c.SendWithHeaderWithTuser(e.ctx(), ctTuser(ctDave, ctAlice), evil)
 	wantAPICode(t, err, 3)
 	wantN(t, "bob INBOX after failures", e.count(ctBob, "INBOX"), 1)
@@ -1882,18 +1883,18 @@ func testSendWithHeaderWithTuser(t *testing.T, env envFunc) {
 
 func testGetMessageStatusWithTuser(t *testing.T, env envFunc) {
 	e := env(t)
-	id := e.send(ctAlice, restclient.Message{Sender: ctAlice, Subject: "s", Body: "b", Recipients: []restclient.Recipient{
-		{Email: ctBob, Type: restclient.TO}, {Email: "far@other.example", Type: restclient.TO}}})
+	id := e.send(ctAlice, directapi.Message{Sender: ctAlice, Subject: "s", Body: "b", Recipients: []directapi.Recipient{
+		{Email: ctBob, Type: directapi.TO}, {Email: "far@other.example", Type: directapi.TO}}})
 	logs, err := e.c.GetMessageStatusWithTuser(e.ctx(), ctTuser(ctCarol, ctAlice), id)
 	e.must(err, "GetMessageStatusWithTuser")
 	by := byRecipient(t, logs)
-	if len(by) != 2 || by[ctBob].Status != restclient.StatusDelivered || by["far@other.example"].Status != restclient.StatusWaiting || by[ctBob].MessageID != id {
+	if len(by) != 2 || by[ctBob].Status != directapi.StatusDelivered || by["far@other.example"].Status != directapi.StatusWaiting || by[ctBob].MessageID != id {
 		t.Errorf("records %+v", logs)
 	}
 	e.clock.Advance(time.Hour)
 	logs, err = e.c.GetMessageStatusWithTuser(e.ctx(), ctTuser(ctCarol, ctAlice), id)
 	e.must(err, "GetMessageStatusWithTuser later")
-	if by := byRecipient(t, logs); by["far@other.example"].Status != restclient.StatusNoMDNReceived {
+	if by := byRecipient(t, logs); by["far@other.example"].Status != directapi.StatusNoMDNReceived {
 		t.Errorf("after an hour: %+v", logs)
 	}
 	// Acting for someone else: alice's message is not theirs.
@@ -1932,7 +1933,7 @@ func testUIDsNeverReused(t *testing.T, env envFunc) {
 	// Moved out: same.
 	last := e.uids(ctBob, "INBOX.Work")
 	e.must(e.c.MoveMessagesByUIDs(e.ctx(), ctAuth(ctBob), "INBOX.Work", "INBOX", last[len(last)-1:]), "move out")
-	e.must(e.c.SaveRawMessages(e.ctx(), ctAuth(ctBob), "INBOX.Work", []restclient.RawMessage{restclient.NewRawMessage(savedCRLF)}), "save")
+	e.must(e.c.SaveRawMessages(e.ctx(), ctAuth(ctBob), "INBOX.Work", []directapi.RawMessage{directapi.NewRawMessage(savedCRLF)}), "save")
 	for _, u := range e.uids(ctBob, "INBOX.Work") {
 		if u != u1 {
 			take(u, "after move out")

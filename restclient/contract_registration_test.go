@@ -12,13 +12,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/directbridge/directbridge/directapi"
 	"github.com/directbridge/directbridge/restclient"
 	"github.com/directbridge/directbridge/sandbox"
 )
 
-func ctLogin(e *ctEnv) restclient.Secret {
+func ctLogin(e *ctEnv) directapi.Secret {
 	e.t.Helper()
-	id, err := e.c.Login(e.ctx(), restclient.LoginRequest{Username: ctReseller, Password: restclient.Secret(ctPasswords[ctReseller])})
+	id, err := e.c.Login(e.ctx(), directapi.LoginRequest{Username: ctReseller, Password: directapi.Secret(ctPasswords[ctReseller])})
 	e.must(err, "Login")
 	if id == "" {
 		e.t.Fatal("Login returned an empty sessionId")
@@ -27,18 +28,18 @@ func ctLogin(e *ctEnv) restclient.Secret {
 }
 
 // jane is an identity-proofed patient.
-var jane = restclient.IDProofedIndividual{FirstName: "Jane", LastName: "Doe", SSN4: "1234", DOB: "1980-03-07"}
+var jane = directapi.IDProofedIndividual{FirstName: "Jane", LastName: "Doe", SSN4: "1234", DOB: "1980-03-07"}
 
-func provisionJane(e *ctEnv, session restclient.Secret) *restclient.AddUsersResponseV2Type {
+func provisionJane(e *ctEnv, session directapi.Secret) *directapi.AddUsersResponseV2Type {
 	e.t.Helper()
-	resp, err := e.c.ProvisionIDProofedPatient(e.ctx(), session, ctDomain, restclient.IDProofedIndividualRESTful{
+	resp, err := e.c.ProvisionIDProofedPatient(e.ctx(), session, ctDomain, directapi.IDProofedIndividualRESTful{
 		IDProofedIndividual: jane, DirectUsername: "jane.doe", DirectPassword: "jane-secret-1"})
 	e.must(err, "ProvisionIDProofedPatient")
 	return resp
 }
 
-func janeAuth(password string) restclient.Authentication {
-	return restclient.Authentication{Username: "jane.doe@" + ctDomain, Password: restclient.Secret(password)}
+func janeAuth(password string) directapi.Authentication {
+	return directapi.Authentication{Username: "jane.doe@" + ctDomain, Password: directapi.Secret(password)}
 }
 
 func TestContractRegistration(t *testing.T) {
@@ -49,17 +50,17 @@ func TestContractRegistration(t *testing.T) {
 		if s1 == s2 {
 			t.Error("two logins gave the same sessionId")
 		}
-		_, err := e.c.Login(e.ctx(), restclient.LoginRequest{Username: ctReseller, Password: "wrong"})
+		_, err := e.c.Login(e.ctx(), directapi.LoginRequest{Username: ctReseller, Password: "wrong"})
 		wantRegCode(t, err, "011")
 		wantAuthFailure(t, err)
-		_, err = e.c.Login(e.ctx(), restclient.LoginRequest{Username: "nobody", Password: "whatever"})
+		_, err = e.c.Login(e.ctx(), directapi.LoginRequest{Username: "nobody", Password: "whatever"})
 		wantRegCode(t, err, "011")
 		// A mailbox user is not a registration account.
-		_, err = e.c.Login(e.ctx(), restclient.LoginRequest{Username: ctAlice, Password: restclient.Secret(ctPasswords[ctAlice])})
+		_, err = e.c.Login(e.ctx(), directapi.LoginRequest{Username: ctAlice, Password: directapi.Secret(ctPasswords[ctAlice])})
 		wantRegCode(t, err, "011")
-		_, err = e.c.Login(e.ctx(), restclient.LoginRequest{Username: ctReseller})
+		_, err = e.c.Login(e.ctx(), directapi.LoginRequest{Username: ctReseller})
 		wantRegCode(t, err, "010")
-		_, err = e.c.Login(e.ctx(), restclient.LoginRequest{Password: "x"})
+		_, err = e.c.Login(e.ctx(), directapi.LoginRequest{Password: "x"})
 		wantRegCode(t, err, "010")
 		wantN(t, "Login calls", e.srv.Calls("Login"), 7)
 	})
@@ -74,7 +75,7 @@ func TestContractRegistration(t *testing.T) {
 		}
 		u := resp.Users[0]
 		if u.Username != "jane.doe" || u.FirstName != "Jane" || u.LastName != "Doe" ||
-			u.UserType != restclient.UserTypeSMTP || u.UserStateType != restclient.UserStateActivated {
+			u.UserType != directapi.UserTypeSMTP || u.UserStateType != directapi.UserStateActivated {
 			t.Errorf("user %+v", u)
 		}
 		if u.EndpointPassword != "" {
@@ -88,33 +89,33 @@ func TestContractRegistration(t *testing.T) {
 		n, err := e.c.GetMessageCount(e.ctx(), janeAuth("jane-secret-1"), "INBOX")
 		e.must(err, "patient GetMessageCount")
 		wantN(t, "patient INBOX", n, 0)
-		e.send(ctAlice, restclient.Message{Sender: ctAlice, Subject: "welcome", Body: "hi",
-			Recipients: []restclient.Recipient{{Email: "jane.doe@" + ctDomain, Type: restclient.TO}}})
+		e.send(ctAlice, directapi.Message{Sender: ctAlice, Subject: "welcome", Body: "hi",
+			Recipients: []directapi.Recipient{{Email: "jane.doe@" + ctDomain, Type: directapi.TO}}})
 		n, err = e.c.GetMessageCount(e.ctx(), janeAuth("jane-secret-1"), "INBOX")
 		e.must(err, "patient GetMessageCount")
 		wantN(t, "patient INBOX after a send", n, 1)
 		// Without a username one is derived from the name.
-		resp2, err := e.c.ProvisionIDProofedPatient(e.ctx(), s, ctDomain, restclient.IDProofedIndividualRESTful{
-			IDProofedIndividual: restclient.IDProofedIndividual{FirstName: "Max", LastName: "Power", SSN4: "9876", DOB: "03/07/1975"}})
+		resp2, err := e.c.ProvisionIDProofedPatient(e.ctx(), s, ctDomain, directapi.IDProofedIndividualRESTful{
+			IDProofedIndividual: directapi.IDProofedIndividual{FirstName: "Max", LastName: "Power", SSN4: "9876", DOB: "03/07/1975"}})
 		e.must(err, "provision without username")
 		if len(resp2.Users) != 1 || resp2.Users[0].Username == "" {
 			t.Errorf("derived user %+v", resp2.Users)
 		}
 
 		// Failures.
-		_, err = e.c.ProvisionIDProofedPatient(e.ctx(), "0123456789abcdef0123456789abcdef", ctDomain, restclient.IDProofedIndividualRESTful{IDProofedIndividual: jane})
+		_, err = e.c.ProvisionIDProofedPatient(e.ctx(), "0123456789abcdef0123456789abcdef", ctDomain, directapi.IDProofedIndividualRESTful{IDProofedIndividual: jane})
 		wantRegCode(t, err, "011")
-		_, err = e.c.ProvisionIDProofedPatient(e.ctx(), s, "other.example", restclient.IDProofedIndividualRESTful{IDProofedIndividual: jane, DirectUsername: "jd2"})
+		_, err = e.c.ProvisionIDProofedPatient(e.ctx(), s, "other.example", directapi.IDProofedIndividualRESTful{IDProofedIndividual: jane, DirectUsername: "jd2"})
 		wantRegCode(t, err, "208")
 		missing := jane
 		missing.DOB = ""
-		_, err = e.c.ProvisionIDProofedPatient(e.ctx(), s, ctDomain, restclient.IDProofedIndividualRESTful{IDProofedIndividual: missing, DirectUsername: "jd3"})
+		_, err = e.c.ProvisionIDProofedPatient(e.ctx(), s, ctDomain, directapi.IDProofedIndividualRESTful{IDProofedIndividual: missing, DirectUsername: "jd3"})
 		wantRegCode(t, err, "010")
-		_, err = e.c.ProvisionIDProofedPatient(e.ctx(), s, ctDomain, restclient.IDProofedIndividualRESTful{IDProofedIndividual: jane, DirectUsername: "jane.doe", DirectPassword: "another-pw-1"})
+		_, err = e.c.ProvisionIDProofedPatient(e.ctx(), s, ctDomain, directapi.IDProofedIndividualRESTful{IDProofedIndividual: jane, DirectUsername: "jane.doe", DirectPassword: "another-pw-1"})
 		wantRegCode(t, err, "002") // address taken
 		badSSN := jane
 		badSSN.SSN4 = "12a4"
-		_, err = e.c.ProvisionIDProofedPatient(e.ctx(), s, ctDomain, restclient.IDProofedIndividualRESTful{IDProofedIndividual: badSSN, DirectUsername: "jd4"})
+		_, err = e.c.ProvisionIDProofedPatient(e.ctx(), s, ctDomain, directapi.IDProofedIndividualRESTful{IDProofedIndividual: badSSN, DirectUsername: "jd4"})
 		wantRegCode(t, err, "205")
 		// The taken address kept its password.
 		_, err = e.c.GetMessageCount(e.ctx(), janeAuth("jane-secret-1"), "INBOX")
@@ -124,10 +125,10 @@ func TestContractRegistration(t *testing.T) {
 
 		// The session expires 10 minutes after login.
 		e.clock.Advance(10 * time.Minute)
-		_, err = e.c.ProvisionIDProofedPatient(e.ctx(), s, ctDomain, restclient.IDProofedIndividualRESTful{IDProofedIndividual: jane, DirectUsername: "jd5", DirectPassword: "jd5-secret-1"})
+		_, err = e.c.ProvisionIDProofedPatient(e.ctx(), s, ctDomain, directapi.IDProofedIndividualRESTful{IDProofedIndividual: jane, DirectUsername: "jd5", DirectPassword: "jd5-secret-1"})
 		wantRegCode(t, err, "011")
 		wantAuthFailure(t, err)
-		_, err = e.c.GetMessageCount(e.ctx(), restclient.Authentication{Username: "jd5@" + ctDomain, Password: "jd5-secret-1"}, "INBOX")
+		_, err = e.c.GetMessageCount(e.ctx(), directapi.Authentication{Username: "jd5@" + ctDomain, Password: "jd5-secret-1"}, "INBOX")
 		wantAuthFailure(t, err) // nothing was provisioned
 	})
 
@@ -138,11 +139,11 @@ func TestContractRegistration(t *testing.T) {
 		provisionJane(e, s)
 		users, err := e.c.GetPatientAddressByMeta(e.ctx(), s, ctDomain, jane)
 		e.must(err, "GetPatientAddressByMeta")
-		if len(users) != 1 || users[0].Username != "jane.doe" || users[0].UserStateType != restclient.UserStateActivated {
+		if len(users) != 1 || users[0].Username != "jane.doe" || users[0].UserStateType != directapi.UserStateActivated {
 			t.Errorf("users %+v", users)
 		}
 		// Another date format and other letter case name the same patient.
-		alt := restclient.IDProofedIndividual{FirstName: "JANE", LastName: "doe", SSN4: "1234", DOB: "19800307"}
+		alt := directapi.IDProofedIndividual{FirstName: "JANE", LastName: "doe", SSN4: "1234", DOB: "19800307"}
 		users, err = e.c.GetPatientAddressByMeta(e.ctx(), s, ctDomain, alt)
 		e.must(err, "GetPatientAddressByMeta alt")
 		wantN(t, "matches in another form", len(users), 1)
@@ -190,26 +191,26 @@ func TestContractRegistration(t *testing.T) {
 		e := newCtEnv(t)
 		s := ctLogin(e)
 		provisionJane(e, s)
-		e.must(e.c.SetPatientsPasswords(e.ctx(), s, ctDomain, []restclient.UserPassword{{Username: "jane.doe", Password: "jane-secret-2"}}), "SetPatientsPasswords")
+		e.must(e.c.SetPatientsPasswords(e.ctx(), s, ctDomain, []directapi.UserPassword{{Username: "jane.doe", Password: "jane-secret-2"}}), "SetPatientsPasswords")
 		_, err := e.c.GetMessageCount(e.ctx(), janeAuth("jane-secret-2"), "INBOX")
 		e.must(err, "new password")
 		_, err = e.c.GetMessageCount(e.ctx(), janeAuth("jane-secret-1"), "INBOX")
 		wantAuthFailure(t, err)
 
 		// All or nothing: one unknown user, and jane's password stays.
-		err = e.c.SetPatientsPasswords(e.ctx(), s, ctDomain, []restclient.UserPassword{
+		err = e.c.SetPatientsPasswords(e.ctx(), s, ctDomain, []directapi.UserPassword{
 			{Username: "jane.doe", Password: "jane-secret-3"}, {Username: "ghost", Password: "ghost-secret-1"}})
 		wantRegCode(t, err, "210")
 		err = e.c.SetPatientsPasswords(e.ctx(), s, ctDomain, nil)
 		wantRegCode(t, err, "010")
-		err = e.c.SetPatientsPasswords(e.ctx(), s, ctDomain, []restclient.UserPassword{{Username: "jane.doe"}})
+		err = e.c.SetPatientsPasswords(e.ctx(), s, ctDomain, []directapi.UserPassword{{Username: "jane.doe"}})
 		wantRegCode(t, err, "010")
-		err = e.c.SetPatientsPasswords(e.ctx(), s, "other.example", []restclient.UserPassword{{Username: "jane.doe", Password: "jane-secret-3"}})
+		err = e.c.SetPatientsPasswords(e.ctx(), s, "other.example", []directapi.UserPassword{{Username: "jane.doe", Password: "jane-secret-3"}})
 		wantRegCode(t, err, "208")
 		_, err = e.c.GetMessageCount(e.ctx(), janeAuth("jane-secret-2"), "INBOX")
 		e.must(err, "password unchanged by failures")
 		e.clock.Advance(10 * time.Minute)
-		err = e.c.SetPatientsPasswords(e.ctx(), s, ctDomain, []restclient.UserPassword{{Username: "jane.doe", Password: "jane-secret-3"}})
+		err = e.c.SetPatientsPasswords(e.ctx(), s, ctDomain, []directapi.UserPassword{{Username: "jane.doe", Password: "jane-secret-3"}})
 		wantRegCode(t, err, "011")
 		_, err = e.c.GetMessageCount(e.ctx(), janeAuth("jane-secret-2"), "INBOX")
 		e.must(err, "password unchanged by an expired session")
@@ -218,8 +219,8 @@ func TestContractRegistration(t *testing.T) {
 	t.Run("Registrar", func(t *testing.T) {
 		t.Parallel()
 		e := newCtEnv(t)
-		r := e.c.NewRegistrar(ctReseller, restclient.Secret(ctPasswords[ctReseller]))
-		resp, err := r.ProvisionIDProofedPatient(e.ctx(), ctDomain, restclient.IDProofedIndividualRESTful{
+		r := e.c.NewRegistrar(ctReseller, directapi.Secret(ctPasswords[ctReseller]))
+		resp, err := r.ProvisionIDProofedPatient(e.ctx(), ctDomain, directapi.IDProofedIndividualRESTful{
 			IDProofedIndividual: jane, DirectUsername: "jane.doe", DirectPassword: "jane-secret-1"})
 		e.must(err, "Registrar provision")
 		if len(resp.Users) != 1 || resp.Users[0].Username != "jane.doe" {
@@ -242,7 +243,7 @@ func TestContractRegistration(t *testing.T) {
 		wantN(t, "logins after 9 minutes", e.srv.Calls("Login"), 2)
 		wantN(t, "no call was refused", e.srv.Calls("GetPatientAddressByUsername"), 1)
 
-		e.must(r.SetPatientsPasswords(e.ctx(), ctDomain, []restclient.UserPassword{{Username: "jane.doe", Password: "jane-secret-2"}}), "Registrar set passwords")
+		e.must(r.SetPatientsPasswords(e.ctx(), ctDomain, []directapi.UserPassword{{Username: "jane.doe", Password: "jane-secret-2"}}), "Registrar set passwords")
 		_, err = e.c.GetMessageCount(e.ctx(), janeAuth("jane-secret-2"), "INBOX")
 		e.must(err, "password set through the Registrar")
 		wantN(t, "logins in the end", e.srv.Calls("Login"), 2)
@@ -292,8 +293,8 @@ func testRegistrarAfterRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	r := c.NewRegistrar(ctReseller, restclient.Secret(ctPasswords[ctReseller]))
-	if _, err := r.ProvisionIDProofedPatient(ctx, ctDomain, restclient.IDProofedIndividualRESTful{
+	r := c.NewRegistrar(ctReseller, directapi.Secret(ctPasswords[ctReseller]))
+	if _, err := r.ProvisionIDProofedPatient(ctx, ctDomain, directapi.IDProofedIndividualRESTful{
 		IDProofedIndividual: jane, DirectUsername: "jane.doe", DirectPassword: "jane-secret-1"}); err != nil {
 		t.Fatal(err)
 	}

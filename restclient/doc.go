@@ -6,8 +6,10 @@
 // # Shape
 //
 // One method per operation, named after it, each taking a context.Context.
-// Go types exist for every resource of the two documents, with JSON names
-// exactly as written there (hasCvData, attachmentList, UserStateType, ...).
+// The resources of the two documents, with JSON names exactly as written
+// there, are the types of package directapi, which also holds the choices
+// made where the documents leave a type's wire form "not shown" (Date,
+// csvData, RecipientCollection).
 // Path parameters (folder names, sender, subject, smtpId, sessionId,
 // domain, username) are escaped as path segments, so "/" inside a folder
 // name or subject travels as %2F; a segment made only of dots is escaped
@@ -22,8 +24,9 @@
 // OutcomeUnknown says whether the request may have been carried out.
 // Anything else unexpected (a 4xx without the documented envelope, a body
 // that is not JSON) is a *ProtocolError. Passwords and session ids are of
-// type Secret, which prints as "[redacted]" under every fmt verb and in
-// log/slog; errors never include URLs (which hold session ids) or bodies.
+// type directapi.Secret, which prints as "[redacted]" under every fmt verb
+// and in log/slog; errors never include URLs (which hold session ids) or
+// bodies.
 //
 // # Usage guidelines built in
 //
@@ -49,30 +52,16 @@
 //
 // # Choices where the documents say "not shown"
 //
-//   - Date values: decoded from a JSON number of epoch milliseconds, a
-//     string of epoch milliseconds, yyyyMMddHHmmss (UTC), or ISO-8601 /
-//     RFC 3339 (with or without fraction and zone; without zone means UTC);
-//     null is the zero Date. Encoded as epoch milliseconds.
-//   - csvData: a base64 string (standard or URL alphabet, padding and line
-//     breaks optional) or a JSON array of byte values. Its CSV has the
-//     documented ten columns; a header row is skipped, status values lose
-//     their trailing asterisk, short rows are padded. The records land in
-//     the same DirectMessageLog type as messageLogs, and the status methods
-//     return both sources merged, whatever hasCvData says.
+// Those about the wire form of types are in package directapi; these are
+// the client's:
+//
 //   - HTTP status codes of failures: the body decides. A documented
 //     envelope with success=false is an APIError whatever the status; 429
 //     and 5xx are temporary whatever the body; a success envelope with an
 //     error status is believed (and logged).
-//   - RecipientCollection (Forward's recipients): sent as a JSON array of
-//     Recipient; decoded from an array or an object wrapping one under
-//     "recipients", "recipient", "items" or "list".
 //   - MarkMessagesAsUnreadByUIDs and GetRawMessagesByUIDs bodies: sent as
 //     UidsRequestType, like the neighbouring UID operations.
 //   - subscribedFolderOnly and deleteForever path values: "true"/"false".
-//   - MessageDetail attachments: read from "attachmentList", or from
-//     "attachments", the name the document's prose uses once.
-//   - Unknown JSON fields are ignored everywhere; UIDs are int64, so values
-//     beyond 32 bits are kept exactly.
 //
 // # Registration sessions
 //

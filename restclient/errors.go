@@ -3,6 +3,7 @@ package restclient
 import (
 	"errors"
 	"fmt"
+	"github.com/directbridge/directbridge/directapi"
 	"time"
 )
 
@@ -100,13 +101,13 @@ func (e *CanceledError) Unwrap() error { return e.Err }
 // registration code "011".
 func IsAuthFailure(err error) bool {
 	var ae *APIError
-	return errors.As(err, &ae) && (ae.Code == CodeAuthFailed && ae.RegCode == "" || ae.RegCode == RegCodeAuthFailed)
+	return errors.As(err, &ae) && (ae.Code == directapi.CodeAuthFailed && ae.RegCode == "" || ae.RegCode == directapi.RegCodeAuthFailed)
 }
 
 // IsAddressError reports messaging code 2 (address error).
 func IsAddressError(err error) bool {
 	var ae *APIError
-	return errors.As(err, &ae) && ae.RegCode == "" && ae.Code == CodeAddressError
+	return errors.As(err, &ae) && ae.RegCode == "" && ae.Code == directapi.CodeAddressError
 }
 
 // IsTemporary reports a failure worth retrying later: transport, timeout,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/directbridge/directbridge/directapi"
 	"io"
 	"strings"
 	"testing"
@@ -16,16 +17,16 @@ func TestIsAuthFailure(t *testing.T) {
 		err  error
 		want bool
 	}{
-		{"messaging code 1", &APIError{Op: "GetUIDs", Code: CodeAuthFailed}, true},
+		{"messaging code 1", &APIError{Op: "GetUIDs", Code: directapi.CodeAuthFailed}, true},
 		{"registration 011", &APIError{Op: "Login", RegCode: "011"}, true},
 		{"registration 001 is not 011", &APIError{Op: "Login", RegCode: "001"}, false},
 		{"registration 1 is not 011", &APIError{Op: "Login", RegCode: "1"}, false},
 		{"registration 111", &APIError{Op: "Login", RegCode: "111"}, false},
 		{"messaging 11 is not 1", &APIError{Op: "GetUIDs", Code: 11}, false},
-		{"messaging 2", &APIError{Op: "Send", Code: CodeAddressError}, false},
+		{"messaging 2", &APIError{Op: "Send", Code: directapi.CodeAddressError}, false},
 		{"messaging 0", &APIError{Op: "Send"}, false},
 		{"registration code with stray messaging 1", &APIError{Op: "X", Code: 1, RegCode: "099"}, false},
-		{"registration 999", &APIError{Op: "X", RegCode: RegCodeOther}, false},
+		{"registration 999", &APIError{Op: "X", RegCode: directapi.RegCodeOther}, false},
 		{"wrapped code 1", fmt.Errorf("mailbox: %w", &APIError{Code: 1}), true},
 		{"double wrapped 011", fmt.Errorf("a: %w", fmt.Errorf("b: %w", &APIError{RegCode: "011"})), true},
 		{"inside PartialError", &PartialError{Op: "MoveMessagesByUIDs", Done: 3, Err: &APIError{Code: 1}}, true},
@@ -48,7 +49,7 @@ func TestIsAddressError(t *testing.T) {
 		err  error
 		want bool
 	}{
-		{"messaging 2", &APIError{Op: "Send", Code: CodeAddressError}, true},
+		{"messaging 2", &APIError{Op: "Send", Code: directapi.CodeAddressError}, true},
 		{"wrapped messaging 2", fmt.Errorf("smtp: %w", &APIError{Op: "Send", Code: 2}), true},
 		{"messaging 1", &APIError{Code: 1}, false},
 		{"messaging 3", &APIError{Code: 3}, false},
@@ -185,23 +186,50 @@ func TestErrorMessages(t *testing.T) {
 }
 
 func TestEnvelopeAPIError(t *testing.T) {
-	if e := (&APIResponse{Success: true, Code: 3}).apiError("X"); e != nil {
+	if e := mustAPIError(t, &directapi.APIResponse{Success: true, Code: 3}, "X"); e != nil {
 		t.Fatalf("success=true gave %v", e)
 	}
-	e := (&APIResponse{Success: false, Code: 2, Message: "no such address"}).apiError("Send")
+	e := mustAPIError(t, &directapi.APIResponse{Success: false, Code: 2, Message: "no such address"}, "Send")
 	if e == nil || e.Op != "Send" || e.Code != 2 || e.RegCode != "" || e.Message != "no such address" {
 		t.Fatalf("apiError = %+v", e)
 	}
-	if e := (&ResellerAPIResponseType{Success: true, Code: "000"}).apiError("Login"); e != nil {
+	if e := mustAPIError(t, &directapi.ResellerAPIResponseType{Success: true, Code: "000"}, "Login"); e != nil {
 		t.Fatalf("registration success gave %v", e)
 	}
-	e = (&ResellerAPIResponseType{Success: false, Code: "011", ErrorMessage: "auth"}).apiError("Login")
+	e = mustAPIError(t, &directapi.ResellerAPIResponseType{Success: false, Code: "011", ErrorMessage: "auth"}, "Login")
 	if e == nil || e.RegCode != "011" || e.Code != 0 || e.Message != "auth" || !IsAuthFailure(e) {
 		t.Fatalf("registration apiError = %+v", e)
 	}
 	// A failure without a code still reads as a registration error.
-	e = (&ResellerAPIResponseType{Success: false}).apiError("Login")
-	if e == nil || e.RegCode != RegCodeOther {
-		t.Fatalf("registration apiError without code = %+v; want RegCode %q", e, RegCodeOther)
+	e = mustAPIError(t, &directapi.ResellerAPIResponseType{Success: false}, "Login")
+	if e == nil || e.RegCode != directapi.RegCodeOther {
+		t.Fatalf("registration apiError without code = %+v; want RegCode %q", e, directapi.RegCodeOther)
+	}
+}
+
+// mustAPIError is apiError on a response type, which must hold an envelope.
+func mustAPIError(t *testing.T, out envelope, op string) *APIError {
+	t.Helper()
+	ae, ok := apiError(op, out)
+	if !ok {
+		t.Fatalf("%T holds no envelope", out)
+	}
+	return ae
+}
+
+func TestEnvelopeOfEveryResponseType(t *testing.T) {
+	for _, out := range []envelope{
+		&directapi.APIResponse{}, &directapi.SendMessageResponseType{}, &directapi.DirectMessageStatusReportResponseType{},
+		&directapi.GetFoldersResponseType{}, &directapi.GetCountResponse{}, &directapi.GetMessageResponse{},
+		&directapi.GetUIDResponseType{}, &directapi.GetRawMessageResponse{},
+		&directapi.ResellerAPIResponseType{}, &directapi.LoginResponseType{}, &directapi.AddUsersResponseV2Type{},
+		&directapi.GetPatientAddressesResponseType{},
+	} {
+		if ae, ok := apiError("X", out); !ok || ae == nil {
+			t.Errorf("%T: apiError of a zero (success=false) response = %v, %v; want an APIError", out, ae, ok)
+		}
+	}
+	if _, ok := apiError("X", &struct{}{}); ok {
+		t.Error("a type without an envelope was accepted")
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http/httptest"
 
+	"github.com/directbridge/directbridge/directapi"
 	"github.com/directbridge/directbridge/restclient"
 	"github.com/directbridge/directbridge/sandbox"
 )
@@ -23,18 +24,18 @@ func Example() {
 
 	ctx := context.Background()
 	c, _ := restclient.New(restclient.Options{BaseURL: hs.URL})
-	alice := restclient.Authentication{Username: "alice@direct.example", Password: "alice-pw"}
-	_, err := c.Send(ctx, alice, restclient.Message{
+	alice := directapi.Authentication{Username: "alice@direct.example", Password: "alice-pw"}
+	_, err := c.Send(ctx, alice, directapi.Message{
 		Sender:     "alice@direct.example",
 		Subject:    "Referral",
 		Body:       "Please see the patient on Monday.",
-		Recipients: []restclient.Recipient{{Email: "bob@direct.example", Type: restclient.TO}},
+		Recipients: []directapi.Recipient{{Email: "bob@direct.example", Type: directapi.TO}},
 	})
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	bob := restclient.Authentication{Username: "bob@direct.example", Password: "bob-pw"}
+	bob := directapi.Authentication{Username: "bob@direct.example", Password: "bob-pw"}
 	uids, _ := c.GetUIDs(ctx, bob, "INBOX")
 	msgs, _ := c.GetMessagesByUIDs(ctx, bob, "INBOX", uids)
 	fmt.Println(len(msgs), msgs[0].Subject, msgs[0].Body)

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/directbridge/directbridge/directapi"
 	"github.com/directbridge/directbridge/restclient"
 	"github.com/directbridge/directbridge/sandbox"
 )
@@ -23,9 +24,9 @@ func newFaultEnv(t *testing.T, mods ...func(*ctConfig)) (*ctEnv, *testClock) {
 	return e, cc
 }
 
-func note(to string) restclient.Message {
-	return restclient.Message{Sender: ctAlice, Subject: "fault test", Body: "b",
-		Recipients: []restclient.Recipient{{Email: to, Type: restclient.TO}}}
+func note(to string) directapi.Message {
+	return directapi.Message{Sender: ctAlice, Subject: "fault test", Body: "b",
+		Recipients: []directapi.Recipient{{Email: to, Type: directapi.TO}}}
 }
 
 func wantSleeps(t *testing.T, c *testClock, want ...time.Duration) {
@@ -211,7 +212,7 @@ func TestFaults(t *testing.T) {
 	t.Run("Registrar011Once", func(t *testing.T) {
 		t.Parallel()
 		e, _ := newFaultEnv(t)
-		r := e.c.NewRegistrar(ctReseller, restclient.Secret(ctPasswords[ctReseller]))
+		r := e.c.NewRegistrar(ctReseller, directapi.Secret(ctPasswords[ctReseller]))
 		e.srv.InjectFault("GetPatientAddressByUsername", sandbox.Fault{RegCode: "011", Times: 1})
 		users, err := r.GetPatientAddressByUsername(e.ctx(), ctDomain, "bob")
 		e.must(err, "Registrar after one 011")

@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"github.com/directbridge/directbridge/directapi"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -170,29 +171,29 @@ func diffJSON(at string, got, want any) []string {
 
 // Golden request inputs and their JSON, as the documents define them.
 var (
-	gAuth     = Authentication{Username: "alice@direct.example", Password: "pw-alice"}
+	gAuth     = directapi.Authentication{Username: "alice@direct.example", Password: "pw-alice"}
 	gAuthJSON = `{"username":"alice@direct.example","password":"pw-alice"}`
 
-	gTauth     = AuthenticationWithTuser{Username: "tuser@direct.example", Password: "pw-tuser", DirectAddr: "bob@direct.example"}
+	gTauth     = directapi.AuthenticationWithTuser{Username: "tuser@direct.example", Password: "pw-tuser", DirectAddr: "bob@direct.example"}
 	gTauthJSON = `{"username":"tuser@direct.example","password":"pw-tuser","directAddr":"bob@direct.example"}`
 
-	gMsg = Message{
+	gMsg = directapi.Message{
 		Sender:   "alice@direct.example",
 		Subject:  "Lab results",
 		Body:     "<p>See attached & reply</p>",
 		HTMLBody: true,
-		Recipients: []Recipient{
-			{Email: "dr.smith@clinic.direct.example", Type: TO},
-			{Email: "nurse@clinic.direct.example", Type: CC},
-			{Email: "audit@direct.example", Type: BCC},
+		Recipients: []directapi.Recipient{
+			{Email: "dr.smith@clinic.direct.example", Type: directapi.TO},
+			{Email: "nurse@clinic.direct.example", Type: directapi.CC},
+			{Email: "audit@direct.example", Type: directapi.BCC},
 		},
-		AttachmentList: []Attachment{{Content: "SGVsbG8sIHdvcmxkIQ==", ContentType: "text/plain", Filename: "hello.txt"}},
+		AttachmentList: []directapi.Attachment{{Content: "SGVsbG8sIHdvcmxkIQ==", ContentType: "text/plain", Filename: "hello.txt"}},
 	}
 	gMsgJSON = `{"sender":"alice@direct.example","subject":"Lab results","body":"<p>See attached & reply</p>","htmlBody":true,
 		"recipients":[{"email":"dr.smith@clinic.direct.example","type":"TO"},{"email":"nurse@clinic.direct.example","type":"CC"},{"email":"audit@direct.example","type":"BCC"}],
 		"attachmentList":[{"content":"SGVsbG8sIHdvcmxkIQ==","contentType":"text/plain","filename":"hello.txt"}]}`
 
-	gMsgH = MessageWithHeader{Message: gMsg, Headers: []MessageHeader{
+	gMsgH = directapi.MessageWithHeader{Message: gMsg, Headers: []directapi.MessageHeader{
 		{Name: "X-Priority", Value: "1"},
 		{Name: "Disposition-Notification-Options", Value: "X-DIRECT-FINAL-DESTINATION-DELIVERY=optional,true"},
 	}}
@@ -204,8 +205,8 @@ var (
 
 	gRaw     = []byte("From: alice@direct.example\r\nTo: bob@direct.example\r\nSubject: draft\r\n\r\nbody\r\n")
 	gRawB64  = base64.StdEncoding.EncodeToString(gRaw)
-	gPatient = IDProofedIndividualRESTful{
-		IDProofedIndividual: IDProofedIndividual{FirstName: "John", LastName: "Doe", SSN4: "1234", DOB: "1980-01-02"},
+	gPatient = directapi.IDProofedIndividualRESTful{
+		IDProofedIndividual: directapi.IDProofedIndividual{FirstName: "John", LastName: "Doe", SSN4: "1234", DOB: "1980-01-02"},
 		DirectUsername:      "john.doe", DirectPassword: "pw-john",
 	}
 	gPatientJSON = `{"firstName":"John","lastName":"Doe","ssn4":"1234","dob":"1980-01-02","directUsername":"john.doe","directPassword":"pw-john"}`
@@ -239,7 +240,7 @@ func allOps() []opCase {
 		{name: "Forward", once: true, method: "PUT", path: msgPrefix + "/Forward/INBOX.Lab%20Results",
 			body: `{"auth":` + gAuthJSON + `,"uids":[5000000000,7],"recipients":[{"email":"dr.smith@clinic.direct.example","type":"TO"}]}`,
 			call: func(ctx context.Context, c *Client) error {
-				return ignore1(c.Forward(ctx, gAuth, "INBOX.Lab Results", []int64{5000000000, 7}, []Recipient{{Email: "dr.smith@clinic.direct.example", Type: TO}}))
+				return ignore1(c.Forward(ctx, gAuth, "INBOX.Lab Results", []int64{5000000000, 7}, []directapi.Recipient{{Email: "dr.smith@clinic.direct.example", Type: directapi.TO}}))
 			}},
 		{name: "GetMessageStatus", method: "POST", path: msgPrefix + "/GetMessageStatus/" + smtpIDPath, body: gAuthJSON,
 			call: func(ctx context.Context, c *Client) error { return ignore1(c.GetMessageStatus(ctx, gAuth, smtpID)) }},
@@ -340,7 +341,7 @@ func allOps() []opCase {
 		{name: "SaveRawMessages", once: true, method: "POST", path: msgPrefix + "/SaveRawMessages/INBOX.Drafts",
 			body: `{"auth":` + gAuthJSON + `,"messages":[{"data":"` + gRawB64 + `"}]}`,
 			call: func(ctx context.Context, c *Client) error {
-				return c.SaveRawMessages(ctx, gAuth, "INBOX.Drafts", []RawMessage{NewRawMessage(gRaw)})
+				return c.SaveRawMessages(ctx, gAuth, "INBOX.Drafts", []directapi.RawMessage{directapi.NewRawMessage(gRaw)})
 			}},
 		{name: "SendWithTuser", once: true, method: "PUT", path: msgPrefix + "/SendWithTuser",
 			body: `{"authentication":` + gTauthJSON + `,"message":` + gMsgJSON + `}`,
@@ -358,7 +359,7 @@ func allOps() []opCase {
 		// registration-rest.md, Endpoints 1-5
 		{name: "Login", method: "POST", path: regPrefix + "/login", body: `{"username":"reseller-1","password":"pw-reseller"}`,
 			call: func(ctx context.Context, c *Client) error {
-				return ignore1(c.Login(ctx, LoginRequest{Username: "reseller-1", Password: "pw-reseller"}))
+				return ignore1(c.Login(ctx, directapi.LoginRequest{Username: "reseller-1", Password: "pw-reseller"}))
 			}},
 		{name: "ProvisionIDProofedPatient", once: true, method: "POST", path: regPrefix + "/ProvisionIDProofedPatient/SESSION-1/patients.direct.example",
 			body: gPatientJSON,
@@ -368,7 +369,7 @@ func allOps() []opCase {
 		{name: "ProvisionIDProofedPatient by id", once: true, method: "POST", path: regPrefix + "/ProvisionIDProofedPatient/SESSION-1/patients.direct.example",
 			body: `{"id":5000000000,"directUsername":"john.doe","directPassword":"pw-john"}`,
 			call: func(ctx context.Context, c *Client) error {
-				p := IDProofedIndividualRESTful{IDProofedIndividual: IDProofedIndividual{ID: 5000000000}, DirectUsername: "john.doe", DirectPassword: "pw-john"}
+				p := directapi.IDProofedIndividualRESTful{IDProofedIndividual: directapi.IDProofedIndividual{ID: 5000000000}, DirectUsername: "john.doe", DirectPassword: "pw-john"}
 				return ignore1(c.ProvisionIDProofedPatient(ctx, "SESSION-1", "patients.direct.example", p))
 			}},
 		{name: "GetPatientAddressByMeta", method: "POST", path: regPrefix + "/GetPatientAddressByMeta/SESSION-1/patients.direct.example",
@@ -379,7 +380,7 @@ func allOps() []opCase {
 		{name: "GetPatientAddressByMeta by id", method: "POST", path: regPrefix + "/GetPatientAddressByMeta/SESSION-1/patients.direct.example",
 			body: `{"id":42}`,
 			call: func(ctx context.Context, c *Client) error {
-				return ignore1(c.GetPatientAddressByMeta(ctx, "SESSION-1", "patients.direct.example", IDProofedIndividual{ID: 42}))
+				return ignore1(c.GetPatientAddressByMeta(ctx, "SESSION-1", "patients.direct.example", directapi.IDProofedIndividual{ID: 42}))
 			}},
 		{name: "GetPatientAddressByUsername", method: "GET", path: regPrefix + "/GetPatientAddressByUsername/SESSION-1/patients.direct.example/john.doe",
 			call: func(ctx context.Context, c *Client) error {
@@ -389,7 +390,7 @@ func allOps() []opCase {
 			body: `[{"username":"john.doe","password":"pw-1"},{"username":"jane.roe","password":"pw-2"}]`,
 			call: func(ctx context.Context, c *Client) error {
 				return c.SetPatientsPasswords(ctx, "SESSION-1", "patients.direct.example",
-					[]UserPassword{{Username: "john.doe", Password: "pw-1"}, {Username: "jane.roe", Password: "pw-2"}})
+					[]directapi.UserPassword{{Username: "john.doe", Password: "pw-1"}, {Username: "jane.roe", Password: "pw-2"}})
 			}},
 		{name: "SetPatientsPasswords none", method: "POST", path: regPrefix + "/SetPatientsPasswords/SESSION-1/patients.direct.example",
 			body: `[]`,
@@ -533,7 +534,7 @@ func TestGoldenKeySets(t *testing.T) {
 
 	// A minimal message: the required fields stay even when empty or
 	// false; the optional ones go.
-	if _, err := c.Send(ctx, gAuth, Message{Sender: "alice@direct.example", Recipients: []Recipient{{Email: "b@x", Type: TO}}}); err != nil {
+	if _, err := c.Send(ctx, gAuth, directapi.Message{Sender: "alice@direct.example", Recipients: []directapi.Recipient{{Email: "b@x", Type: directapi.TO}}}); err != nil {
 		t.Fatal(err)
 	}
 	m := obj(body()["message"])
@@ -549,7 +550,7 @@ func TestGoldenKeySets(t *testing.T) {
 	wantKeys("UidsRequestType", b, "auth", "uids")
 	wantKeys("UidsRequestType auth", obj(b["auth"]), "username", "password")
 
-	if _, err := c.Forward(ctx, gAuth, "INBOX", []int64{1}, []Recipient{{Email: "b@x", Type: CC}}); err != nil {
+	if _, err := c.Forward(ctx, gAuth, "INBOX", []int64{1}, []directapi.Recipient{{Email: "b@x", Type: directapi.CC}}); err != nil {
 		t.Fatal(err)
 	}
 	b = body()
@@ -570,14 +571,14 @@ func TestGoldenKeySets(t *testing.T) {
 		t.Errorf("subscribed = %v; want true", b["subscribed"])
 	}
 
-	if err := c.SaveRawMessages(ctx, gAuth, "INBOX", []RawMessage{NewRawMessage(gRaw)}); err != nil {
+	if err := c.SaveRawMessages(ctx, gAuth, "INBOX", []directapi.RawMessage{directapi.NewRawMessage(gRaw)}); err != nil {
 		t.Fatal(err)
 	}
 	b = body()
 	wantKeys("RawMessagesRequestType", b, "auth", "messages")
 	wantKeys("RawMessage", first(b["messages"]), "data")
 
-	if _, err := c.Login(ctx, LoginRequest{Username: "r", Password: "p"}); err != nil {
+	if _, err := c.Login(ctx, directapi.LoginRequest{Username: "r", Password: "p"}); err != nil {
 		t.Fatal(err)
 	}
 	wantKeys("LoginRequest", body(), "username", "password")
@@ -593,7 +594,7 @@ func TestGoldenKeySets(t *testing.T) {
 	}
 	wantKeys("IDProofedIndividualRESTful with id", body(), "id", "firstName", "lastName", "ssn4", "dob", "directUsername", "directPassword")
 
-	if err := c.SetPatientsPasswords(ctx, "S", "d.example", []UserPassword{{Username: "u", Password: "p"}}); err != nil {
+	if err := c.SetPatientsPasswords(ctx, "S", "d.example", []directapi.UserPassword{{Username: "u", Password: "p"}}); err != nil {
 		t.Fatal(err)
 	}
 	reqs := rec.requests()
@@ -666,7 +667,7 @@ func TestGoldenBaseURLs(t *testing.T) {
 	if _, err := c.GetUIDs(ctx, gAuth, "INBOX"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Login(ctx, LoginRequest{Username: "r", Password: "p"}); err != nil {
+	if _, err := c.Login(ctx, directapi.LoginRequest{Username: "r", Password: "p"}); err != nil {
 		t.Fatal(err)
 	}
 	m, r := msgRec.requests(), regRec.requests()
@@ -711,7 +712,7 @@ const goldenMessagesResponse = `{
 }`
 
 func TestGoldenMessageDetail(t *testing.T) {
-	var resp GetMessageResponse
+	var resp directapi.GetMessageResponse
 	if err := json.Unmarshal([]byte(goldenMessagesResponse), &resp); err != nil {
 		t.Fatal(err)
 	}
@@ -722,15 +723,15 @@ func TestGoldenMessageDetail(t *testing.T) {
 	if m.UID != 5000000000 {
 		t.Errorf("uid %d; want 5000000000 (beyond 32 bits)", m.UID)
 	}
-	want := MessageDetail{
-		Message: Message{Sender: "dr.smith@clinic.direct.example", Subject: "Referral", Body: "<b>hi</b>", HTMLBody: true,
-			Recipients:     []Recipient{{Email: "alice@direct.example", Type: TO}},
-			AttachmentList: []Attachment{{Content: "SGVsbG8=", ContentType: "application/pdf", Filename: "referral.pdf"}}},
+	want := directapi.MessageDetail{
+		Message: directapi.Message{Sender: "dr.smith@clinic.direct.example", Subject: "Referral", Body: "<b>hi</b>", HTMLBody: true,
+			Recipients:     []directapi.Recipient{{Email: "alice@direct.example", Type: directapi.TO}},
+			AttachmentList: []directapi.Attachment{{Content: "SGVsbG8=", ContentType: "application/pdf", Filename: "referral.pdf"}}},
 		UID: 5000000000, MsgNum: 3, MsgID: "<m1@clinic.direct.example>", Folder: "INBOX", Size: 2048,
-		SentDate:     Date{time.Date(2024, 3, 1, 12, 0, 0, 0, time.UTC)},
-		ReceivedDate: Date{time.Date(2024, 3, 1, 12, 0, 5, 0, time.UTC)},
+		SentDate:     directapi.Date{Time: time.Date(2024, 3, 1, 12, 0, 0, 0, time.UTC)},
+		ReceivedDate: directapi.Date{Time: time.Date(2024, 3, 1, 12, 0, 5, 0, time.UTC)},
 		ReplyTo:      "dr.smith@clinic.direct.example",
-		Headers:      []MessageHeader{{Name: "X-Priority", Value: "1"}},
+		Headers:      []directapi.MessageHeader{{Name: "X-Priority", Value: "1"}},
 	}
 	if !messageDetailEqual(m, want) {
 		t.Errorf("message 0 =\n%+v\nwant\n%+v", m, want)
@@ -753,14 +754,14 @@ func TestGoldenMessageDetail(t *testing.T) {
 	rec.respond = func(int, *http.Request, []byte) (int, string) { return 200, goldenMessagesResponse }
 	c := newTestClient(t, rec.srv.URL, newFakeClock())
 	ctx := context.Background()
-	for name, call := range map[string]func() ([]MessageDetail, error){
-		"GetMessages":        func() ([]MessageDetail, error) { return c.GetMessages(ctx, gAuth, "INBOX") },
-		"GetMessageMetaData": func() ([]MessageDetail, error) { return c.GetMessageMetaData(ctx, gAuth, "INBOX") },
-		"GetUnreadMessages":  func() ([]MessageDetail, error) { return c.GetUnreadMessages(ctx, gAuth, "INBOX") },
-		"GetMessagesByUIDs": func() ([]MessageDetail, error) {
+	for name, call := range map[string]func() ([]directapi.MessageDetail, error){
+		"GetMessages":        func() ([]directapi.MessageDetail, error) { return c.GetMessages(ctx, gAuth, "INBOX") },
+		"GetMessageMetaData": func() ([]directapi.MessageDetail, error) { return c.GetMessageMetaData(ctx, gAuth, "INBOX") },
+		"GetUnreadMessages":  func() ([]directapi.MessageDetail, error) { return c.GetUnreadMessages(ctx, gAuth, "INBOX") },
+		"GetMessagesByUIDs": func() ([]directapi.MessageDetail, error) {
 			return c.GetMessagesByUIDs(ctx, gAuth, "INBOX", []int64{5000000000, 2})
 		},
-		"GetMessagesBySender": func() ([]MessageDetail, error) {
+		"GetMessagesBySender": func() ([]directapi.MessageDetail, error) {
 			return c.GetMessagesBySender(ctx, gAuth, "INBOX", "dr.smith@clinic.direct.example")
 		},
 	} {
@@ -774,11 +775,11 @@ func TestGoldenMessageDetail(t *testing.T) {
 	}
 }
 
-func messageDetailEqual(a, b MessageDetail) bool {
+func messageDetailEqual(a, b directapi.MessageDetail) bool {
 	if !a.SentDate.Equal(b.SentDate.Time) || !a.ReceivedDate.Equal(b.ReceivedDate.Time) {
 		return false
 	}
-	a.SentDate, a.ReceivedDate, b.SentDate, b.ReceivedDate = Date{}, Date{}, Date{}, Date{}
+	a.SentDate, a.ReceivedDate, b.SentDate, b.ReceivedDate = directapi.Date{}, directapi.Date{}, directapi.Date{}, directapi.Date{}
 	return reflect.DeepEqual(a, b)
 }
 
@@ -844,17 +845,17 @@ func TestGoldenMessagingResponses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantLogs := []DirectMessageLog{
+	wantLogs := []directapi.DirectMessageLog{
 		{From: "alice@direct.example", To: "bob@direct.example", MessageID: "<abc.123@direct.example>", MessageSize: 5000000001,
-			Status: StatusDelivered, StatusDetails: "MDN processed", TS: ts("20240301120000"), XdrID: "x1", UniqueID: "u1", SourceID: "s1", PatientID: "p1"},
+			Status: directapi.StatusDelivered, StatusDetails: "MDN processed", TS: ts("20240301120000"), XdrID: "x1", UniqueID: "u1", SourceID: "s1", PatientID: "p1"},
 		{From: "alice@direct.example", To: "carol@direct.example", MessageID: "<abc.123@direct.example>", MessageSize: 10,
-			Status: StatusNoMDNReceived, TS: ts("20240301130000")},
+			Status: directapi.StatusNoMDNReceived, TS: ts("20240301130000")},
 	}
 	if !logsEqual(logs, wantLogs) {
 		t.Errorf("GetMessageStatus (messageLogs) =\n%+v\nwant\n%+v", logs, wantLogs)
 	}
-	wantCSV := []DirectMessageLog{{From: "alice@direct.example", To: "bob@direct.example", MessageID: "<abc.123@direct.example>",
-		MessageSize: 42, Status: StatusWaiting, TS: ts("20240301120000")}}
+	wantCSV := []directapi.DirectMessageLog{{From: "alice@direct.example", To: "bob@direct.example", MessageID: "<abc.123@direct.example>",
+		MessageSize: 42, Status: directapi.StatusWaiting, TS: ts("20240301120000")}}
 	logs, err = c.GetMessageStatus(ctx, gAuth, "<csv@x>")
 	if err != nil || !logsEqual(logs, wantCSV) {
 		t.Errorf("GetMessageStatus (csvData) = %+v, %v; want %+v", logs, err, wantCSV)
@@ -870,7 +871,7 @@ func TestGoldenMessagingResponses(t *testing.T) {
 	if b, err := raws[0].Bytes(); err != nil || !bytes.Equal(b, gRaw) {
 		t.Errorf("RawMessage.Bytes = %q, %v; want %q", b, err, gRaw)
 	}
-	if _, err := (RawMessage{UID: 4, Data: "***"}).Bytes(); err == nil || !strings.Contains(err.Error(), "uid 4") {
+	if _, err := (directapi.RawMessage{UID: 4, Data: "***"}).Bytes(); err == nil || !strings.Contains(err.Error(), "uid 4") {
 		t.Errorf("Bytes of bad base64: %v; want an error naming the uid", err)
 	}
 }
@@ -902,18 +903,18 @@ func TestGoldenRegistrationResponses(t *testing.T) {
 	c := newTestClient(t, rec.srv.URL, newFakeClock())
 	ctx := context.Background()
 
-	sid, err := c.Login(ctx, LoginRequest{Username: "r", Password: "p"})
+	sid, err := c.Login(ctx, directapi.LoginRequest{Username: "r", Password: "p"})
 	if err != nil || sid.Reveal() != "9f8e7d6c" {
 		t.Fatalf("Login = %q, %v", sid.Reveal(), err)
 	}
 	f := false
-	wantUser := DirectUserDetail{
-		DirectUser: DirectUser{
-			BaseUser: BaseUser{FirstName: "John", LastName: "Doe", Email: "john@example.com", Phone: "555-0100",
+	wantUser := directapi.DirectUserDetail{
+		DirectUser: directapi.DirectUser{
+			BaseUser: directapi.BaseUser{FirstName: "John", LastName: "Doe", Email: "john@example.com", Phone: "555-0100",
 				SameAsOrganizationAddress: &f, Address: "1 Main St", City: "Springfield", State: "Illinois", Country: "US", Zipcode: "62701"},
-			Username: "john.doe", UserType: UserTypeSMTP,
+			Username: "john.doe", UserType: directapi.UserTypeSMTP,
 		},
-		UserStateType: UserStateActivated,
+		UserStateType: directapi.UserStateActivated,
 	}
 	resp, err := c.ProvisionIDProofedPatient(ctx, sid, "patients.direct.example", gPatient)
 	if err != nil {
@@ -927,12 +928,12 @@ func TestGoldenRegistrationResponses(t *testing.T) {
 		!pc.OrderTime.Equal(time.Date(2024, 3, 1, 12, 0, 0, 0, time.UTC)) || len(pc.Products) != 1 {
 		t.Fatalf("paymentConfirmation = %+v", pc)
 	}
-	wantProduct := Product{Name: "Patient address", Description: "1 year", Quantity: 1, OfferPrice: 25, SalePrice: 12.5, Amount: 12.5,
+	wantProduct := directapi.Product{Name: "Patient address", Description: "1 year", Quantity: 1, OfferPrice: 25, SalePrice: 12.5, Amount: 12.5,
 		StartDate: "2024-03-01", ExpireDate: "2025-03-01"}
 	if pc.Products[0] != wantProduct {
 		t.Errorf("product = %+v; want %+v", pc.Products[0], wantProduct)
 	}
-	users, err := c.GetPatientAddressByMeta(ctx, sid, "patients.direct.example", IDProofedIndividual{ID: 1})
+	users, err := c.GetPatientAddressByMeta(ctx, sid, "patients.direct.example", directapi.IDProofedIndividual{ID: 1})
 	if err != nil || len(users) != 1 || !reflect.DeepEqual(users[0], wantUser) {
 		t.Errorf("GetPatientAddressByMeta = %+v, %v", users, err)
 	}
@@ -943,7 +944,7 @@ func TestGoldenRegistrationResponses(t *testing.T) {
 	if err != nil || users == nil || len(users) != 0 {
 		t.Errorf("GetPatientAddressByUsername (no match) = %#v, %v", users, err)
 	}
-	if err := c.SetPatientsPasswords(ctx, sid, "patients.direct.example", []UserPassword{{Username: "john.doe", Password: "x"}}); err != nil {
+	if err := c.SetPatientsPasswords(ctx, sid, "patients.direct.example", []directapi.UserPassword{{Username: "john.doe", Password: "x"}}); err != nil {
 		t.Errorf("SetPatientsPasswords: %v", err)
 	}
 
@@ -954,38 +955,5 @@ func TestGoldenRegistrationResponses(t *testing.T) {
 	}
 	if m := decodeJSON(t, b).(map[string]any); m["UserStateType"] != "activated" || m["userType"] != "SMTP" {
 		t.Errorf("DirectUserDetail marshals as %s", b)
-	}
-}
-
-func TestRecipientCollectionUnmarshal(t *testing.T) {
-	want := RecipientCollection{{Email: "a@x", Type: TO}, {Email: "b@x", Type: BCC}}
-	for _, in := range []string{
-		`[{"email":"a@x","type":"TO"},{"email":"b@x","type":"BCC"}]`,
-		`{"recipients":[{"email":"a@x","type":"TO"},{"email":"b@x","type":"BCC"}]}`,
-		`{"recipient":[{"email":"a@x","type":"TO"},{"email":"b@x","type":"BCC"}]}`,
-		`{"items":[{"email":"a@x","type":"TO"},{"email":"b@x","type":"BCC"}]}`,
-		`{"list":[{"email":"a@x","type":"TO"},{"email":"b@x","type":"BCC"}]}`,
-	} {
-		var rc RecipientCollection
-		if err := json.Unmarshal([]byte(in), &rc); err != nil || !reflect.DeepEqual(rc, want) {
-			t.Errorf("Unmarshal(%s) = %+v, %v", in, rc, err)
-		}
-	}
-	var rc RecipientCollection
-	if err := json.Unmarshal([]byte(`{"other":1}`), &rc); err != nil || rc != nil {
-		t.Errorf("unknown wrapper = %+v, %v; want nil, nil", rc, err)
-	}
-	for _, in := range []string{`"a@x"`, `{"recipients":"a@x"}`, `5`} {
-		if err := json.Unmarshal([]byte(in), &rc); err == nil {
-			t.Errorf("Unmarshal(%s) succeeded", in)
-		}
-	}
-	// A UidsRequestType with recipients decodes, e.g. on the sandbox side.
-	var u UidsRequestType
-	if err := json.Unmarshal([]byte(`{"auth":`+gAuthJSON+`,"uids":[5000000000],"recipients":{"recipients":[{"email":"a@x","type":"TO"}]}}`), &u); err != nil {
-		t.Fatal(err)
-	}
-	if u.Auth.Password.Reveal() != "pw-alice" || !slices.Equal(u.UIDs, []int64{5000000000}) || len(u.Recipients) != 1 {
-		t.Errorf("UidsRequestType decoded as %+v", u)
 	}
 }

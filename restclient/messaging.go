@@ -2,8 +2,8 @@ package restclient
 
 import (
 	"context"
-	"encoding/base64"
 	"fmt"
+	"github.com/directbridge/directbridge/directapi"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -44,7 +44,7 @@ func (c *Client) send(ctx context.Context, op string, body any) (string, error) 
 	if err != nil {
 		return "", err
 	}
-	var resp SendMessageResponseType
+	var resp directapi.SendMessageResponseType
 	if err := c.do(ctx, request{op: op, method: http.MethodPut, url: u, body: body, class: once}, &resp); err != nil {
 		return "", err
 	}
@@ -54,24 +54,24 @@ func (c *Client) send(ctx context.Context, op string, body any) (string, error) 
 // Send sends msg (operation 1) and returns the smtpId of the message. The
 // provider files an unread copy in INBOX.Sent. It is never retried once the
 // request may have reached the provider; see OutcomeUnknown.
-func (c *Client) Send(ctx context.Context, auth Authentication, msg Message) (string, error) {
-	return c.send(ctx, "Send", SendRequest{Authentication: auth, Message: msg})
+func (c *Client) Send(ctx context.Context, auth directapi.Authentication, msg directapi.Message) (string, error) {
+	return c.send(ctx, "Send", directapi.SendRequest{Authentication: auth, Message: msg})
 }
 
 // SendWithHeader sends msg with custom headers (operation 2).
-func (c *Client) SendWithHeader(ctx context.Context, auth Authentication, msg MessageWithHeader) (string, error) {
-	return c.send(ctx, "SendWithHeader", SendRequestWithHeader{Authentication: auth, Message: msg})
+func (c *Client) SendWithHeader(ctx context.Context, auth directapi.Authentication, msg directapi.MessageWithHeader) (string, error) {
+	return c.send(ctx, "SendWithHeader", directapi.SendRequestWithHeader{Authentication: auth, Message: msg})
 }
 
 // Forward forwards the messages with the given UIDs of folder to recipients
 // (operation 3). Several UIDs are forwarded as attachments of one message.
-func (c *Client) Forward(ctx context.Context, auth Authentication, folder string, uids []int64, recipients []Recipient) (string, error) {
+func (c *Client) Forward(ctx context.Context, auth directapi.Authentication, folder string, uids []int64, recipients []directapi.Recipient) (string, error) {
 	u, err := c.msgURL("Forward", "Forward", folder)
 	if err != nil {
 		return "", err
 	}
-	body := UidsRequestType{Auth: auth, UIDs: uids, Recipients: recipients}
-	var resp SendMessageResponseType
+	body := directapi.UidsRequestType{Auth: auth, UIDs: uids, Recipients: recipients}
+	var resp directapi.SendMessageResponseType
 	if err := c.do(ctx, request{op: "Forward", method: http.MethodPut, url: u, body: body, class: once}, &resp); err != nil {
 		return "", err
 	}
@@ -80,8 +80,8 @@ func (c *Client) Forward(ctx context.Context, auth Authentication, folder string
 
 // status runs a status operation and returns its records, from messageLogs
 // or csvData alike.
-func (c *Client) status(ctx context.Context, op, u string, body any) ([]DirectMessageLog, error) {
-	var resp DirectMessageStatusReportResponseType
+func (c *Client) status(ctx context.Context, op, u string, body any) ([]directapi.DirectMessageLog, error) {
+	var resp directapi.DirectMessageStatusReportResponseType
 	if err := c.do(ctx, request{op: op, method: http.MethodPost, url: u, body: body, class: repeatable}, &resp); err != nil {
 		return nil, err
 	}
@@ -94,7 +94,7 @@ func (c *Client) status(ctx context.Context, op, u string, body any) ([]DirectMe
 
 // GetMessageStatus returns the delivery records of one sent message, one
 // per recipient (operation 4).
-func (c *Client) GetMessageStatus(ctx context.Context, auth Authentication, smtpID string) ([]DirectMessageLog, error) {
+func (c *Client) GetMessageStatus(ctx context.Context, auth directapi.Authentication, smtpID string) ([]directapi.DirectMessageLog, error) {
 	u, err := c.msgURL("GetMessageStatus", "GetMessageStatus", smtpID)
 	if err != nil {
 		return nil, err
@@ -104,11 +104,11 @@ func (c *Client) GetMessageStatus(ctx context.Context, auth Authentication, smtp
 
 // GetMessageStatuses returns the delivery records of several messages
 // (operation 5, POST /GetMessageStatus/), in batches of BatchSize smtpIds.
-func (c *Client) GetMessageStatuses(ctx context.Context, auth Authentication, smtpIDs []string) ([]DirectMessageLog, error) {
+func (c *Client) GetMessageStatuses(ctx context.Context, auth directapi.Authentication, smtpIDs []string) ([]directapi.DirectMessageLog, error) {
 	u := c.msgBase + "/GetMessageStatus/"
-	var all []DirectMessageLog
+	var all []directapi.DirectMessageLog
 	for _, batch := range chunk(smtpIDs, c.batchSize) {
-		logs, err := c.status(ctx, "GetMessageStatuses", u, SmtpIdsRequestType{Auth: auth, SmtpIDs: batch})
+		logs, err := c.status(ctx, "GetMessageStatuses", u, directapi.SmtpIdsRequestType{Auth: auth, SmtpIDs: batch})
 		if err != nil {
 			return nil, err
 		}
@@ -118,12 +118,12 @@ func (c *Client) GetMessageStatuses(ctx context.Context, auth Authentication, sm
 }
 
 // count runs one of the count operations.
-func (c *Client) count(ctx context.Context, op string, auth Authentication, folder string) (int, error) {
+func (c *Client) count(ctx context.Context, op string, auth directapi.Authentication, folder string) (int, error) {
 	u, err := c.msgURL(op, op, folder)
 	if err != nil {
 		return 0, err
 	}
-	var resp GetCountResponse
+	var resp directapi.GetCountResponse
 	if err := c.do(ctx, request{op: op, method: http.MethodPost, url: u, body: auth, class: repeatable}, &resp); err != nil {
 		return 0, err
 	}
@@ -131,27 +131,27 @@ func (c *Client) count(ctx context.Context, op string, auth Authentication, fold
 }
 
 // GetMessageCount returns the number of messages in folder (operation 6).
-func (c *Client) GetMessageCount(ctx context.Context, auth Authentication, folder string) (int, error) {
+func (c *Client) GetMessageCount(ctx context.Context, auth directapi.Authentication, folder string) (int, error) {
 	return c.count(ctx, "GetMessageCount", auth, folder)
 }
 
 // GetUnreadMessageCount returns the number of unread messages (operation 7).
-func (c *Client) GetUnreadMessageCount(ctx context.Context, auth Authentication, folder string) (int, error) {
+func (c *Client) GetUnreadMessageCount(ctx context.Context, auth directapi.Authentication, folder string) (int, error) {
 	return c.count(ctx, "GetUnreadMessageCount", auth, folder)
 }
 
 // GetDeletedMessageCount returns the number of deleted messages (operation 8).
-func (c *Client) GetDeletedMessageCount(ctx context.Context, auth Authentication, folder string) (int, error) {
+func (c *Client) GetDeletedMessageCount(ctx context.Context, auth directapi.Authentication, folder string) (int, error) {
 	return c.count(ctx, "GetDeletedMessageCount", auth, folder)
 }
 
 // messages runs an operation that answers GetMessageResponse.
-func (c *Client) messages(ctx context.Context, op string, body any, segments ...string) ([]MessageDetail, error) {
+func (c *Client) messages(ctx context.Context, op string, body any, segments ...string) ([]directapi.MessageDetail, error) {
 	u, err := c.msgURL(op, append([]string{op}, segments...)...)
 	if err != nil {
 		return nil, err
 	}
-	var resp GetMessageResponse
+	var resp directapi.GetMessageResponse
 	if err := c.do(ctx, request{op: op, method: http.MethodPost, url: u, body: body, class: repeatable}, &resp); err != nil {
 		return nil, err
 	}
@@ -160,10 +160,10 @@ func (c *Client) messages(ctx context.Context, op string, body any, segments ...
 
 // GetMessagesByUIDs returns the messages with the given UIDs (operation 9),
 // in batches of BatchSize UIDs.
-func (c *Client) GetMessagesByUIDs(ctx context.Context, auth Authentication, folder string, uids []int64) ([]MessageDetail, error) {
-	var all []MessageDetail
+func (c *Client) GetMessagesByUIDs(ctx context.Context, auth directapi.Authentication, folder string, uids []int64) ([]directapi.MessageDetail, error) {
+	var all []directapi.MessageDetail
 	for _, batch := range chunk(uids, c.batchSize) {
-		msgs, err := c.messages(ctx, "GetMessagesByUIDs", UidsRequestType{Auth: auth, UIDs: batch}, folder)
+		msgs, err := c.messages(ctx, "GetMessagesByUIDs", directapi.UidsRequestType{Auth: auth, UIDs: batch}, folder)
 		if err != nil {
 			return nil, err
 		}
@@ -173,68 +173,68 @@ func (c *Client) GetMessagesByUIDs(ctx context.Context, auth Authentication, fol
 }
 
 // GetUnreadMessages returns all unread messages of folder (operation 10).
-func (c *Client) GetUnreadMessages(ctx context.Context, auth Authentication, folder string) ([]MessageDetail, error) {
+func (c *Client) GetUnreadMessages(ctx context.Context, auth directapi.Authentication, folder string) ([]directapi.MessageDetail, error) {
 	return c.messages(ctx, "GetUnreadMessages", auth, folder)
 }
 
 func millis(t time.Time) string { return strconv.FormatInt(t.UnixMilli(), 10) }
 func utcStamp(t time.Time) string {
-	return t.UTC().Format(UTCLayout)
+	return t.UTC().Format(directapi.UTCLayout)
 }
 
 // GetMessagesByReceivedDate returns the messages received between begin and
 // end (operation 11; the wire carries epoch milliseconds).
-func (c *Client) GetMessagesByReceivedDate(ctx context.Context, auth Authentication, folder string, begin, end time.Time) ([]MessageDetail, error) {
+func (c *Client) GetMessagesByReceivedDate(ctx context.Context, auth directapi.Authentication, folder string, begin, end time.Time) ([]directapi.MessageDetail, error) {
 	return c.messages(ctx, "GetMessagesByReceivedDate", auth, folder, millis(begin), millis(end))
 }
 
 // GetMessagesByReceivedDateUTC is GetMessagesByReceivedDate with the times
 // written as UTC yyyyMMddHHmmss (operation 12); sub-second parts are dropped.
-func (c *Client) GetMessagesByReceivedDateUTC(ctx context.Context, auth Authentication, folder string, begin, end time.Time) ([]MessageDetail, error) {
+func (c *Client) GetMessagesByReceivedDateUTC(ctx context.Context, auth directapi.Authentication, folder string, begin, end time.Time) ([]directapi.MessageDetail, error) {
 	return c.messages(ctx, "GetMessagesByReceivedDateUTC", auth, folder, utcStamp(begin), utcStamp(end))
 }
 
 // GetMessagesBySender returns the messages whose sender matches (operation 13).
-func (c *Client) GetMessagesBySender(ctx context.Context, auth Authentication, folder, sender string) ([]MessageDetail, error) {
+func (c *Client) GetMessagesBySender(ctx context.Context, auth directapi.Authentication, folder, sender string) ([]directapi.MessageDetail, error) {
 	return c.messages(ctx, "GetMessagesBySender", auth, folder, sender)
 }
 
 // GetMessagesBySubject returns the messages whose subject matches (operation 14).
-func (c *Client) GetMessagesBySubject(ctx context.Context, auth Authentication, folder, subject string) ([]MessageDetail, error) {
+func (c *Client) GetMessagesBySubject(ctx context.Context, auth directapi.Authentication, folder, subject string) ([]directapi.MessageDetail, error) {
 	return c.messages(ctx, "GetMessagesBySubject", auth, folder, subject)
 }
 
 // GetMessages returns all messages of folder with bodies and attachments
 // (operation 15).
-func (c *Client) GetMessages(ctx context.Context, auth Authentication, folder string) ([]MessageDetail, error) {
+func (c *Client) GetMessages(ctx context.Context, auth directapi.Authentication, folder string) ([]directapi.MessageDetail, error) {
 	return c.messages(ctx, "GetMessages", auth, folder)
 }
 
 // GetMessageMetaData returns the metadata of all messages of folder, without
 // bodies and attachments (operation 16).
-func (c *Client) GetMessageMetaData(ctx context.Context, auth Authentication, folder string) ([]MessageDetail, error) {
+func (c *Client) GetMessageMetaData(ctx context.Context, auth directapi.Authentication, folder string) ([]directapi.MessageDetail, error) {
 	return c.messages(ctx, "GetMessageMetaData", auth, folder)
 }
 
 // SearchMessagesMetadataByReceivedDate returns metadata of the messages
 // received between begin and end (operation 17; epoch milliseconds).
-func (c *Client) SearchMessagesMetadataByReceivedDate(ctx context.Context, auth Authentication, folder string, begin, end time.Time) ([]MessageDetail, error) {
+func (c *Client) SearchMessagesMetadataByReceivedDate(ctx context.Context, auth directapi.Authentication, folder string, begin, end time.Time) ([]directapi.MessageDetail, error) {
 	return c.messages(ctx, "SearchMessagesMetadataByReceivedDate", auth, folder, millis(begin), millis(end))
 }
 
 // SearchMessagesMetadataByReceivedDateUTC is the same with UTC
 // yyyyMMddHHmmss times (operation 18).
-func (c *Client) SearchMessagesMetadataByReceivedDateUTC(ctx context.Context, auth Authentication, folder string, begin, end time.Time) ([]MessageDetail, error) {
+func (c *Client) SearchMessagesMetadataByReceivedDateUTC(ctx context.Context, auth directapi.Authentication, folder string, begin, end time.Time) ([]directapi.MessageDetail, error) {
 	return c.messages(ctx, "SearchMessagesMetadataByReceivedDateUTC", auth, folder, utcStamp(begin), utcStamp(end))
 }
 
 // GetUIDs returns all UIDs of folder (operation 19).
-func (c *Client) GetUIDs(ctx context.Context, auth Authentication, folder string) ([]int64, error) {
+func (c *Client) GetUIDs(ctx context.Context, auth directapi.Authentication, folder string) ([]int64, error) {
 	u, err := c.msgURL("GetUIDs", "GetUIDs", folder)
 	if err != nil {
 		return nil, err
 	}
-	var resp GetUIDResponseType
+	var resp directapi.GetUIDResponseType
 	if err := c.do(ctx, request{op: "GetUIDs", method: http.MethodPost, url: u, body: auth, class: repeatable}, &resp); err != nil {
 		return nil, err
 	}
@@ -244,12 +244,12 @@ func (c *Client) GetUIDs(ctx context.Context, auth Authentication, folder string
 // GetFolders returns the sub-folders of root (operation 20), only the
 // subscribed ones when subscribedOnly is set. The flag is written "true" or
 // "false", the text form of a Java boolean path parameter.
-func (c *Client) GetFolders(ctx context.Context, auth Authentication, root string, subscribedOnly bool) ([]string, error) {
+func (c *Client) GetFolders(ctx context.Context, auth directapi.Authentication, root string, subscribedOnly bool) ([]string, error) {
 	u, err := c.msgURL("GetFolders", "GetFolders", root, strconv.FormatBool(subscribedOnly))
 	if err != nil {
 		return nil, err
 	}
-	var resp GetFoldersResponseType
+	var resp directapi.GetFoldersResponseType
 	if err := c.do(ctx, request{op: "GetFolders", method: http.MethodPost, url: u, body: auth, class: repeatable}, &resp); err != nil {
 		return nil, err
 	}
@@ -258,9 +258,9 @@ func (c *Client) GetFolders(ctx context.Context, auth Authentication, root strin
 
 // SetFoldersSubscribed subscribes or unsubscribes folders (operation 21)
 // and returns the folder list of the answer.
-func (c *Client) SetFoldersSubscribed(ctx context.Context, auth Authentication, folders []string, subscribed bool) ([]string, error) {
-	body := SetFoldersSubscribedRequestType{Auth: auth, Folders: folders, Subscribed: subscribed}
-	var resp GetFoldersResponseType
+func (c *Client) SetFoldersSubscribed(ctx context.Context, auth directapi.Authentication, folders []string, subscribed bool) ([]string, error) {
+	body := directapi.SetFoldersSubscribedRequestType{Auth: auth, Folders: folders, Subscribed: subscribed}
+	var resp directapi.GetFoldersResponseType
 	if err := c.do(ctx, request{op: "SetFoldersSubscribed", method: http.MethodPost, url: c.msgBase + "/SetFoldersSubscribed/", body: body, class: repeatable}, &resp); err != nil {
 		return nil, err
 	}
@@ -273,32 +273,32 @@ func (c *Client) simple(ctx context.Context, op string, class retryClass, body a
 	if err != nil {
 		return err
 	}
-	var resp APIResponse
+	var resp directapi.APIResponse
 	return c.do(ctx, request{op: op, method: http.MethodPost, url: u, body: body, class: class}, &resp)
 }
 
 // CreateFolder creates folder (operation 22).
-func (c *Client) CreateFolder(ctx context.Context, auth Authentication, folder string) error {
+func (c *Client) CreateFolder(ctx context.Context, auth directapi.Authentication, folder string) error {
 	return c.simple(ctx, "CreateFolder", once, auth, folder)
 }
 
 // MoveFolder renames a non-reserved folder (operation 23).
-func (c *Client) MoveFolder(ctx context.Context, auth Authentication, folder, newFolder string) error {
+func (c *Client) MoveFolder(ctx context.Context, auth directapi.Authentication, folder, newFolder string) error {
 	return c.simple(ctx, "MoveFolder", once, auth, folder, newFolder)
 }
 
 // DeleteFolder deletes a non-reserved folder with its messages and
 // sub-folders, recursively (operation 24).
-func (c *Client) DeleteFolder(ctx context.Context, auth Authentication, folder string) error {
+func (c *Client) DeleteFolder(ctx context.Context, auth directapi.Authentication, folder string) error {
 	return c.simple(ctx, "DeleteFolder", once, auth, folder)
 }
 
 // byUIDs runs a UID operation in batches. After a failure past the first
 // batch it returns a *PartialError saying how many UIDs were processed.
-func (c *Client) byUIDs(ctx context.Context, op string, class retryClass, auth Authentication, uids []int64, segments ...string) error {
+func (c *Client) byUIDs(ctx context.Context, op string, class retryClass, auth directapi.Authentication, uids []int64, segments ...string) error {
 	done := 0
 	for _, batch := range chunk(uids, c.batchSize) {
-		if err := c.simple(ctx, op, class, UidsRequestType{Auth: auth, UIDs: batch}, segments...); err != nil {
+		if err := c.simple(ctx, op, class, directapi.UidsRequestType{Auth: auth, UIDs: batch}, segments...); err != nil {
 			if done > 0 {
 				return &PartialError{Op: op, Done: done, Err: err}
 			}
@@ -310,45 +310,45 @@ func (c *Client) byUIDs(ctx context.Context, op string, class retryClass, auth A
 }
 
 // CopyMessagesByUIDs copies messages of folder to dest (operation 25).
-func (c *Client) CopyMessagesByUIDs(ctx context.Context, auth Authentication, folder, dest string, uids []int64) error {
+func (c *Client) CopyMessagesByUIDs(ctx context.Context, auth directapi.Authentication, folder, dest string, uids []int64) error {
 	return c.byUIDs(ctx, "CopyMessagesByUIDs", once, auth, uids, folder, dest)
 }
 
 // MoveMessagesByUIDs moves messages of folder to dest (operation 26).
-func (c *Client) MoveMessagesByUIDs(ctx context.Context, auth Authentication, folder, dest string, uids []int64) error {
+func (c *Client) MoveMessagesByUIDs(ctx context.Context, auth directapi.Authentication, folder, dest string, uids []int64) error {
 	return c.byUIDs(ctx, "MoveMessagesByUIDs", once, auth, uids, folder, dest)
 }
 
 // DeleteMessagesByUIDs deletes messages (operation 27): to INBOX.Trash when
 // deleteForever is false, for good when it is true.
-func (c *Client) DeleteMessagesByUIDs(ctx context.Context, auth Authentication, folder string, uids []int64, deleteForever bool) error {
+func (c *Client) DeleteMessagesByUIDs(ctx context.Context, auth directapi.Authentication, folder string, uids []int64, deleteForever bool) error {
 	return c.byUIDs(ctx, "DeleteMessagesByUIDs", once, auth, uids, folder, strconv.FormatBool(deleteForever))
 }
 
 // MarkMessagesAsReadByUIDs marks messages read (operation 28).
-func (c *Client) MarkMessagesAsReadByUIDs(ctx context.Context, auth Authentication, folder string, uids []int64) error {
+func (c *Client) MarkMessagesAsReadByUIDs(ctx context.Context, auth directapi.Authentication, folder string, uids []int64) error {
 	return c.byUIDs(ctx, "MarkMessagesAsReadByUIDs", repeatable, auth, uids, folder)
 }
 
 // MarkMessagesAsUnreadByUIDs marks messages unread (operation 29). Its
 // request body is "not shown"; this client sends UidsRequestType, as for
 // the read marking.
-func (c *Client) MarkMessagesAsUnreadByUIDs(ctx context.Context, auth Authentication, folder string, uids []int64) error {
+func (c *Client) MarkMessagesAsUnreadByUIDs(ctx context.Context, auth directapi.Authentication, folder string, uids []int64) error {
 	return c.byUIDs(ctx, "MarkMessagesAsUnreadByUIDs", repeatable, auth, uids, folder)
 }
 
 // GetRawMessagesByUIDs returns the raw messages with the given UIDs
 // (operation 30), in batches. Its request body is "not shown"; this client
 // sends UidsRequestType. Use RawMessage.Bytes to decode each one.
-func (c *Client) GetRawMessagesByUIDs(ctx context.Context, auth Authentication, folder string, uids []int64) ([]RawMessage, error) {
+func (c *Client) GetRawMessagesByUIDs(ctx context.Context, auth directapi.Authentication, folder string, uids []int64) ([]directapi.RawMessage, error) {
 	u, err := c.msgURL("GetRawMessagesByUIDs", "GetRawMessagesByUIDs", folder)
 	if err != nil {
 		return nil, err
 	}
-	var all []RawMessage
+	var all []directapi.RawMessage
 	for _, batch := range chunk(uids, c.batchSize) {
-		var resp GetRawMessageResponse
-		req := request{op: "GetRawMessagesByUIDs", method: http.MethodPost, url: u, body: UidsRequestType{Auth: auth, UIDs: batch}, class: repeatable}
+		var resp directapi.GetRawMessageResponse
+		req := request{op: "GetRawMessagesByUIDs", method: http.MethodPost, url: u, body: directapi.UidsRequestType{Auth: auth, UIDs: batch}, class: repeatable}
 		if err := c.do(ctx, req, &resp); err != nil {
 			return nil, err
 		}
@@ -360,15 +360,15 @@ func (c *Client) GetRawMessagesByUIDs(ctx context.Context, auth Authentication, 
 // SaveRawMessages appends raw RFC 5322 messages to folder (operation 31).
 // The answer carries no UIDs. Messages go in batches; after a failure past
 // the first batch a *PartialError says how many were saved.
-func (c *Client) SaveRawMessages(ctx context.Context, auth Authentication, folder string, messages []RawMessage) error {
+func (c *Client) SaveRawMessages(ctx context.Context, auth directapi.Authentication, folder string, messages []directapi.RawMessage) error {
 	u, err := c.msgURL("SaveRawMessages", "SaveRawMessages", folder)
 	if err != nil {
 		return err
 	}
 	done := 0
 	for _, batch := range chunk(messages, c.batchSize) {
-		var resp APIResponse
-		req := request{op: "SaveRawMessages", method: http.MethodPost, url: u, body: RawMessagesRequestType{Auth: auth, Messages: batch}, class: once}
+		var resp directapi.APIResponse
+		req := request{op: "SaveRawMessages", method: http.MethodPost, url: u, body: directapi.RawMessagesRequestType{Auth: auth, Messages: batch}, class: once}
 		if err := c.do(ctx, req, &resp); err != nil {
 			if done > 0 {
 				return &PartialError{Op: "SaveRawMessages", Done: done, Err: err}
@@ -381,38 +381,23 @@ func (c *Client) SaveRawMessages(ctx context.Context, auth Authentication, folde
 }
 
 // SendWithTuser is Send on behalf of auth.DirectAddr (operation 32).
-func (c *Client) SendWithTuser(ctx context.Context, auth AuthenticationWithTuser, msg Message) (string, error) {
-	return c.send(ctx, "SendWithTuser", SendWithTuserRequest{Authentication: auth, Message: msg})
+func (c *Client) SendWithTuser(ctx context.Context, auth directapi.AuthenticationWithTuser, msg directapi.Message) (string, error) {
+	return c.send(ctx, "SendWithTuser", directapi.SendWithTuserRequest{Authentication: auth, Message: msg})
 }
 
 // SendWithHeaderWithTuser is SendWithHeader on behalf of auth.DirectAddr
 // (operation 33).
-func (c *Client) SendWithHeaderWithTuser(ctx context.Context, auth AuthenticationWithTuser, msg MessageWithHeader) (string, error) {
-	return c.send(ctx, "SendWithHeaderWithTuser", SendWithHeaderWithTuserRequest{Authentication: auth, Message: msg})
+func (c *Client) SendWithHeaderWithTuser(ctx context.Context, auth directapi.AuthenticationWithTuser, msg directapi.MessageWithHeader) (string, error) {
+	return c.send(ctx, "SendWithHeaderWithTuser", directapi.SendWithHeaderWithTuserRequest{Authentication: auth, Message: msg})
 }
 
 // GetMessageStatusWithTuser is GetMessageStatus for a T-user (operation 34).
-func (c *Client) GetMessageStatusWithTuser(ctx context.Context, auth AuthenticationWithTuser, smtpID string) ([]DirectMessageLog, error) {
+func (c *Client) GetMessageStatusWithTuser(ctx context.Context, auth directapi.AuthenticationWithTuser, smtpID string) ([]directapi.DirectMessageLog, error) {
 	u, err := c.msgURL("GetMessageStatusWithTuser", "GetMessageStatusWithTuser", smtpID)
 	if err != nil {
 		return nil, err
 	}
 	return c.status(ctx, "GetMessageStatusWithTuser", u, auth)
-}
-
-// NewRawMessage wraps the bytes of an RFC 5322 message for SaveRawMessages.
-func NewRawMessage(data []byte) RawMessage {
-	return RawMessage{Data: base64.StdEncoding.EncodeToString(data)}
-}
-
-// Bytes decodes the message's base64 data (liberal about padding, alphabet
-// and line breaks).
-func (m RawMessage) Bytes() ([]byte, error) {
-	b, err := decodeBase64(m.Data)
-	if err != nil {
-		return nil, fmt.Errorf("restclient: raw message uid %d: %w", m.UID, err)
-	}
-	return b, nil
 }
 
 // chunk splits s into slices of at most n items. An empty s gives no

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/directbridge/directbridge/directapi"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -319,10 +320,10 @@ func TestRetryConnectionDroppedMidRequest(t *testing.T) {
 	for name, call := range map[string]func(*Client) error{
 		"Send": send,
 		"SaveRawMessages": func(c *Client) error {
-			return c.SaveRawMessages(context.Background(), gAuth, "INBOX", []RawMessage{NewRawMessage(gRaw)})
+			return c.SaveRawMessages(context.Background(), gAuth, "INBOX", []directapi.RawMessage{directapi.NewRawMessage(gRaw)})
 		},
 		"Forward": func(c *Client) error {
-			_, err := c.Forward(context.Background(), gAuth, "INBOX", []int64{1}, []Recipient{{Email: "b@x", Type: TO}})
+			_, err := c.Forward(context.Background(), gAuth, "INBOX", []int64{1}, []directapi.Recipient{{Email: "b@x", Type: directapi.TO}})
 			return err
 		},
 		"ProvisionIDProofedPatient": func(c *Client) error {
@@ -531,7 +532,7 @@ func TestNoRetryOnAPIError(t *testing.T) {
 	for _, status := range []int{200, 400} {
 		srv := newScripted(t, reply(status, `{"code":"011","success":false,"errorMessage":"authentication failed"}`))
 		c := newTestClient(t, srv.srv.URL, newFakeClock())
-		_, err := c.Login(context.Background(), LoginRequest{Username: "r", Password: "p"})
+		_, err := c.Login(context.Background(), directapi.LoginRequest{Username: "r", Password: "p"})
 		var ae *APIError
 		if !IsAuthFailure(err) || !errors.As(err, &ae) || ae.RegCode != "011" || ae.Message != "authentication failed" || srv.requests() != 1 {
 			t.Fatalf("HTTP %d 011: err = %#v after %d requests", status, err, srv.requests())

@@ -2,6 +2,7 @@ package restclient
 
 import (
 	"context"
+	"github.com/directbridge/directbridge/directapi"
 	"sync"
 	"time"
 )
@@ -22,21 +23,21 @@ const DefaultRenewMargin = time.Minute
 // concurrent callers share one login.
 type Registrar struct {
 	c       *Client
-	creds   LoginRequest
+	creds   directapi.LoginRequest
 	margin  time.Duration
 	mu      sync.Mutex
-	session Secret
+	session directapi.Secret
 	expires time.Time
 }
 
 // NewRegistrar returns a Registrar for the account username/password.
-func (c *Client) NewRegistrar(username string, password Secret) *Registrar {
-	return &Registrar{c: c, creds: LoginRequest{Username: username, Password: password}, margin: DefaultRenewMargin}
+func (c *Client) NewRegistrar(username string, password directapi.Secret) *Registrar {
+	return &Registrar{c: c, creds: directapi.LoginRequest{Username: username, Password: password}, margin: DefaultRenewMargin}
 }
 
 // SessionID returns a valid sessionId, logging in when there is none or the
 // current one is within the renewal margin of its expiry.
-func (r *Registrar) SessionID(ctx context.Context) (Secret, error) {
+func (r *Registrar) SessionID(ctx context.Context) (directapi.Secret, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	now := r.c.clock.Now()
@@ -55,7 +56,7 @@ func (r *Registrar) SessionID(ctx context.Context) (Secret, error) {
 }
 
 // drop forgets id if it is still the current session.
-func (r *Registrar) drop(id Secret) {
+func (r *Registrar) drop(id directapi.Secret) {
 	r.mu.Lock()
 	if r.session == id {
 		r.session = ""
@@ -66,7 +67,7 @@ func (r *Registrar) drop(id Secret) {
 // with runs fn with a session, and once more with a fresh one if the
 // provider rejects the session with "011". A "011" means the request was
 // refused, not processed, so repeating even a provisioning call is safe.
-func (r *Registrar) with(ctx context.Context, fn func(Secret) error) error {
+func (r *Registrar) with(ctx context.Context, fn func(directapi.Secret) error) error {
 	for try := 0; ; try++ {
 		id, err := r.SessionID(ctx)
 		if err != nil {
@@ -84,8 +85,8 @@ func (r *Registrar) with(ctx context.Context, fn func(Secret) error) error {
 }
 
 // ProvisionIDProofedPatient is Client.ProvisionIDProofedPatient with a managed session.
-func (r *Registrar) ProvisionIDProofedPatient(ctx context.Context, domain string, patient IDProofedIndividualRESTful) (resp *AddUsersResponseV2Type, err error) {
-	err = r.with(ctx, func(id Secret) error {
+func (r *Registrar) ProvisionIDProofedPatient(ctx context.Context, domain string, patient directapi.IDProofedIndividualRESTful) (resp *directapi.AddUsersResponseV2Type, err error) {
+	err = r.with(ctx, func(id directapi.Secret) error {
 		resp, err = r.c.ProvisionIDProofedPatient(ctx, id, domain, patient)
 		return err
 	})
@@ -93,8 +94,8 @@ func (r *Registrar) ProvisionIDProofedPatient(ctx context.Context, domain string
 }
 
 // GetPatientAddressByMeta is Client.GetPatientAddressByMeta with a managed session.
-func (r *Registrar) GetPatientAddressByMeta(ctx context.Context, domain string, patient IDProofedIndividual) (users []DirectUserDetail, err error) {
-	err = r.with(ctx, func(id Secret) error {
+func (r *Registrar) GetPatientAddressByMeta(ctx context.Context, domain string, patient directapi.IDProofedIndividual) (users []directapi.DirectUserDetail, err error) {
+	err = r.with(ctx, func(id directapi.Secret) error {
 		users, err = r.c.GetPatientAddressByMeta(ctx, id, domain, patient)
 		return err
 	})
@@ -102,8 +103,8 @@ func (r *Registrar) GetPatientAddressByMeta(ctx context.Context, domain string, 
 }
 
 // GetPatientAddressByUsername is Client.GetPatientAddressByUsername with a managed session.
-func (r *Registrar) GetPatientAddressByUsername(ctx context.Context, domain, username string) (users []DirectUserDetail, err error) {
-	err = r.with(ctx, func(id Secret) error {
+func (r *Registrar) GetPatientAddressByUsername(ctx context.Context, domain, username string) (users []directapi.DirectUserDetail, err error) {
+	err = r.with(ctx, func(id directapi.Secret) error {
 		users, err = r.c.GetPatientAddressByUsername(ctx, id, domain, username)
 		return err
 	})
@@ -111,8 +112,8 @@ func (r *Registrar) GetPatientAddressByUsername(ctx context.Context, domain, use
 }
 
 // SetPatientsPasswords is Client.SetPatientsPasswords with a managed session.
-func (r *Registrar) SetPatientsPasswords(ctx context.Context, domain string, passwords []UserPassword) error {
-	return r.with(ctx, func(id Secret) error {
+func (r *Registrar) SetPatientsPasswords(ctx context.Context, domain string, passwords []directapi.UserPassword) error {
+	return r.with(ctx, func(id directapi.Secret) error {
 		return r.c.SetPatientsPasswords(ctx, id, domain, passwords)
 	})
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/directbridge/directbridge/directapi"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -49,7 +50,7 @@ func (f *fakeRegistration) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	seg := strings.Split(rest, "/")
 	if seg[0] == "login" {
-		var req LoginRequest
+		var req directapi.LoginRequest
 		if err := json.Unmarshal(body, &req); err != nil || req.Username != "reseller" || req.Password.Reveal() != "pw-reseller" {
 			f.t.Errorf("login body %s", body)
 		}
@@ -120,7 +121,7 @@ func (f *fakeRegistration) registrar(t *testing.T, fc *fakeClock) *Registrar {
 func lookup(t *testing.T, r *Registrar, username string) error {
 	t.Helper()
 	users, err := r.GetPatientAddressByUsername(context.Background(), "patients.direct.example", username)
-	if err == nil && (len(users) != 1 || users[0].Username != username || users[0].UserStateType != UserStateActivated) {
+	if err == nil && (len(users) != 1 || users[0].Username != username || users[0].UserStateType != directapi.UserStateActivated) {
 		t.Fatalf("GetPatientAddressByUsername(%s) = %+v", username, users)
 	}
 	return err
@@ -141,7 +142,7 @@ func TestRegistrarLogsInOnceAndReuses(t *testing.T) {
 	}
 	ctx := context.Background()
 	fc.Advance(59*time.Second - 2*time.Minute) // 8:59 after login
-	if _, err := r.GetPatientAddressByMeta(ctx, "patients.direct.example", IDProofedIndividual{ID: 1}); err != nil {
+	if _, err := r.GetPatientAddressByMeta(ctx, "patients.direct.example", directapi.IDProofedIndividual{ID: 1}); err != nil {
 		t.Fatal(err)
 	}
 	logins, calls, used := f.counts()
@@ -220,7 +221,7 @@ func TestRegistrarSecond011IsReturned(t *testing.T) {
 	f.rejectAll = true
 	fc := newFakeClock()
 	r := f.registrar(t, fc)
-	err := r.SetPatientsPasswords(context.Background(), "patients.direct.example", []UserPassword{{Username: "jdoe", Password: "x"}})
+	err := r.SetPatientsPasswords(context.Background(), "patients.direct.example", []directapi.UserPassword{{Username: "jdoe", Password: "x"}})
 	var ae *APIError
 	if !IsAuthFailure(err) || !errors.As(err, &ae) || ae.RegCode != "011" || ae.Op != "SetPatientsPasswords" {
 		t.Fatalf("err = %#v; want the second 011", err)
@@ -241,7 +242,7 @@ func TestRegistrarSecond011IsReturned(t *testing.T) {
 
 func TestRegistrarOtherErrorsNotRetried(t *testing.T) {
 	f := newFakeRegistration(t)
-	f.errCode = RegCodeAddressNotFound
+	f.errCode = directapi.RegCodeAddressNotFound
 	r := f.registrar(t, newFakeClock())
 	err := lookup(t, r, "nobody")
 	var ae *APIError
@@ -318,7 +319,7 @@ func TestRegistrarConcurrentCallsShareOneLogin(t *testing.T) {
 	var wg2 sync.WaitGroup
 	for i := range 10 {
 		wg2.Go(func() {
-			if err := r.SetPatientsPasswords(context.Background(), "patients.direct.example", []UserPassword{{Username: fmt.Sprint(i), Password: "x"}}); err != nil {
+			if err := r.SetPatientsPasswords(context.Background(), "patients.direct.example", []directapi.UserPassword{{Username: fmt.Sprint(i), Password: "x"}}); err != nil {
 				t.Error(err)
 			}
 		})

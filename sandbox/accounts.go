@@ -11,7 +11,7 @@ import (
 	"net/mail"
 	"strings"
 
-	"github.com/directbridge/directbridge/restclient"
+	"github.com/directbridge/directbridge/directapi"
 )
 
 // Folder names fixed by the document (messaging-rest.md, "Folder rules").
@@ -141,7 +141,7 @@ func (s *Server) createOrResetMailbox(tx *sql.Tx, addr, password string) (int64,
 // authenticate checks messaging credentials (code 1 on failure). A
 // disabled user "cannot connect to the mailbox" (registration-rest.md,
 // UserStateType), so it fails authentication too.
-func (s *Server) authenticate(tx *sql.Tx, username string, password restclient.Secret) (user, error) {
+func (s *Server) authenticate(tx *sql.Tx, username string, password directapi.Secret) (user, error) {
 	var u user
 	var salt, hash []byte
 	var state string
@@ -156,7 +156,7 @@ func (s *Server) authenticate(tx *sql.Tx, username string, password restclient.S
 	if err != nil {
 		return user{}, err
 	}
-	if !passwordMatches(salt, hash, password.Reveal()) || state == string(restclient.UserStateDisabled) {
+	if !passwordMatches(salt, hash, password.Reveal()) || state == string(directapi.UserStateDisabled) {
 		return user{}, errAuth()
 	}
 	return u, nil
@@ -166,7 +166,7 @@ func (s *Server) authenticate(tx *sql.Tx, username string, password restclient.S
 // address it acts for. The sandbox accepts as T-user any mailbox user or
 // registration account whose password matches, acting for any mailbox the
 // sandbox hosts; an unknown directAddr is an address error (code 2).
-func (s *Server) authenticateTuser(tx *sql.Tx, a restclient.AuthenticationWithTuser) (user, error) {
+func (s *Server) authenticateTuser(tx *sql.Tx, a directapi.AuthenticationWithTuser) (user, error) {
 	if strings.TrimSpace(a.DirectAddr) == "" {
 		return user{}, errAddress("directAddr missing")
 	}

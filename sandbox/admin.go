@@ -5,7 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 
-	"github.com/directbridge/directbridge/restclient"
+	"github.com/directbridge/directbridge/directapi"
 )
 
 // This file holds Go-only operations that stand for what happens outside
@@ -28,7 +28,7 @@ func (s *Server) AddUser(ctx context.Context, address, password string) error {
 // SetUserState sets a mailbox's UserStateType. "disabled" users fail
 // authentication; users whose certificate expired or was revoked can
 // connect, but their messages in and out are rejected.
-func (s *Server) SetUserState(ctx context.Context, address string, state restclient.UserStateType) error {
+func (s *Server) SetUserState(ctx context.Context, address string, state directapi.UserStateType) error {
 	res, err := s.db.ExecContext(ctx, `UPDATE users SET state = ? WHERE address = ?`, string(state), address)
 	if err != nil {
 		return fmt.Errorf("sandbox: %w", err)

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"net/http"
 
-	"github.com/directbridge/directbridge/restclient"
+	"github.com/directbridge/directbridge/directapi"
 )
 
 // Messaging result codes as the sandbox uses them. The document gives
@@ -14,8 +14,8 @@ import (
 // UID, reserved folder) and 4 to its own failures, so a client can tell
 // "your request is wrong" from "try later".
 const (
-	CodeAuthFailed   = restclient.CodeAuthFailed
-	CodeAddressError = restclient.CodeAddressError
+	CodeAuthFailed   = directapi.CodeAuthFailed
+	CodeAddressError = directapi.CodeAddressError
 	CodeBadRequest   = 3
 	CodeServerError  = 4
 )
@@ -64,37 +64,37 @@ type badBody struct {
 func (e *badBody) Error() string { return e.msg }
 
 // msgEnvelope maps any error to the messaging envelope and HTTP status.
-func msgEnvelope(err error) (int, restclient.APIResponse) {
+func msgEnvelope(err error) (int, directapi.APIResponse) {
 	var me *msgError
 	var bb *badBody
 	switch {
 	case errors.As(err, &me):
-		return me.status, restclient.APIResponse{Success: false, Code: me.code, Message: me.msg}
+		return me.status, directapi.APIResponse{Success: false, Code: me.code, Message: me.msg}
 	case errors.As(err, &bb):
-		return bb.status, restclient.APIResponse{Success: false, Code: CodeBadRequest, Message: bb.msg}
+		return bb.status, directapi.APIResponse{Success: false, Code: CodeBadRequest, Message: bb.msg}
 	default:
-		return http.StatusInternalServerError, restclient.APIResponse{Success: false, Code: CodeServerError, Message: "internal error"}
+		return http.StatusInternalServerError, directapi.APIResponse{Success: false, Code: CodeServerError, Message: "internal error"}
 	}
 }
 
 // regEnvelope maps any error to the registration envelope and HTTP status.
-func regEnvelope(err error) (int, restclient.ResellerAPIResponseType) {
+func regEnvelope(err error) (int, directapi.ResellerAPIResponseType) {
 	var re *regError
 	var bb *badBody
 	switch {
 	case errors.As(err, &re):
-		return http.StatusOK, restclient.ResellerAPIResponseType{Code: re.code, Success: false, ErrorMessage: re.msg}
+		return http.StatusOK, directapi.ResellerAPIResponseType{Code: re.code, Success: false, ErrorMessage: re.msg}
 	case errors.As(err, &bb):
-		return bb.status, restclient.ResellerAPIResponseType{Code: restclient.RegCodeInvalidArgument, Success: false, ErrorMessage: bb.msg}
+		return bb.status, directapi.ResellerAPIResponseType{Code: directapi.RegCodeInvalidArgument, Success: false, ErrorMessage: bb.msg}
 	default:
-		return http.StatusInternalServerError, restclient.ResellerAPIResponseType{Code: restclient.RegCodeOther, Success: false, ErrorMessage: "internal error"}
+		return http.StatusInternalServerError, directapi.ResellerAPIResponseType{Code: directapi.RegCodeOther, Success: false, ErrorMessage: "internal error"}
 	}
 }
 
-func ok() restclient.APIResponse {
-	return restclient.APIResponse{Success: true, Code: 0, Message: "OK"}
+func ok() directapi.APIResponse {
+	return directapi.APIResponse{Success: true, Code: 0, Message: "OK"}
 }
 
-func regOK() restclient.ResellerAPIResponseType {
-	return restclient.ResellerAPIResponseType{Code: restclient.RegCodeSuccess, Success: true}
+func regOK() directapi.ResellerAPIResponseType {
+	return directapi.ResellerAPIResponseType{Code: directapi.RegCodeSuccess, Success: true}
 }

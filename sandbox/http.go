@@ -12,7 +12,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/directbridge/directbridge/restclient"
+	"github.com/directbridge/directbridge/directapi"
 )
 
 // HTTP conventions of the sandbox. The documents do not show which HTTP
@@ -72,7 +72,7 @@ func jsonProblem(err error) string {
 func (s *Server) routes() *http.ServeMux {
 	mux := http.NewServeMux()
 	msg := func(method, path, op string, h handlerFunc) {
-		mux.Handle(method+" "+restclient.MessagingPath+path, s.wrap(op, messaging, h))
+		mux.Handle(method+" "+directapi.MessagingPath+path, s.wrap(op, messaging, h))
 	}
 	msg("PUT", "/Send", "Send", s.handleSend)
 	msg("PUT", "/SendWithHeader", "SendWithHeader", s.handleSendWithHeader)
@@ -112,7 +112,7 @@ func (s *Server) routes() *http.ServeMux {
 	msg("POST", "/GetMessageStatusWithTuser/{smtpId}", "GetMessageStatusWithTuser", s.handleGetMessageStatusWithTuser)
 
 	reg := func(method, path, op string, h handlerFunc) {
-		mux.Handle(method+" "+restclient.RegistrationPath+path, s.wrap(op, registration, h))
+		mux.Handle(method+" "+directapi.RegistrationPath+path, s.wrap(op, registration, h))
 	}
 	reg("POST", "/login", "Login", s.handleLogin)
 	reg("POST", "/ProvisionIDProofedPatient/{session}/{domain}", "ProvisionIDProofedPatient", s.handleProvision)
@@ -140,11 +140,11 @@ func (s *Server) unrouted(mux *http.ServeMux, w http.ResponseWriter, r *http.Req
 			break
 		}
 	}
-	if bytes.HasPrefix([]byte(r.URL.Path), []byte(restclient.RegistrationPath)) {
-		writeJSON(w, status, restclient.ResellerAPIResponseType{Code: restclient.RegCodeInvalidArgument, ErrorMessage: text})
+	if bytes.HasPrefix([]byte(r.URL.Path), []byte(directapi.RegistrationPath)) {
+		writeJSON(w, status, directapi.ResellerAPIResponseType{Code: directapi.RegCodeInvalidArgument, ErrorMessage: text})
 		return
 	}
-	writeJSON(w, status, restclient.APIResponse{Code: CodeBadRequest, Message: text})
+	writeJSON(w, status, directapi.APIResponse{Code: CodeBadRequest, Message: text})
 }
 
 // wrap adds to a handler what every operation shares: the body limit and
@@ -153,13 +153,13 @@ func (s *Server) unrouted(mux *http.ServeMux, w http.ResponseWriter, r *http.Req
 // addresses, subjects and session ids).
 func (s *Server) wrap(op string, svc service, h handlerFunc) http.Handler {
 	envelope := func(code int) any {
-		return restclient.APIResponse{Code: code, Message: "injected fault"}
+		return directapi.APIResponse{Code: code, Message: "injected fault"}
 	}
 	regEnv := func(code string) any {
-		return restclient.ResellerAPIResponseType{Code: code, ErrorMessage: "injected fault"}
+		return directapi.ResellerAPIResponseType{Code: code, ErrorMessage: "injected fault"}
 	}
 	if svc == registration {
-		envelope = func(int) any { return regEnv(restclient.RegCodeOther) }
+		envelope = func(int) any { return regEnv(directapi.RegCodeOther) }
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()

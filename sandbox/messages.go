@@ -9,8 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/directbridge/directbridge/directapi"
 	"github.com/directbridge/directbridge/mimeconv"
-	"github.com/directbridge/directbridge/restclient"
 )
 
 // storedMsg is one message row with its position in the folder.
@@ -56,7 +56,7 @@ func insertMessage(tx *sql.Tx, folderID int64, raw []byte, unread bool, received
 
 // headerValue returns the first header called name, with RFC 2047 words
 // decoded so that sender filters match display names too.
-func headerValue(hs []restclient.MessageHeader, name string) string {
+func headerValue(hs []directapi.MessageHeader, name string) string {
 	for _, h := range hs {
 		if strings.EqualFold(h.Name, name) {
 			if d, err := new(mime.WordDecoder).DecodeHeader(h.Value); err == nil {
@@ -127,13 +127,13 @@ func containsFold(s, sub string) bool {
 
 // detail builds the MessageDetail of a stored message. Metadata answers
 // (full false) carry every header-derived field but no body or attachments.
-func detail(folder string, m storedMsg, full bool) restclient.MessageDetail {
-	d := restclient.MessageDetail{
+func detail(folder string, m storedMsg, full bool) directapi.MessageDetail {
+	d := directapi.MessageDetail{
 		UID:          m.uid,
 		MsgNum:       m.msgnum,
 		Folder:       folder,
 		Size:         len(m.raw),
-		ReceivedDate: restclient.NewDate(time.UnixMilli(m.receivedAt).UTC()),
+		ReceivedDate: directapi.NewDate(time.UnixMilli(m.receivedAt).UTC()),
 	}
 	p, err := mimeconv.Parse(m.raw, mimeconv.ParseOptions{SkipBodies: !full})
 	if err != nil && full {
@@ -144,21 +144,21 @@ func detail(folder string, m storedMsg, full bool) restclient.MessageDetail {
 		d.Sender, d.Subject, d.Recipients = p.Sender, p.Subject, p.Recipients
 		d.MsgID, d.ReplyTo, d.Headers = p.MessageID, p.ReplyTo, p.Headers
 		if !p.SentDate.IsZero() {
-			d.SentDate = restclient.NewDate(p.SentDate)
+			d.SentDate = directapi.NewDate(p.SentDate)
 		}
 		if full {
 			d.Body, d.HTMLBody, d.AttachmentList = p.Body, p.HTMLBody, p.Attachments
 		}
 	}
 	if d.Recipients == nil {
-		d.Recipients = []restclient.Recipient{}
+		d.Recipients = []directapi.Recipient{}
 	}
 	return d
 }
 
 // details converts stored messages for an answer.
-func details(folder string, ms []storedMsg, full bool) []restclient.MessageDetail {
-	out := make([]restclient.MessageDetail, 0, len(ms))
+func details(folder string, ms []storedMsg, full bool) []directapi.MessageDetail {
+	out := make([]directapi.MessageDetail, 0, len(ms))
 	for _, m := range ms {
 		out = append(out, detail(folder, m, full))
 	}

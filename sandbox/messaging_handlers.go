@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/directbridge/directbridge/restclient"
+	"github.com/directbridge/directbridge/directapi"
 )
 
 // This file holds the 34 messaging operations (messaging-rest.md,
@@ -17,7 +17,7 @@ import (
 
 // withUser decodes the request into req, authenticates the credentials
 // that auth returns from it, and runs fn in one transaction.
-func withUser[T any](s *Server, ctx context.Context, c *call, auth func(*T) restclient.Authentication, fn func(tx *sql.Tx, u user, req *T) (any, error)) (any, error) {
+func withUser[T any](s *Server, ctx context.Context, c *call, auth func(*T) directapi.Authentication, fn func(tx *sql.Tx, u user, req *T) (any, error)) (any, error) {
 	var req T
 	if err := c.decode(&req); err != nil {
 		return nil, err
@@ -35,8 +35,8 @@ func withUser[T any](s *Server, ctx context.Context, c *call, auth func(*T) rest
 	return resp, err
 }
 
-func plainAuth(a *restclient.Authentication) restclient.Authentication { return *a }
-func uidsAuth(r *restclient.UidsRequestType) restclient.Authentication { return r.Auth }
+func plainAuth(a *directapi.Authentication) directapi.Authentication { return *a }
+func uidsAuth(r *directapi.UidsRequestType) directapi.Authentication { return r.Auth }
 
 // inFolder resolves the {folder} path parameter.
 func inFolder(tx *sql.Tx, u user, c *call) (int64, string, error) {
@@ -48,21 +48,21 @@ func inFolder(tx *sql.Tx, u user, c *call) (int64, string, error) {
 	return id, name, err
 }
 
-func sendResponse(id string) restclient.SendMessageResponseType {
-	return restclient.SendMessageResponseType{APIResponse: ok(), SmtpID: id}
+func sendResponse(id string) directapi.SendMessageResponseType {
+	return directapi.SendMessageResponseType{APIResponse: ok(), SmtpID: id}
 }
 
 func (s *Server) handleSend(ctx context.Context, c *call) (any, error) {
-	return withUser(s, ctx, c, func(r *restclient.SendRequest) restclient.Authentication { return r.Authentication },
-		func(tx *sql.Tx, u user, r *restclient.SendRequest) (any, error) {
+	return withUser(s, ctx, c, func(r *directapi.SendRequest) directapi.Authentication { return r.Authentication },
+		func(tx *sql.Tx, u user, r *directapi.SendRequest) (any, error) {
 			id, err := s.send(tx, u, outgoing{msg: r.Message})
 			return sendResponse(id), err
 		})
 }
 
 func (s *Server) handleSendWithHeader(ctx context.Context, c *call) (any, error) {
-	return withUser(s, ctx, c, func(r *restclient.SendRequestWithHeader) restclient.Authentication { return r.Authentication },
-		func(tx *sql.Tx, u user, r *restclient.SendRequestWithHeader) (any, error) {
+	return withUser(s, ctx, c, func(r *directapi.SendRequestWithHeader) directapi.Authentication { return r.Authentication },
+		func(tx *sql.Tx, u user, r *directapi.SendRequestWithHeader) (any, error) {
 			id, err := s.send(tx, u, outgoing{msg: r.Message.Message, headers: r.Message.Headers})
 			return sendResponse(id), err
 		})
@@ -70,7 +70,7 @@ func (s *Server) handleSendWithHeader(ctx context.Context, c *call) (any, error)
 
 // withTuser is withUser for the ...WithTuser operations: the credentials
 // are a T-user's, and the acting mailbox is directAddr.
-func withTuser[T any](s *Server, ctx context.Context, c *call, auth func(*T) restclient.AuthenticationWithTuser, fn func(tx *sql.Tx, u user, req *T) (any, error)) (any, error) {
+func withTuser[T any](s *Server, ctx context.Context, c *call, auth func(*T) directapi.AuthenticationWithTuser, fn func(tx *sql.Tx, u user, req *T) (any, error)) (any, error) {
 	var req T
 	if err := c.decode(&req); err != nil {
 		return nil, err
@@ -88,17 +88,17 @@ func withTuser[T any](s *Server, ctx context.Context, c *call, auth func(*T) res
 }
 
 func (s *Server) handleSendWithTuser(ctx context.Context, c *call) (any, error) {
-	return withTuser(s, ctx, c, func(r *restclient.SendWithTuserRequest) restclient.AuthenticationWithTuser { return r.Authentication },
-		func(tx *sql.Tx, u user, r *restclient.SendWithTuserRequest) (any, error) {
+	return withTuser(s, ctx, c, func(r *directapi.SendWithTuserRequest) directapi.AuthenticationWithTuser { return r.Authentication },
+		func(tx *sql.Tx, u user, r *directapi.SendWithTuserRequest) (any, error) {
 			id, err := s.send(tx, u, outgoing{msg: r.Message})
 			return sendResponse(id), err
 		})
 }
 
 func (s *Server) handleSendWithHeaderWithTuser(ctx context.Context, c *call) (any, error) {
-	return withTuser(s, ctx, c, func(r *restclient.SendWithHeaderWithTuserRequest) restclient.AuthenticationWithTuser {
+	return withTuser(s, ctx, c, func(r *directapi.SendWithHeaderWithTuserRequest) directapi.AuthenticationWithTuser {
 		return r.Authentication
-	}, func(tx *sql.Tx, u user, r *restclient.SendWithHeaderWithTuserRequest) (any, error) {
+	}, func(tx *sql.Tx, u user, r *directapi.SendWithHeaderWithTuserRequest) (any, error) {
 		id, err := s.send(tx, u, outgoing{msg: r.Message.Message, headers: r.Message.Headers})
 		return sendResponse(id), err
 	})
@@ -106,9 +106,9 @@ func (s *Server) handleSendWithHeaderWithTuser(ctx context.Context, c *call) (an
 
 // handleForward forwards messages to the recipients of the request.
 // UidsRequestType's recipients field is "not shown"; the sandbox accepts a
-// Recipient array or an object wrapping one (restclient.RecipientCollection).
+// Recipient array or an object wrapping one (directapi.RecipientCollection).
 func (s *Server) handleForward(ctx context.Context, c *call) (any, error) {
-	return withUser(s, ctx, c, uidsAuth, func(tx *sql.Tx, u user, r *restclient.UidsRequestType) (any, error) {
+	return withUser(s, ctx, c, uidsAuth, func(tx *sql.Tx, u user, r *directapi.UidsRequestType) (any, error) {
 		fid, folder, err := inFolder(tx, u, c)
 		if err != nil {
 			return nil, err
@@ -126,14 +126,14 @@ func (s *Server) handleForward(ctx context.Context, c *call) (any, error) {
 }
 
 func (s *Server) handleGetMessageStatus(ctx context.Context, c *call) (any, error) {
-	return withUser(s, ctx, c, plainAuth, func(tx *sql.Tx, u user, _ *restclient.Authentication) (any, error) {
+	return withUser(s, ctx, c, plainAuth, func(tx *sql.Tx, u user, _ *directapi.Authentication) (any, error) {
 		return s.statusReport(tx, u, []string{c.param("smtpId")})
 	})
 }
 
 func (s *Server) handleGetMessageStatuses(ctx context.Context, c *call) (any, error) {
-	return withUser(s, ctx, c, func(r *restclient.SmtpIdsRequestType) restclient.Authentication { return r.Auth },
-		func(tx *sql.Tx, u user, r *restclient.SmtpIdsRequestType) (any, error) {
+	return withUser(s, ctx, c, func(r *directapi.SmtpIdsRequestType) directapi.Authentication { return r.Auth },
+		func(tx *sql.Tx, u user, r *directapi.SmtpIdsRequestType) (any, error) {
 			if len(r.SmtpIDs) == 0 {
 				return nil, errInvalid("smtpIds missing")
 			}
@@ -142,17 +142,17 @@ func (s *Server) handleGetMessageStatuses(ctx context.Context, c *call) (any, er
 }
 
 func (s *Server) handleGetMessageStatusWithTuser(ctx context.Context, c *call) (any, error) {
-	return withTuser(s, ctx, c, func(a *restclient.AuthenticationWithTuser) restclient.AuthenticationWithTuser { return *a },
-		func(tx *sql.Tx, u user, _ *restclient.AuthenticationWithTuser) (any, error) {
+	return withTuser(s, ctx, c, func(a *directapi.AuthenticationWithTuser) directapi.AuthenticationWithTuser { return *a },
+		func(tx *sql.Tx, u user, _ *directapi.AuthenticationWithTuser) (any, error) {
 			return s.statusReport(tx, u, []string{c.param("smtpId")})
 		})
 }
 
 func (s *Server) handleCount(which string) handlerFunc {
 	return func(ctx context.Context, c *call) (any, error) {
-		return withUser(s, ctx, c, plainAuth, func(tx *sql.Tx, u user, _ *restclient.Authentication) (any, error) {
+		return withUser(s, ctx, c, plainAuth, func(tx *sql.Tx, u user, _ *directapi.Authentication) (any, error) {
 			n, err := countMessages(tx, u, c.param("folder"), which)
-			return restclient.GetCountResponse{APIResponse: ok(), Count: n}, err
+			return directapi.GetCountResponse{APIResponse: ok(), Count: n}, err
 		})
 	}
 }
@@ -170,7 +170,7 @@ func (s *Server) handleGetDeletedMessageCount(ctx context.Context, c *call) (any
 }
 
 // listing answers an operation that returns messages of {folder}.
-func listing[T any](s *Server, ctx context.Context, c *call, auth func(*T) restclient.Authentication, full bool, filter func(*T) (msgFilter, error)) (any, error) {
+func listing[T any](s *Server, ctx context.Context, c *call, auth func(*T) directapi.Authentication, full bool, filter func(*T) (msgFilter, error)) (any, error) {
 	return withUser(s, ctx, c, auth, func(tx *sql.Tx, u user, r *T) (any, error) {
 		fid, folder, err := inFolder(tx, u, c)
 		if err != nil {
@@ -185,16 +185,16 @@ func listing[T any](s *Server, ctx context.Context, c *call, auth func(*T) restc
 		if err != nil {
 			return nil, err
 		}
-		return restclient.GetMessageResponse{APIResponse: ok(), Messages: details(folder, ms, full)}, nil
+		return directapi.GetMessageResponse{APIResponse: ok(), Messages: details(folder, ms, full)}, nil
 	})
 }
 
-func noFilter(*restclient.Authentication) (msgFilter, error) { return msgFilter{}, nil }
+func noFilter(*directapi.Authentication) (msgFilter, error) { return msgFilter{}, nil }
 
 // handleGetMessagesByUIDs returns the messages that exist among the UIDs;
 // unknown UIDs are left out, as IMAP FETCH leaves out expunged ones.
 func (s *Server) handleGetMessagesByUIDs(ctx context.Context, c *call) (any, error) {
-	return listing(s, ctx, c, uidsAuth, true, func(r *restclient.UidsRequestType) (msgFilter, error) {
+	return listing(s, ctx, c, uidsAuth, true, func(r *directapi.UidsRequestType) (msgFilter, error) {
 		if len(r.UIDs) == 0 {
 			return msgFilter{}, errInvalid("uids missing")
 		}
@@ -203,7 +203,7 @@ func (s *Server) handleGetMessagesByUIDs(ctx context.Context, c *call) (any, err
 }
 
 func (s *Server) handleGetUnreadMessages(ctx context.Context, c *call) (any, error) {
-	return listing(s, ctx, c, plainAuth, true, func(*restclient.Authentication) (msgFilter, error) {
+	return listing(s, ctx, c, plainAuth, true, func(*directapi.Authentication) (msgFilter, error) {
 		return msgFilter{unreadOnly: true}, nil
 	})
 }
@@ -220,7 +220,7 @@ func (s *Server) handleGetMessageMetaData(ctx context.Context, c *call) (any, er
 // substring of the From header (address or display name), as IMAP SEARCH
 // FROM does (RFC 9051 §6.4.4).
 func (s *Server) handleGetMessagesBySender(ctx context.Context, c *call) (any, error) {
-	return listing(s, ctx, c, plainAuth, true, func(*restclient.Authentication) (msgFilter, error) {
+	return listing(s, ctx, c, plainAuth, true, func(*directapi.Authentication) (msgFilter, error) {
 		return msgFilter{sender: c.param("sender")}, nil
 	})
 }
@@ -228,7 +228,7 @@ func (s *Server) handleGetMessagesBySender(ctx context.Context, c *call) (any, e
 // handleGetMessagesBySubject matches a case-insensitive substring of the
 // decoded subject.
 func (s *Server) handleGetMessagesBySubject(ctx context.Context, c *call) (any, error) {
-	return listing(s, ctx, c, plainAuth, true, func(*restclient.Authentication) (msgFilter, error) {
+	return listing(s, ctx, c, plainAuth, true, func(*directapi.Authentication) (msgFilter, error) {
 		return msgFilter{subject: c.param("subject")}, nil
 	})
 }
@@ -238,7 +238,7 @@ func (s *Server) handleGetMessagesBySubject(ctx context.Context, c *call) (any, 
 // epoch milliseconds; meta leaves out bodies and attachments.
 func (s *Server) handleByReceivedDate(utc, meta bool) handlerFunc {
 	return func(ctx context.Context, c *call) (any, error) {
-		return listing(s, ctx, c, plainAuth, !meta, func(*restclient.Authentication) (msgFilter, error) {
+		return listing(s, ctx, c, plainAuth, !meta, func(*directapi.Authentication) (msgFilter, error) {
 			begin, err := parseTimeParam(c.param("begin"), utc)
 			if err != nil {
 				return msgFilter{}, err
@@ -257,7 +257,7 @@ func (s *Server) handleByReceivedDate(utc, meta bool) handlerFunc {
 
 func parseTimeParam(v string, utc bool) (time.Time, error) {
 	if utc {
-		t, err := time.ParseInLocation(restclient.UTCLayout, v, time.UTC)
+		t, err := time.ParseInLocation(directapi.UTCLayout, v, time.UTC)
 		if err != nil {
 			return time.Time{}, errInvalid("time %q is not yyyyMMddHHmmss", v)
 		}
@@ -271,13 +271,13 @@ func parseTimeParam(v string, utc bool) (time.Time, error) {
 }
 
 func (s *Server) handleGetUIDs(ctx context.Context, c *call) (any, error) {
-	return withUser(s, ctx, c, plainAuth, func(tx *sql.Tx, u user, _ *restclient.Authentication) (any, error) {
+	return withUser(s, ctx, c, plainAuth, func(tx *sql.Tx, u user, _ *directapi.Authentication) (any, error) {
 		fid, _, err := inFolder(tx, u, c)
 		if err != nil {
 			return nil, err
 		}
 		uids, err := uidsOf(tx, fid)
-		return restclient.GetUIDResponseType{APIResponse: ok(), UIDs: uids}, err
+		return directapi.GetUIDResponseType{APIResponse: ok(), UIDs: uids}, err
 	})
 }
 
@@ -285,13 +285,13 @@ func (s *Server) handleGetUIDs(ctx context.Context, c *call) (any, error) {
 // without root itself. subscribedFolderOnly is "not shown" in format; the
 // sandbox takes true/false in any case, and 1/0, yes/no.
 func (s *Server) handleGetFolders(ctx context.Context, c *call) (any, error) {
-	return withUser(s, ctx, c, plainAuth, func(tx *sql.Tx, u user, _ *restclient.Authentication) (any, error) {
+	return withUser(s, ctx, c, plainAuth, func(tx *sql.Tx, u user, _ *directapi.Authentication) (any, error) {
 		only, err := parseBoolParam("subscribedFolderOnly", c.param("subscribedOnly"))
 		if err != nil {
 			return nil, err
 		}
 		names, err := listFolders(tx, u, c.param("root"), only)
-		return restclient.GetFoldersResponseType{APIResponse: ok(), Folders: names}, err
+		return directapi.GetFoldersResponseType{APIResponse: ok(), Folders: names}, err
 	})
 }
 
@@ -308,27 +308,27 @@ func parseBoolParam(name, v string) (bool, error) {
 // handleSetFoldersSubscribed answers with every subscribed folder after the
 // change (the document gives the response type, not its content).
 func (s *Server) handleSetFoldersSubscribed(ctx context.Context, c *call) (any, error) {
-	return withUser(s, ctx, c, func(r *restclient.SetFoldersSubscribedRequestType) restclient.Authentication { return r.Auth },
-		func(tx *sql.Tx, u user, r *restclient.SetFoldersSubscribedRequestType) (any, error) {
+	return withUser(s, ctx, c, func(r *directapi.SetFoldersSubscribedRequestType) directapi.Authentication { return r.Auth },
+		func(tx *sql.Tx, u user, r *directapi.SetFoldersSubscribedRequestType) (any, error) {
 			names, err := setSubscribed(tx, u, r.Folders, r.Subscribed)
-			return restclient.GetFoldersResponseType{APIResponse: ok(), Folders: names}, err
+			return directapi.GetFoldersResponseType{APIResponse: ok(), Folders: names}, err
 		})
 }
 
 func (s *Server) handleCreateFolder(ctx context.Context, c *call) (any, error) {
-	return withUser(s, ctx, c, plainAuth, func(tx *sql.Tx, u user, _ *restclient.Authentication) (any, error) {
+	return withUser(s, ctx, c, plainAuth, func(tx *sql.Tx, u user, _ *directapi.Authentication) (any, error) {
 		return ok(), createFolder(tx, u, c.param("folder"))
 	})
 }
 
 func (s *Server) handleMoveFolder(ctx context.Context, c *call) (any, error) {
-	return withUser(s, ctx, c, plainAuth, func(tx *sql.Tx, u user, _ *restclient.Authentication) (any, error) {
+	return withUser(s, ctx, c, plainAuth, func(tx *sql.Tx, u user, _ *directapi.Authentication) (any, error) {
 		return ok(), moveFolder(tx, u, c.param("folder"), c.param("newFolder"))
 	})
 }
 
 func (s *Server) handleDeleteFolder(ctx context.Context, c *call) (any, error) {
-	return withUser(s, ctx, c, plainAuth, func(tx *sql.Tx, u user, _ *restclient.Authentication) (any, error) {
+	return withUser(s, ctx, c, plainAuth, func(tx *sql.Tx, u user, _ *directapi.Authentication) (any, error) {
 		return ok(), deleteFolder(tx, u, c.param("folder"))
 	})
 }
@@ -336,7 +336,7 @@ func (s *Server) handleDeleteFolder(ctx context.Context, c *call) (any, error) {
 // copyOrMove serves Copy and Move. Copying into the same folder duplicates
 // the messages, as IMAP COPY does; moving into the same folder is refused.
 func (s *Server) copyOrMove(ctx context.Context, c *call, move bool) (any, error) {
-	return withUser(s, ctx, c, uidsAuth, func(tx *sql.Tx, u user, r *restclient.UidsRequestType) (any, error) {
+	return withUser(s, ctx, c, uidsAuth, func(tx *sql.Tx, u user, r *directapi.UidsRequestType) (any, error) {
 		src, folder, err := inFolder(tx, u, c)
 		if err != nil {
 			return nil, err
@@ -365,7 +365,7 @@ func (s *Server) handleMoveMessages(ctx context.Context, c *call) (any, error) {
 }
 
 func (s *Server) handleDeleteMessages(ctx context.Context, c *call) (any, error) {
-	return withUser(s, ctx, c, uidsAuth, func(tx *sql.Tx, u user, r *restclient.UidsRequestType) (any, error) {
+	return withUser(s, ctx, c, uidsAuth, func(tx *sql.Tx, u user, r *directapi.UidsRequestType) (any, error) {
 		forever, err := parseBoolParam("deleteForever", c.param("deleteForever"))
 		if err != nil {
 			return nil, err
@@ -383,7 +383,7 @@ func (s *Server) handleDeleteMessages(ctx context.Context, c *call) (any, error)
 // for both.
 func (s *Server) handleMark(unread bool) handlerFunc {
 	return func(ctx context.Context, c *call) (any, error) {
-		return withUser(s, ctx, c, uidsAuth, func(tx *sql.Tx, u user, r *restclient.UidsRequestType) (any, error) {
+		return withUser(s, ctx, c, uidsAuth, func(tx *sql.Tx, u user, r *directapi.UidsRequestType) (any, error) {
 			fid, _, err := inFolder(tx, u, c)
 			if err != nil {
 				return nil, err
@@ -397,7 +397,7 @@ func (s *Server) handleMark(unread bool) handlerFunc {
 // UIDs that exist. Its request body is "not shown"; the sandbox takes
 // UidsRequestType.
 func (s *Server) handleGetRawMessages(ctx context.Context, c *call) (any, error) {
-	return withUser(s, ctx, c, uidsAuth, func(tx *sql.Tx, u user, r *restclient.UidsRequestType) (any, error) {
+	return withUser(s, ctx, c, uidsAuth, func(tx *sql.Tx, u user, r *directapi.UidsRequestType) (any, error) {
 		fid, folder, err := inFolder(tx, u, c)
 		if err != nil {
 			return nil, err
@@ -409,12 +409,12 @@ func (s *Server) handleGetRawMessages(ctx context.Context, c *call) (any, error)
 		if err != nil {
 			return nil, err
 		}
-		out := make([]restclient.RawMessage, 0, len(ms))
+		out := make([]directapi.RawMessage, 0, len(ms))
 		for _, m := range ms {
 			d := detail(folder, m, false)
-			out = append(out, restclient.RawMessage{UID: m.uid, MsgID: d.MsgID, Folder: folder, Data: base64.StdEncoding.EncodeToString(m.raw)})
+			out = append(out, directapi.RawMessage{UID: m.uid, MsgID: d.MsgID, Folder: folder, Data: base64.StdEncoding.EncodeToString(m.raw)})
 		}
-		return restclient.GetRawMessageResponse{APIResponse: ok(), Messages: out}, nil
+		return directapi.GetRawMessageResponse{APIResponse: ok(), Messages: out}, nil
 	})
 }
 
@@ -424,8 +424,8 @@ func (s *Server) handleGetRawMessages(ctx context.Context, c *call) (any, error)
 // answer carries no UIDs. A message whose data is empty or not base64
 // fails the whole request.
 func (s *Server) handleSaveRawMessages(ctx context.Context, c *call) (any, error) {
-	return withUser(s, ctx, c, func(r *restclient.RawMessagesRequestType) restclient.Authentication { return r.Auth },
-		func(tx *sql.Tx, u user, r *restclient.RawMessagesRequestType) (any, error) {
+	return withUser(s, ctx, c, func(r *directapi.RawMessagesRequestType) directapi.Authentication { return r.Auth },
+		func(tx *sql.Tx, u user, r *directapi.RawMessagesRequestType) (any, error) {
 			fid, _, err := inFolder(tx, u, c)
 			if err != nil {
 				return nil, err

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/directbridge/directbridge/directapi"
 	"github.com/directbridge/directbridge/restclient"
 	"github.com/directbridge/directbridge/sandbox"
 )
@@ -36,9 +37,9 @@ func (c *persClock) Advance(d time.Duration) {
 }
 
 var (
-	persAlice = restclient.Authentication{Username: "alice@direct.example", Password: "alice-secret-1"}
-	persBob   = restclient.Authentication{Username: "bob@direct.example", Password: "bob-secret-1"}
-	persJane  = restclient.Authentication{Username: "jane.doe@direct.example", Password: "jane-secret-1"}
+	persAlice = directapi.Authentication{Username: "alice@direct.example", Password: "alice-secret-1"}
+	persBob   = directapi.Authentication{Username: "bob@direct.example", Password: "bob-secret-1"}
+	persJane  = directapi.Authentication{Username: "jane.doe@direct.example", Password: "jane-secret-1"}
 )
 
 // persStart opens a sandbox on dir behind an HTTP server.
@@ -65,7 +66,7 @@ type persState struct {
 	logs                []string
 }
 
-func persSnapshot(t *testing.T, c *restclient.Client, a restclient.Authentication, smtpIDs []string) persState {
+func persSnapshot(t *testing.T, c *restclient.Client, a directapi.Authentication, smtpIDs []string) persState {
 	t.Helper()
 	ctx := context.Background()
 	must := func(err error) {
@@ -130,36 +131,36 @@ func TestPersistenceAcrossReopen(t *testing.T) {
 	_, err := c.SetFoldersSubscribed(ctx, persAlice, []string{"INBOX.Projects", "INBOX.Spam"}, false)
 	step("unsubscribe", err)
 	// Sends (a delivery, a local failure, one waiting for an MDN).
-	id1, err := c.Send(ctx, persAlice, restclient.Message{Sender: persAlice.Username, Subject: "one", Body: "first",
-		Recipients: []restclient.Recipient{{Email: persBob.Username, Type: restclient.TO}, {Email: "far@other.example", Type: restclient.CC}}})
+	id1, err := c.Send(ctx, persAlice, directapi.Message{Sender: persAlice.Username, Subject: "one", Body: "first",
+		Recipients: []directapi.Recipient{{Email: persBob.Username, Type: directapi.TO}, {Email: "far@other.example", Type: directapi.CC}}})
 	step("send", err)
 	clock.Advance(time.Minute)
-	id2, err := c.Send(ctx, persAlice, restclient.Message{Sender: persAlice.Username, Subject: "two", Body: "second",
-		Recipients: []restclient.Recipient{{Email: "ghost@direct.example", Type: restclient.TO}, {Email: persBob.Username, Type: restclient.TO}}})
+	id2, err := c.Send(ctx, persAlice, directapi.Message{Sender: persAlice.Username, Subject: "two", Body: "second",
+		Recipients: []directapi.Recipient{{Email: "ghost@direct.example", Type: directapi.TO}, {Email: persBob.Username, Type: directapi.TO}}})
 	step("send", err)
 	// Raw messages saved, one marked read.
-	raw := func(n int) restclient.RawMessage {
-		return restclient.NewRawMessage([]byte(fmt.Sprintf("From: x@other.example\r\nSubject: saved %d\r\n\r\nbody %d\r\n", n, n)))
+	raw := func(n int) directapi.RawMessage {
+		return directapi.NewRawMessage([]byte(fmt.Sprintf("From: x@other.example\r\nSubject: saved %d\r\n\r\nbody %d\r\n", n, n)))
 	}
-	step("save", c.SaveRawMessages(ctx, persAlice, "INBOX.Projects.2025", []restclient.RawMessage{raw(1), raw(2), raw(3)}))
+	step("save", c.SaveRawMessages(ctx, persAlice, "INBOX.Projects.2025", []directapi.RawMessage{raw(1), raw(2), raw(3)}))
 	saved, err := c.GetUIDs(ctx, persAlice, "INBOX.Projects.2025")
 	step("uids", err)
 	step("mark", c.MarkMessagesAsReadByUIDs(ctx, persAlice, "INBOX.Projects.2025", saved[1:2]))
 	step("delete", c.DeleteMessagesByUIDs(ctx, persAlice, "INBOX.Projects.2025", saved[2:], false))
 	// A folder with UIDs handed out, then deleted: its high-water mark must persist.
-	step("save tmp", c.SaveRawMessages(ctx, persAlice, "INBOX.Tmp", []restclient.RawMessage{raw(4), raw(5)}))
+	step("save tmp", c.SaveRawMessages(ctx, persAlice, "INBOX.Tmp", []directapi.RawMessage{raw(4), raw(5)}))
 	tmpUIDs, err := c.GetUIDs(ctx, persAlice, "INBOX.Tmp")
 	step("tmp uids", err)
 	step("delete tmp", c.DeleteFolder(ctx, persAlice, "INBOX.Tmp"))
 	// A patient provisioned through the registration service.
-	session, err := c.Login(ctx, restclient.LoginRequest{Username: "reseller", Password: "reseller-secret-1"})
+	session, err := c.Login(ctx, directapi.LoginRequest{Username: "reseller", Password: "reseller-secret-1"})
 	step("login", err)
-	_, err = c.ProvisionIDProofedPatient(ctx, session, "direct.example", restclient.IDProofedIndividualRESTful{
-		IDProofedIndividual: restclient.IDProofedIndividual{FirstName: "Jane", LastName: "Doe", SSN4: "1234", DOB: "1980-03-07"},
+	_, err = c.ProvisionIDProofedPatient(ctx, session, "direct.example", directapi.IDProofedIndividualRESTful{
+		IDProofedIndividual: directapi.IDProofedIndividual{FirstName: "Jane", LastName: "Doe", SSN4: "1234", DOB: "1980-03-07"},
 		DirectUsername:      "jane.doe", DirectPassword: "jane-secret-1"})
 	step("provision", err)
-	_, err = c.Send(ctx, persBob, restclient.Message{Sender: persBob.Username, Subject: "to jane", Body: "hi",
-		Recipients: []restclient.Recipient{{Email: persJane.Username, Type: restclient.TO}}})
+	_, err = c.Send(ctx, persBob, directapi.Message{Sender: persBob.Username, Subject: "to jane", Body: "hi",
+		Recipients: []directapi.Recipient{{Email: persJane.Username, Type: directapi.TO}}})
 	step("send to jane", err)
 
 	ids := []string{id1, id2}
@@ -186,7 +187,7 @@ func TestPersistenceAcrossReopen(t *testing.T) {
 
 	for _, cmp := range []struct {
 		who    string
-		a      restclient.Authentication
+		a      directapi.Authentication
 		ids    []string
 		before persState
 	}{{"alice", persAlice, ids, beforeAlice}, {"bob", persBob, nil, beforeBob}, {"jane", persJane, nil, beforeJane}} {
@@ -209,7 +210,7 @@ func TestPersistenceAcrossReopen(t *testing.T) {
 	}
 
 	// Passwords are checked against the stored hashes.
-	if _, err := c2.GetMessageCount(ctx, restclient.Authentication{Username: persAlice.Username, Password: "wrong"}, "INBOX"); !restclient.IsAuthFailure(err) {
+	if _, err := c2.GetMessageCount(ctx, directapi.Authentication{Username: persAlice.Username, Password: "wrong"}, "INBOX"); !restclient.IsAuthFailure(err) {
 		t.Errorf("wrong password after reopen: %v", err)
 	}
 	// The delivery logs keep their time: the waiting one times out an hour after it was sent.
@@ -217,27 +218,27 @@ func TestPersistenceAcrossReopen(t *testing.T) {
 	logs, err := c2.GetMessageStatus(ctx, persAlice, id1)
 	step("status", err)
 	for _, l := range logs {
-		if l.To == "far@other.example" && l.Status != restclient.StatusNoMDNReceived {
+		if l.To == "far@other.example" && l.Status != directapi.StatusNoMDNReceived {
 			t.Errorf("far@other.example after an hour: %q", l.Status)
 		}
 	}
 
 	// UIDs continue after the old ones, also for a folder deleted before the restart.
-	step("save after reopen", c2.SaveRawMessages(ctx, persAlice, "INBOX.Projects.2025", []restclient.RawMessage{raw(6)}))
+	step("save after reopen", c2.SaveRawMessages(ctx, persAlice, "INBOX.Projects.2025", []directapi.RawMessage{raw(6)}))
 	now, err := c2.GetUIDs(ctx, persAlice, "INBOX.Projects.2025")
 	step("uids", err)
 	if last := now[len(now)-1]; last <= slices.Max(saved) {
 		t.Errorf("uid %d after reopen, UIDs up to %d were handed out before", last, slices.Max(saved))
 	}
 	step("recreate tmp", c2.CreateFolder(ctx, persAlice, "INBOX.Tmp"))
-	step("save tmp", c2.SaveRawMessages(ctx, persAlice, "INBOX.Tmp", []restclient.RawMessage{raw(7)}))
+	step("save tmp", c2.SaveRawMessages(ctx, persAlice, "INBOX.Tmp", []directapi.RawMessage{raw(7)}))
 	tmp, err := c2.GetUIDs(ctx, persAlice, "INBOX.Tmp")
 	step("tmp uids", err)
 	if len(tmp) != 1 || tmp[0] <= slices.Max(tmpUIDs) {
 		t.Errorf("re-created INBOX.Tmp uids %v, the deleted one had %v", tmp, tmpUIDs)
 	}
-	if _, err := c2.Send(ctx, persJane, restclient.Message{Sender: persJane.Username, Subject: "reply", Body: "thanks",
-		Recipients: []restclient.Recipient{{Email: persBob.Username, Type: restclient.TO}}}); err != nil {
+	if _, err := c2.Send(ctx, persJane, directapi.Message{Sender: persJane.Username, Subject: "reply", Body: "thanks",
+		Recipients: []directapi.Recipient{{Email: persBob.Username, Type: directapi.TO}}}); err != nil {
 		t.Errorf("the provisioned patient cannot send after reopen: %v", err)
 	}
 
@@ -246,12 +247,12 @@ func TestPersistenceAcrossReopen(t *testing.T) {
 	if !restclient.IsAuthFailure(err) {
 		t.Errorf("old session after reopen: %v, want 011", err)
 	}
-	session2, err := c2.Login(ctx, restclient.LoginRequest{Username: "reseller", Password: "reseller-secret-1"})
+	session2, err := c2.Login(ctx, directapi.LoginRequest{Username: "reseller", Password: "reseller-secret-1"})
 	step("login after reopen", err)
 	users, err := c2.GetPatientAddressByMeta(ctx, session2, "direct.example",
-		restclient.IDProofedIndividual{FirstName: "Jane", LastName: "Doe", SSN4: "1234", DOB: "1980-03-07"})
+		directapi.IDProofedIndividual{FirstName: "Jane", LastName: "Doe", SSN4: "1234", DOB: "1980-03-07"})
 	step("by meta after reopen", err)
-	if len(users) != 1 || users[0].Username != "jane.doe" || users[0].UserStateType != restclient.UserStateActivated {
+	if len(users) != 1 || users[0].Username != "jane.doe" || users[0].UserStateType != directapi.UserStateActivated {
 		t.Errorf("patient after reopen: %+v", users)
 	}
 }

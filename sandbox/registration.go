@@ -15,7 +15,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/directbridge/directbridge/restclient"
+	"github.com/directbridge/directbridge/directapi"
 )
 
 // This file is the patient registration service (registration-rest.md):
@@ -68,7 +68,7 @@ type session struct {
 // username costs the same hashing work as a known one, so timing does not
 // reveal which accounts exist.
 func (s *Server) handleLogin(ctx context.Context, c *call) (any, error) {
-	var req restclient.LoginRequest
+	var req directapi.LoginRequest
 	if err := c.decode(&req); err != nil {
 		return nil, err
 	}
@@ -76,20 +76,20 @@ func (s *Server) handleLogin(ctx context.Context, c *call) (any, error) {
 	password := req.Password.Reveal()
 	switch {
 	case username == "":
-		return nil, regErr(restclient.RegCodeInvalidArgument, "argument missing: username")
+		return nil, regErr(directapi.RegCodeInvalidArgument, "argument missing: username")
 	case password == "":
-		return nil, regErr(restclient.RegCodeInvalidArgument, "argument missing: password")
+		return nil, regErr(directapi.RegCodeInvalidArgument, "argument missing: password")
 	}
 	var salt, hash []byte
 	err := s.db.QueryRowContext(ctx, `SELECT pw_salt, pw_hash FROM resellers WHERE username = ?`, username).Scan(&salt, &hash)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		passwordMatches(make([]byte, 16), make([]byte, 32), password)
-		return nil, regErr(restclient.RegCodeAuthFailed, "authentication failed")
+		return nil, regErr(directapi.RegCodeAuthFailed, "authentication failed")
 	case err != nil:
 		return nil, err
 	case !passwordMatches(salt, hash, password):
-		return nil, regErr(restclient.RegCodeAuthFailed, "authentication failed")
+		return nil, regErr(directapi.RegCodeAuthFailed, "authentication failed")
 	}
 	id := newSessionID()
 	now := s.now()
@@ -97,7 +97,7 @@ func (s *Server) handleLogin(ctx context.Context, c *call) (any, error) {
 	s.purgeSessionsLocked(now)
 	s.sessions[id] = session{reseller: username, expires: now.Add(sessionLifetime)}
 	s.sessMu.Unlock()
-	return restclient.LoginResponseType{ResellerAPIResponseType: regOK(), SessionID: restclient.Secret(id)}, nil
+	return directapi.LoginResponseType{ResellerAPIResponseType: regOK(), SessionID: directapi.Secret(id)}, nil
 }
 
 // newSessionID returns 128 random bits as 32 hex characters: unguessable,
@@ -135,7 +135,7 @@ func (s *Server) checkSession(id string) (string, error) {
 		ok = false
 	}
 	if !ok {
-		return "", regErr(restclient.RegCodeAuthFailed, "session expired or invalid")
+		return "", regErr(directapi.RegCodeAuthFailed, "session expired or invalid")
 	}
 	return ss.reseller, nil
 }
@@ -157,7 +157,7 @@ func (s *Server) checkDomain(tx *sql.Tx, domain string) (string, error) {
 			return domain, nil
 		}
 	}
-	return "", regErr(restclient.RegCodeNoOrgForDomain, "no organization found for the domain %s", domain)
+	return "", regErr(directapi.RegCodeNoOrgForDomain, "no organization found for the domain %s", domain)
 }
 
 // identity is an identity-proofed individual after validation: trimmed
@@ -172,7 +172,7 @@ type identity struct {
 // dob is code 205, "failed to validate ID proofed individuals", with the
 // reason in the text. The sandbox uses the same rules for provisioning and
 // for look-ups, so one malformed value gives one code everywhere.
-func (s *Server) validateIdentity(p restclient.IDProofedIndividual) (identity, error) {
+func (s *Server) validateIdentity(p directapi.IDProofedIndividual) (identity, error) {
 	id := identity{
 		firstName: strings.TrimSpace(p.FirstName),
 		lastName:  strings.TrimSpace(p.LastName),
@@ -182,11 +182,11 @@ func (s *Server) validateIdentity(p restclient.IDProofedIndividual) (identity, e
 		{"firstName", id.firstName}, {"lastName", id.lastName}, {"ssn4", id.ssn4}, {"dob", strings.TrimSpace(p.DOB)},
 	} {
 		if f.value == "" {
-			return identity{}, regErr(restclient.RegCodeInvalidArgument, "argument missing: %s", f.name)
+			return identity{}, regErr(directapi.RegCodeInvalidArgument, "argument missing: %s", f.name)
 		}
 	}
 	if len(id.ssn4) != 4 || !isDigits(id.ssn4) {
-		return identity{}, regErr(restclient.RegCodeIDProofingFailed,
+		return identity{}, regErr(directapi.RegCodeIDProofingFailed,
 			"failed to validate ID proofed individuals: ssn4 must be exactly 4 digits")
 	}
 	dob, err := s.normDOB(p.DOB)
@@ -209,12 +209,12 @@ func (s *Server) normDOB(v string) (string, error) {
 			continue
 		}
 		if t.After(s.now()) {
-			return "", regErr(restclient.RegCodeIDProofingFailed,
+			return "", regErr(directapi.RegCodeIDProofingFailed,
 				"failed to validate ID proofed individuals: dob %s is in the future", t.Format("2006-01-02"))
 		}
 		return t.Format("2006-01-02"), nil
 	}
-	return "", regErr(restclient.RegCodeIDProofingFailed,
+	return "", regErr(directapi.RegCodeIDProofingFailed,
 		"failed to validate ID proofed individuals: dob must be yyyy-MM-dd, MM/dd/yyyy or yyyyMMdd")
 }
 
@@ -234,7 +234,7 @@ func patientByID(tx *sql.Tx, id int64) (identity, error) {
 	err := tx.QueryRow(`SELECT first_name, last_name, ssn4, dob FROM patients WHERE id = ?`, id).
 		Scan(&p.firstName, &p.lastName, &p.ssn4, &p.dob)
 	if errors.Is(err, sql.ErrNoRows) {
-		return identity{}, regErr(restclient.RegCodeIDProofingFailed,
+		return identity{}, regErr(directapi.RegCodeIDProofingFailed,
 			"failed to validate ID proofed individuals: unknown id %d", id)
 	}
 	return p, err
@@ -282,11 +282,11 @@ func (s *Server) handleProvision(ctx context.Context, c *call) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	var req restclient.IDProofedIndividualRESTful
+	var req directapi.IDProofedIndividualRESTful
 	if err := c.decode(&req); err != nil {
 		return nil, err
 	}
-	var resp restclient.AddUsersResponseV2Type
+	var resp directapi.AddUsersResponseV2Type
 	err = s.tx(ctx, func(tx *sql.Tx) error {
 		domain, err := s.checkDomain(tx, c.param("domain"))
 		if err != nil {
@@ -304,12 +304,12 @@ func (s *Server) handleProvision(ctx context.Context, c *call) (any, error) {
 		}
 		username := strings.TrimSpace(req.DirectUsername)
 		if username != "" && !usernamePattern.MatchString(username) {
-			return regErr(restclient.RegCodeInvalidUser,
+			return regErr(directapi.RegCodeInvalidUser,
 				"invalid user when provisioning: directUsername %q must be 1 to 64 letters, digits, '.', '_' or '-', starting with a letter or digit", username)
 		}
 		password := req.DirectPassword.Reveal()
 		if password != "" && utf8.RuneCountInString(password) < minPasswordLen {
-			return regErr(restclient.RegCodeInvalidArgument, "directPassword must have at least %d characters", minPasswordLen)
+			return regErr(directapi.RegCodeInvalidArgument, "directPassword must have at least %d characters", minPasswordLen)
 		}
 		if password == "" {
 			password = randomPassword()
@@ -321,7 +321,7 @@ func (s *Server) handleProvision(ctx context.Context, c *call) (any, error) {
 			}
 		} else {
 			if addr, err = normAddress(username + "@" + domain); err != nil {
-				return regErr(restclient.RegCodeInvalidUser,
+				return regErr(directapi.RegCodeInvalidUser,
 					"invalid user when provisioning: %s@%s is not a valid address", username, domain)
 			}
 			taken, err := addressExists(tx, addr)
@@ -329,7 +329,7 @@ func (s *Server) handleProvision(ctx context.Context, c *call) (any, error) {
 				return err
 			}
 			if taken {
-				return regErr(restclient.RegCodeInvalidUser,
+				return regErr(directapi.RegCodeInvalidUser,
 					"invalid user when provisioning: address %s already exists", addr)
 			}
 		}
@@ -351,7 +351,7 @@ func (s *Server) handleProvision(ctx context.Context, c *call) (any, error) {
 			return err
 		}
 		if _, err := tx.Exec(`UPDATE users SET patient_id = ?, first_name = ?, last_name = ?, state = ?, user_type = ? WHERE id = ?`,
-			patientID, who.firstName, who.lastName, string(restclient.UserStateActivated), string(restclient.UserTypeSMTP), userID); err != nil {
+			patientID, who.firstName, who.lastName, string(directapi.UserStateActivated), string(directapi.UserTypeSMTP), userID); err != nil {
 			return fmt.Errorf("sandbox: updating user: %w", err)
 		}
 		now := s.now()
@@ -361,8 +361,8 @@ func (s *Server) handleProvision(ctx context.Context, c *call) (any, error) {
 		}
 		orderID, _ := res.LastInsertId()
 		resp.ResellerAPIResponseType = regOK()
-		resp.Users = []restclient.DirectUserDetail{userDetail(addr, who.firstName, who.lastName, "",
-			string(restclient.UserTypeSMTP), string(restclient.UserStateActivated))}
+		resp.Users = []directapi.DirectUserDetail{userDetail(addr, who.firstName, who.lastName, "",
+			string(directapi.UserTypeSMTP), string(directapi.UserStateActivated))}
 		resp.PaymentConfirmation = newOrder(int(orderID), now)
 		return nil
 	})
@@ -377,12 +377,12 @@ func (s *Server) handleProvision(ctx context.Context, c *call) (any, error) {
 // the sandbox counts one year as 365 days, so an order whose year spans a
 // 29 February costs 366/365 of the offer price, and rounds to cents.
 // Dates are yyyy-MM-dd in UTC (their format is "not shown").
-func newOrder(orderID int, now time.Time) *restclient.PaymentConfirmation {
+func newOrder(orderID int, now time.Time) *directapi.PaymentConfirmation {
 	today := time.Date(now.Year(), now.Month(), now.Day(), 0, 0, 0, 0, time.UTC)
 	expire := today.AddDate(1, 0, 0)
 	days := math.Round(expire.Sub(today).Hours() / 24)
 	sale := cents(productOfferPrice * days / 365)
-	p := restclient.Product{
+	p := directapi.Product{
 		Name:        productName,
 		Description: productDescription,
 		Quantity:    1,
@@ -392,11 +392,11 @@ func newOrder(orderID int, now time.Time) *restclient.PaymentConfirmation {
 		ExpireDate:  expire.Format("2006-01-02"),
 	}
 	p.Amount = cents(p.SalePrice * float64(p.Quantity))
-	return &restclient.PaymentConfirmation{
+	return &directapi.PaymentConfirmation{
 		OrderID:   orderID,
 		Amount:    p.Amount,
-		OrderTime: restclient.NewDate(now),
-		Products:  []restclient.Product{p},
+		OrderTime: directapi.NewDate(now),
+		Products:  []directapi.Product{p},
 		Detail:    orderDetail,
 	}
 }
@@ -464,7 +464,7 @@ func freeDerivedAddress(tx *sql.Tx, who identity, domain string) (string, error)
 		}
 		addr, err := normAddress(local + "@" + domain)
 		if err != nil {
-			return "", regErr(restclient.RegCodeInvalidUser,
+			return "", regErr(directapi.RegCodeInvalidUser,
 				"invalid user when provisioning: cannot derive a valid address in %s", domain)
 		}
 		taken, err := addressExists(tx, addr)
@@ -475,22 +475,22 @@ func freeDerivedAddress(tx *sql.Tx, who identity, domain string) (string, error)
 			return addr, nil
 		}
 	}
-	return "", regErr(restclient.RegCodeInvalidUser, "invalid user when provisioning: no free username for %s", base)
+	return "", regErr(directapi.RegCodeInvalidUser, "invalid user when provisioning: no free username for %s", base)
 }
 
 // userDetail is the DirectUserDetail of a mailbox. Email is the user's
 // stored email, or the Direct address when none is stored.
-func userDetail(addr, first, last, email, userType, state string) restclient.DirectUserDetail {
+func userDetail(addr, first, last, email, userType, state string) directapi.DirectUserDetail {
 	if email == "" {
 		email = addr
 	}
-	return restclient.DirectUserDetail{
-		DirectUser: restclient.DirectUser{
-			BaseUser: restclient.BaseUser{FirstName: first, LastName: last, Email: email},
+	return directapi.DirectUserDetail{
+		DirectUser: directapi.DirectUser{
+			BaseUser: directapi.BaseUser{FirstName: first, LastName: last, Email: email},
 			Username: addr[:strings.LastIndexByte(addr, '@')],
-			UserType: restclient.DirectUserType(userType),
+			UserType: directapi.DirectUserType(userType),
 		},
-		UserStateType: restclient.UserStateType(state),
+		UserStateType: directapi.UserStateType(state),
 	}
 }
 
@@ -500,7 +500,7 @@ type userRow struct {
 	address, first, last, email, userType, state string
 }
 
-func (u userRow) detail() restclient.DirectUserDetail {
+func (u userRow) detail() directapi.DirectUserDetail {
 	return userDetail(u.address, u.first, u.last, u.email, u.userType, u.state)
 }
 
@@ -527,11 +527,11 @@ func (s *Server) handleAddressByMeta(ctx context.Context, c *call) (any, error) 
 	if _, err := s.checkSession(c.param("session")); err != nil {
 		return nil, err
 	}
-	var req restclient.IDProofedIndividual
+	var req directapi.IDProofedIndividual
 	if err := c.decode(&req); err != nil {
 		return nil, err
 	}
-	resp := restclient.GetPatientAddressesResponseType{Patient: []restclient.DirectUserDetail{}}
+	resp := directapi.GetPatientAddressesResponseType{Patient: []directapi.DirectUserDetail{}}
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		domain, err := s.checkDomain(tx, c.param("domain"))
 		if err != nil {
@@ -594,7 +594,7 @@ func resolveUsername(username, domain string) (string, bool) {
 // address in the text as the document requires.
 func mailboxInDomain(tx *sql.Tx, username, domain string) (userRow, error) {
 	addr, valid := resolveUsername(username, domain)
-	notFound := regErr(restclient.RegCodeAddressNotFound, "Direct address not found: %s", addr)
+	notFound := regErr(directapi.RegCodeAddressNotFound, "Direct address not found: %s", addr)
 	if !valid || domainOf(addr) != domain {
 		return userRow{}, notFound
 	}
@@ -616,7 +616,7 @@ func (s *Server) handleAddressByUsername(ctx context.Context, c *call) (any, err
 	if _, err := s.checkSession(c.param("session")); err != nil {
 		return nil, err
 	}
-	var resp restclient.GetPatientAddressesResponseType
+	var resp directapi.GetPatientAddressesResponseType
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		domain, err := s.checkDomain(tx, c.param("domain"))
 		if err != nil {
@@ -626,9 +626,9 @@ func (s *Server) handleAddressByUsername(ctx context.Context, c *call) (any, err
 		if err != nil {
 			return err
 		}
-		resp = restclient.GetPatientAddressesResponseType{
+		resp = directapi.GetPatientAddressesResponseType{
 			ResellerAPIResponseType: regOK(),
-			Patient:                 []restclient.DirectUserDetail{u.detail()},
+			Patient:                 []directapi.DirectUserDetail{u.detail()},
 		}
 		return nil
 	})
@@ -655,7 +655,7 @@ func (s *Server) handleSetPasswords(ctx context.Context, c *call) (any, error) {
 	if _, err := s.checkSession(c.param("session")); err != nil {
 		return nil, err
 	}
-	var req []restclient.UserPassword
+	var req []directapi.UserPassword
 	if err := c.decode(&req); err != nil {
 		return nil, err
 	}
@@ -665,16 +665,16 @@ func (s *Server) handleSetPasswords(ctx context.Context, c *call) (any, error) {
 			return err
 		}
 		if len(req) == 0 {
-			return regErr(restclient.RegCodeInvalidArgument, "argument missing: at least one UserPassword is required")
+			return regErr(directapi.RegCodeInvalidArgument, "argument missing: at least one UserPassword is required")
 		}
 		for i, up := range req {
 			switch {
 			case strings.TrimSpace(up.Username) == "":
-				return regErr(restclient.RegCodeInvalidArgument, "argument missing: username of entry %d", i)
+				return regErr(directapi.RegCodeInvalidArgument, "argument missing: username of entry %d", i)
 			case up.Password.Reveal() == "":
-				return regErr(restclient.RegCodeInvalidArgument, "argument missing: password of entry %d", i)
+				return regErr(directapi.RegCodeInvalidArgument, "argument missing: password of entry %d", i)
 			case utf8.RuneCountInString(up.Password.Reveal()) < minPasswordLen:
-				return regErr(restclient.RegCodeInvalidArgument,
+				return regErr(directapi.RegCodeInvalidArgument,
 					"password of entry %d must have at least %d characters", i, minPasswordLen)
 			}
 		}

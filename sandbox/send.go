@@ -9,8 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/directbridge/directbridge/directapi"
 	"github.com/directbridge/directbridge/mimeconv"
-	"github.com/directbridge/directbridge/restclient"
 )
 
 // MDNTimeout is how long a delivery to another provider may stay Waiting
@@ -19,8 +19,8 @@ const MDNTimeout = time.Hour
 
 // outgoing is a message to send on behalf of a mailbox.
 type outgoing struct {
-	msg      restclient.Message
-	headers  []restclient.MessageHeader
+	msg      directapi.Message
+	headers  []directapi.MessageHeader
 	attached [][]byte // whole messages to attach as message/rfc822 (Forward)
 }
 
@@ -59,9 +59,9 @@ func (s *Server) send(tx *sql.Tx, from user, out outgoing) (string, error) {
 	seen := map[string]bool{}
 	for i := range msg.Recipients {
 		r := &msg.Recipients[i]
-		switch restclient.RecipientType(strings.ToUpper(string(r.Type))) {
-		case restclient.TO, restclient.CC, restclient.BCC:
-			r.Type = restclient.RecipientType(strings.ToUpper(string(r.Type)))
+		switch directapi.RecipientType(strings.ToUpper(string(r.Type))) {
+		case directapi.TO, directapi.CC, directapi.BCC:
+			r.Type = directapi.RecipientType(strings.ToUpper(string(r.Type)))
 		default:
 			return "", errInvalid("recipient %d: type must be TO, CC or BCC", i+1)
 		}
@@ -120,8 +120,8 @@ func (s *Server) sendable(tx *sql.Tx, from user) error {
 	if err := tx.QueryRow(`SELECT state FROM users WHERE id = ?`, from.id).Scan(&state); err != nil {
 		return err
 	}
-	switch restclient.UserStateType(state) {
-	case restclient.UserStateCertExpired, restclient.UserStateCertRevoked:
+	switch directapi.UserStateType(state) {
+	case directapi.UserStateCertExpired, directapi.UserStateCertRevoked:
 		return errAddress("sender %s cannot send: its certificate is %s", from.address, state)
 	}
 	return nil
@@ -137,9 +137,9 @@ func (s *Server) deliver(tx *sql.Tx, rcpt string, raw []byte, now time.Time) (st
 	err = tx.QueryRow(`SELECT id, address, state FROM users WHERE address = ?`, rcpt).Scan(&u.id, &u.address, &state)
 	switch {
 	case err == nil:
-		switch restclient.UserStateType(state) {
-		case restclient.UserStateCertExpired, restclient.UserStateCertRevoked:
-			return restclient.StatusLocallyFailed, "recipient certificate is not valid", nil
+		switch directapi.UserStateType(state) {
+		case directapi.UserStateCertExpired, directapi.UserStateCertRevoked:
+			return directapi.StatusLocallyFailed, "recipient certificate is not valid", nil
 		}
 		inbox, err := ensureFolder(tx, u, Inbox)
 		if err != nil {
@@ -148,7 +148,7 @@ func (s *Server) deliver(tx *sql.Tx, rcpt string, raw []byte, now time.Time) (st
 		if _, err := insertMessage(tx, inbox, raw, true, now, ""); err != nil {
 			return "", "", err
 		}
-		return restclient.StatusDelivered, "delivered to mailbox", nil
+		return directapi.StatusDelivered, "delivered to mailbox", nil
 	case !errors.Is(err, sql.ErrNoRows):
 		return "", "", err
 	}
@@ -157,17 +157,17 @@ func (s *Server) deliver(tx *sql.Tx, rcpt string, raw []byte, now time.Time) (st
 		return "", "", err
 	}
 	if local {
-		return restclient.StatusLocallyFailed, "no such mailbox", nil
+		return directapi.StatusLocallyFailed, "no such mailbox", nil
 	}
-	return restclient.StatusWaiting, "waiting for MDN from the receiving provider", nil
+	return directapi.StatusWaiting, "waiting for MDN from the receiving provider", nil
 }
 
 // forwardMessage builds the message Forward sends. One UID is forwarded
 // inline: its body and attachments under "Fwd:" plus the subject. Several
 // UIDs are attached whole as message/rfc822 parts (messaging-rest.md,
 // operation 3).
-func forwardMessage(from user, folder string, ms []storedMsg, rcpts []restclient.Recipient) outgoing {
-	out := outgoing{msg: restclient.Message{Sender: from.address, Recipients: rcpts}}
+func forwardMessage(from user, folder string, ms []storedMsg, rcpts []directapi.Recipient) outgoing {
+	out := outgoing{msg: directapi.Message{Sender: from.address, Recipients: rcpts}}
 	if len(ms) == 1 {
 		d := detail(folder, ms[0], true)
 		out.msg.Subject = fwdSubject(d.Subject)

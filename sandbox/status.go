@@ -7,14 +7,14 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/directbridge/directbridge/restclient"
+	"github.com/directbridge/directbridge/directapi"
 )
 
 // statusReport answers the status operations with the delivery logs of
 // the given messages sent by u. An unknown smtpId contributes nothing: the
 // document says the logs are "empty if ... nothing was found", so that is
 // a success with no records, not an error.
-func (s *Server) statusReport(tx *sql.Tx, u user, smtpIDs []string) (restclient.DirectMessageStatusReportResponseType, error) {
+func (s *Server) statusReport(tx *sql.Tx, u user, smtpIDs []string) (directapi.DirectMessageStatusReportResponseType, error) {
 	ids := make([]string, 0, len(smtpIDs))
 	for _, id := range smtpIDs {
 		ids = append(ids, normSMTPID(id))
@@ -23,30 +23,30 @@ func (s *Server) statusReport(tx *sql.Tx, u user, smtpIDs []string) (restclient.
 	rows, err := tx.Query(`SELECT smtp_id, sender, recipient, size, status, details, ts FROM delivery_logs
 		WHERE sender = ? AND smtp_id IN (SELECT value FROM json_each(?)) ORDER BY id`, u.address, string(js))
 	if err != nil {
-		return restclient.DirectMessageStatusReportResponseType{}, err
+		return directapi.DirectMessageStatusReportResponseType{}, err
 	}
 	defer rows.Close()
 	now := s.now()
-	logs := []restclient.DirectMessageLog{}
+	logs := []directapi.DirectMessageLog{}
 	for rows.Next() {
-		var l restclient.DirectMessageLog
+		var l directapi.DirectMessageLog
 		var ts int64
 		if err := rows.Scan(&l.MessageID, &l.From, &l.To, &l.MessageSize, &l.Status, &l.StatusDetails, &ts); err != nil {
-			return restclient.DirectMessageStatusReportResponseType{}, err
+			return directapi.DirectMessageStatusReportResponseType{}, err
 		}
-		l.TS = restclient.NewDate(time.UnixMilli(ts).UTC())
+		l.TS = directapi.NewDate(time.UnixMilli(ts).UTC())
 		l.Status, l.StatusDetails = currentStatus(l.Status, l.StatusDetails, l.TS.Time, now)
 		logs = append(logs, l)
 	}
 	if err := rows.Err(); err != nil {
-		return restclient.DirectMessageStatusReportResponseType{}, err
+		return directapi.DirectMessageStatusReportResponseType{}, err
 	}
-	resp := restclient.DirectMessageStatusReportResponseType{APIResponse: ok()}
+	resp := directapi.DirectMessageStatusReportResponseType{APIResponse: ok()}
 	if s.statusCSV {
 		resp.HasCvData = true
-		resp.MessageLogs = []restclient.DirectMessageLog{}
+		resp.MessageLogs = []directapi.DirectMessageLog{}
 		if len(logs) > 0 {
-			resp.CsvData = restclient.FormatStatusCSV(logs)
+			resp.CsvData = directapi.FormatStatusCSV(logs)
 		}
 		return resp, nil
 	}
@@ -58,8 +58,8 @@ func (s *Server) statusReport(tx *sql.Tx, u user, smtpIDs []string) (restclient.
 // becomes NO MDN Received when no confirmation came within an hour. It is
 // computed when read, so the sandbox's clock alone decides it.
 func currentStatus(status, details string, sent, now time.Time) (string, string) {
-	if status == restclient.StatusWaiting && now.Sub(sent) >= MDNTimeout {
-		return restclient.StatusNoMDNReceived, "no MDN received from the receiving provider within one hour"
+	if status == directapi.StatusWaiting && now.Sub(sent) >= MDNTimeout {
+		return directapi.StatusNoMDNReceived, "no MDN received from the receiving provider within one hour"
 	}
 	return status, details
 }

@@ -6,8 +6,8 @@ import (
 	"net/mail"
 	"strings"
 
+	"github.com/directbridge/directbridge/directapi"
 	"github.com/directbridge/directbridge/mimeconv"
-	"github.com/directbridge/directbridge/restclient"
 )
 
 // This file turns a message submitted by SMTP (RFC 5321, RFC 6409) into the
@@ -90,7 +90,7 @@ type Envelope struct {
 type Submission struct {
 	// Message is the provider's MessageWithHeader; Headers is empty when
 	// no header needs to travel (see UseHeaders).
-	Message restclient.MessageWithHeader
+	Message directapi.MessageWithHeader
 	// MessageID is the Message-ID field value as submitted, angle brackets
 	// included (RFC 5322 §3.6.4), or "" if the message has none. The
 	// bridge records it next to the provider's smtpId so that the IMAP
@@ -186,8 +186,8 @@ func Convert(raw []byte, env Envelope, sender string, lim Limits) (*Submission, 
 		return nil, err
 	}
 	return &Submission{
-		Message: restclient.MessageWithHeader{
-			Message: restclient.Message{
+		Message: directapi.MessageWithHeader{
+			Message: directapi.Message{
 				Sender:         strings.ToLower(strings.TrimSpace(sender)),
 				Subject:        p.Subject,
 				Body:           p.Body,
@@ -278,18 +278,18 @@ func checkFromField(p *mimeconv.Parsed, env Envelope, sender string) error {
 // would otherwise cause duplicates or unwanted deliveries). The visible To
 // and Cc of the delivered message are then only the envelope recipients,
 // which is the price of the provider's model.
-func envelopeRecipients(p *mimeconv.Parsed, env Envelope) ([]restclient.Recipient, error) {
+func envelopeRecipients(p *mimeconv.Parsed, env Envelope) ([]directapi.Recipient, error) {
 	to := map[string]bool{}
 	cc := map[string]bool{}
 	for _, r := range p.Recipients {
 		switch r.Type {
-		case restclient.TO:
+		case directapi.TO:
 			to[strings.ToLower(r.Email)] = true
-		case restclient.CC:
+		case directapi.CC:
 			cc[strings.ToLower(r.Email)] = true
 		}
 	}
-	var out []restclient.Recipient
+	var out []directapi.Recipient
 	seen := map[string]bool{}
 	for _, a := range env.Recipients {
 		a = strings.TrimSpace(a)
@@ -301,14 +301,14 @@ func envelopeRecipients(p *mimeconv.Parsed, env Envelope) ([]restclient.Recipien
 			continue // "" cannot be a recipient (RFC 5321 §4.1.1.3)
 		}
 		seen[key] = true
-		typ := restclient.BCC
+		typ := directapi.BCC
 		switch {
 		case to[key]:
-			typ = restclient.TO
+			typ = directapi.TO
 		case cc[key]:
-			typ = restclient.CC
+			typ = directapi.CC
 		}
-		out = append(out, restclient.Recipient{Email: a, Type: typ})
+		out = append(out, directapi.Recipient{Email: a, Type: typ})
 	}
 	if len(out) == 0 {
 		return nil, &ConvertError{Reason: "message has no envelope recipients (RCPT TO)", Err: ErrNoRecipients}
@@ -327,8 +327,8 @@ const rfc5322MaxLine = 998
 // with a word that cannot be folded into a 998-character line fails with
 // ErrBadHeader, because the provider could not write it into a valid
 // message and would reject or damage it.
-func passThroughHeaders(hs []restclient.MessageHeader) ([]restclient.MessageHeader, error) {
-	var out []restclient.MessageHeader
+func passThroughHeaders(hs []directapi.MessageHeader) ([]directapi.MessageHeader, error) {
+	var out []directapi.MessageHeader
 	seen := map[string]bool{}
 	for _, h := range hs {
 		name := strings.ToLower(h.Name)
@@ -346,7 +346,7 @@ func passThroughHeaders(hs []restclient.MessageHeader) ([]restclient.MessageHead
 				Err:    ErrBadHeader,
 			}
 		}
-		out = append(out, restclient.MessageHeader{Name: h.Name, Value: h.Value})
+		out = append(out, directapi.MessageHeader{Name: h.Name, Value: h.Value})
 	}
 	return out, nil
 }

@@ -17,8 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/directbridge/directbridge/directapi"
 	"github.com/directbridge/directbridge/mimeconv"
-	"github.com/directbridge/directbridge/restclient"
 )
 
 var (
@@ -560,7 +560,7 @@ func composeAccepts(t *testing.T, s *Submission) {
 	}
 }
 
-func recipientString(rs []restclient.Recipient) string {
+func recipientString(rs []directapi.Recipient) string {
 	s := make([]string, len(rs))
 	for i, r := range rs {
 		s[i] = r.Email + ":" + string(r.Type)
@@ -1075,7 +1075,7 @@ body
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []restclient.MessageHeader{
+	want := []directapi.MessageHeader{
 		{Name: "Message-ID", Value: "<first@direct.example>"},
 		{Name: "X-A", Value: "1"},
 		{Name: "X-A", Value: "2"},

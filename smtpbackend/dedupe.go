@@ -10,7 +10,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/directbridge/directbridge/restclient"
+	"github.com/directbridge/directbridge/directapi"
 )
 
 // A send whose outcome is unknown (the connection broke after the request
@@ -61,7 +61,7 @@ func submissionKey(username, directAddr string, raw []byte) [32]byte {
 func (p *pendingSends) add(key [32]byte, at time.Time, sub *Submission) {
 	var shown []string
 	for _, r := range sub.Message.Recipients {
-		if r.Type != restclient.BCC {
+		if r.Type != directapi.BCC {
 			shown = append(shown, strings.ToLower(r.Email))
 		}
 	}
@@ -80,7 +80,7 @@ func (p *pendingSends) add(key [32]byte, at time.Time, sub *Submission) {
 // back: the body with line ends and trailing white space normalised (the
 // provider re-encodes it), whether it is HTML, and the decoded bytes of
 // every attachment, in any order.
-func fingerprint(m restclient.Message) [32]byte {
+func fingerprint(m directapi.Message) [32]byte {
 	h := sha256.New()
 	body := strings.TrimRight(strings.ReplaceAll(m.Body, "\r\n", "\n"), " \t\r\n")
 	fmt.Fprintf(h, "%t\x00%d:%s\x00", m.HTMLBody, len(body), body)
@@ -112,7 +112,7 @@ func (p *pendingSends) resolve(ctx context.Context, ss *session, key [32]byte) (
 	if !ok || ss.directAddr != "" {
 		return "", false, nil
 	}
-	auth := restclient.Authentication{Username: ss.username, Password: ss.password}
+	auth := directapi.Authentication{Username: ss.username, Password: ss.password}
 	msgs, err := ss.s.cfg.Client.SearchMessagesMetadataByReceivedDate(ctx, auth, "INBOX.Sent",
 		ps.at.Add(-sentClockSkew), time.Now().Add(sentClockSkew))
 	if err != nil {

@@ -38,6 +38,7 @@ import (
 	"github.com/emersion/go-sasl"
 	"github.com/emersion/go-smtp"
 
+	"github.com/directbridge/directbridge/directapi"
 	"github.com/directbridge/directbridge/mailbox"
 	"github.com/directbridge/directbridge/restclient"
 	"github.com/directbridge/directbridge/sandbox"
@@ -389,8 +390,8 @@ func readTestdata(t *testing.T, name string) []byte {
 
 // ---- mailbox inspection (through the admin client) ----
 
-func auth(user string) restclient.Authentication {
-	return restclient.Authentication{Username: user, Password: restclient.Secret(passwords[user])}
+func auth(user string) directapi.Authentication {
+	return directapi.Authentication{Username: user, Password: directapi.Secret(passwords[user])}
 }
 
 func ctxT(t *testing.T) context.Context {
@@ -400,7 +401,7 @@ func ctxT(t *testing.T) context.Context {
 }
 
 // messages returns the full messages of user's folder.
-func (h *harness) messages(t *testing.T, user, folder string) []restclient.MessageDetail {
+func (h *harness) messages(t *testing.T, user, folder string) []directapi.MessageDetail {
 	t.Helper()
 	ms, err := h.admin.GetMessages(ctxT(t), auth(user), folder)
 	if err != nil {
@@ -410,9 +411,9 @@ func (h *harness) messages(t *testing.T, user, folder string) []restclient.Messa
 }
 
 // withSubject returns the messages of user's folder with that subject.
-func (h *harness) withSubject(t *testing.T, user, folder, subject string) []restclient.MessageDetail {
+func (h *harness) withSubject(t *testing.T, user, folder, subject string) []directapi.MessageDetail {
 	t.Helper()
-	var out []restclient.MessageDetail
+	var out []directapi.MessageDetail
 	for _, m := range h.messages(t, user, folder) {
 		if m.Subject == subject {
 			out = append(out, m)
@@ -469,7 +470,7 @@ func (h *harness) counts(t *testing.T) counts {
 
 // smtpIDOf is the provider's smtpId of a stored message: its Message-ID
 // without angle brackets (the sandbox writes its smtpId there).
-func smtpIDOf(m restclient.MessageDetail) string { return strings.Trim(m.MsgID, "<> ") }
+func smtpIDOf(m directapi.MessageDetail) string { return strings.Trim(m.MsgID, "<> ") }
 
 func lastRequest(t *testing.T, sb *sandbox.Server, op string, v any) {
 	t.Helper()
@@ -546,7 +547,7 @@ func TestSubmitStartTLSPlainWithAttachments(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var sent []restclient.MessageDetail
+	var sent []directapi.MessageDetail
 	for _, s := range unread {
 		if s.Subject == subject {
 			sent = append(sent, s)
@@ -573,7 +574,7 @@ func TestSubmitStartTLSPlainWithAttachments(t *testing.T) {
 
 // wantAttachments compares attachments by filename, media type and the
 // decoded bytes.
-func wantAttachments(t *testing.T, got []restclient.Attachment, want []attachment) {
+func wantAttachments(t *testing.T, got []directapi.Attachment, want []attachment) {
 	t.Helper()
 	if len(got) != len(want) {
 		names := []string{}
@@ -671,13 +672,13 @@ func TestBccHidden(t *testing.T) {
 	}, "Please see the patient next week.\n")
 	mustSubmit(t, c, aliceAddr, []string{bobAddr, carolAddr}, raw)
 
-	var req restclient.SendRequest
+	var req directapi.SendRequest
 	lastRequest(t, h.sb, "Send", &req)
-	types := map[string]restclient.RecipientType{}
+	types := map[string]directapi.RecipientType{}
 	for _, r := range req.Message.Recipients {
 		types[strings.ToLower(r.Email)] = r.Type
 	}
-	if len(types) != 2 || types[bobAddr] != restclient.TO || types[carolAddr] != restclient.BCC {
+	if len(types) != 2 || types[bobAddr] != directapi.TO || types[carolAddr] != directapi.BCC {
 		t.Errorf("provider request recipients %+v, want bob TO and carol BCC", req.Message.Recipients)
 	}
 	if n := h.sb.Calls("SendWithHeader"); n != 0 {
@@ -734,9 +735,9 @@ func TestSendOperationChoice(t *testing.T) {
 				t.Fatalf("Send +%d, SendWithHeader +%d; want SendWithHeader: %v", dSend, dHeader, tc.withHeader)
 			}
 			if tc.withHeader {
-				var req restclient.SendRequestWithHeader
+				var req directapi.SendRequestWithHeader
 				lastRequest(t, h.sb, "SendWithHeader", &req)
-				if !slices.ContainsFunc(req.Message.Headers, func(m restclient.MessageHeader) bool {
+				if !slices.ContainsFunc(req.Message.Headers, func(m directapi.MessageHeader) bool {
 					return strings.EqualFold(m.Name, tc.passed)
 				}) {
 					t.Errorf("headers %+v do not carry %s", req.Message.Headers, tc.passed)
@@ -772,8 +773,8 @@ func TestTuser(t *testing.T) {
 			t.Fatalf("%s calls %d -> %d", op, before, h.sb.Calls(op))
 		}
 		var req struct {
-			Authentication restclient.AuthenticationWithTuser `json:"authentication"`
-			Message        restclient.Message                 `json:"message"`
+			Authentication directapi.AuthenticationWithTuser `json:"authentication"`
+			Message        directapi.Message                 `json:"message"`
 		}
 		lastRequest(t, h.sb, op, &req)
 		if req.Authentication.Username != tuserName || !strings.EqualFold(req.Authentication.DirectAddr, aliceAddr) ||
@@ -1415,7 +1416,7 @@ func TestConcurrentSubmissions(t *testing.T) {
 	n := 0
 	for r := range results {
 		n++
-		var found []restclient.MessageDetail
+		var found []directapi.MessageDetail
 		for _, user := range []string{aliceAddr, bobAddr} {
 			found = append(found, h.withSubject(t, user, "INBOX", r.subject)...)
 		}

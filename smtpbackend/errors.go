@@ -6,6 +6,7 @@ import (
 
 	"github.com/emersion/go-smtp"
 
+	"github.com/directbridge/directbridge/directapi"
 	"github.com/directbridge/directbridge/mailbox"
 	"github.com/directbridge/directbridge/mimeconv"
 	"github.com/directbridge/directbridge/restclient"
@@ -89,7 +90,7 @@ func dataReply(err error) *smtp.SMTPError {
 // sandboxServerErrorCode is messaging code 4, which the document calls
 // "other error" and which the sandbox uses for its own failures. Treated as
 // temporary: retrying costs little, a wrongly permanent answer loses mail.
-const sandboxServerErrorCode = restclient.CodeOtherError4
+const sandboxServerErrorCode = directapi.CodeOtherError4
 
 func ce0(err error) *ConvertError {
 	var ce *ConvertError

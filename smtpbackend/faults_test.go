@@ -15,6 +15,7 @@ import (
 	"github.com/emersion/go-sasl"
 	"github.com/emersion/go-smtp"
 
+	"github.com/directbridge/directbridge/directapi"
 	"github.com/directbridge/directbridge/restclient"
 	"github.com/directbridge/directbridge/sandbox"
 	"github.com/directbridge/directbridge/smtpbackend"
@@ -44,10 +45,10 @@ func TestProviderFaultReplies(t *testing.T) {
 		{"status-429-repeated", sandbox.Fault{Status: 429}, 451, []int{4, 4, 5}, 1 + restclient.DefaultMaxRetries},
 		{"status-429-retry-after", sandbox.Fault{Status: 429, RetryAfter: "1"}, 451, []int{4, 4, 5}, 1 + restclient.DefaultMaxRetries},
 		// Application answers.
-		{"code-1-auth", sandbox.Fault{Code: restclient.CodeAuthFailed}, 535, []int{5, 7, 8}, 1},
-		{"code-2-address", sandbox.Fault{Code: restclient.CodeAddressError}, 550, []int{5, 1, 1}, 1},
-		{"code-3-other", sandbox.Fault{Code: restclient.CodeOtherError}, 554, []int{5, -1, -1}, 1},
-		{"code-4-other", sandbox.Fault{Code: restclient.CodeOtherError4}, 451, []int{4, -1, -1}, 1},
+		{"code-1-auth", sandbox.Fault{Code: directapi.CodeAuthFailed}, 535, []int{5, 7, 8}, 1},
+		{"code-2-address", sandbox.Fault{Code: directapi.CodeAddressError}, 550, []int{5, 1, 1}, 1},
+		{"code-3-other", sandbox.Fault{Code: directapi.CodeOtherError}, 554, []int{5, -1, -1}, 1},
+		{"code-4-other", sandbox.Fault{Code: directapi.CodeOtherError4}, 451, []int{4, -1, -1}, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before := h.counts(t)
@@ -331,7 +332,7 @@ func TestVerifierUnavailable(t *testing.T) {
 	t.Run("credentials-refused-is-535", func(t *testing.T) {
 		h := newHarness(t, nil)
 		c := h.dialStartTLS(t)
-		h.sb.InjectFault("GetMessageCount", sandbox.Fault{Code: restclient.CodeAuthFailed})
+		h.sb.InjectFault("GetMessageCount", sandbox.Fault{Code: directapi.CodeAuthFailed})
 		err := c.Auth(sasl.NewPlainClient("", carolAddr, passwords[carolAddr]))
 		h.sb.ClearFaults()
 		var se *smtp.SMTPError
@@ -357,7 +358,7 @@ func TestAuthFailureOnSendForgetsCredentials(t *testing.T) {
 	if n := h.sb.Calls("GetMessageCount"); n != checks {
 		t.Fatalf("a second AUTH within the verifier's TTL asked the provider again (%d -> %d)", checks, n)
 	}
-	h.sb.InjectFault("Send", sandbox.Fault{Code: restclient.CodeAuthFailed, Times: 1})
+	h.sb.InjectFault("Send", sandbox.Fault{Code: directapi.CodeAuthFailed, Times: 1})
 	_, err := submit(c, aliceAddr, []string{bobAddr}, simple(h.subject("refused credentials"), "x\n"))
 	wantReply(t, err, 535, 5, 7, 8)
 	h.login(t, aliceAddr)

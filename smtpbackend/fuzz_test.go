@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/directbridge/directbridge/directapi"
 	"github.com/directbridge/directbridge/mimeconv"
-	"github.com/directbridge/directbridge/restclient"
 )
 
 // FuzzConvert checks that Convert never panics on any message, envelope
@@ -80,7 +80,7 @@ func FuzzConvert(f *testing.F) {
 		for _, r := range m.Recipients {
 			got[strings.ToLower(r.Email)]++
 			switch r.Type {
-			case restclient.TO, restclient.CC, restclient.BCC:
+			case directapi.TO, directapi.CC, directapi.BCC:
 			default:
 				t.Fatalf("recipient type %q", r.Type)
 			}

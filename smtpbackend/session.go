@@ -11,6 +11,7 @@ import (
 	"github.com/emersion/go-sasl"
 	"github.com/emersion/go-smtp"
 
+	"github.com/directbridge/directbridge/directapi"
 	"github.com/directbridge/directbridge/mailbox"
 	"github.com/directbridge/directbridge/restclient"
 )
@@ -23,7 +24,7 @@ type session struct {
 	// Set by AUTH: the account's credentials (memory only) and, for a
 	// T-user, the Direct address it acts for.
 	username   string
-	password   restclient.Secret
+	password   directapi.Secret
 	directAddr string
 
 	rcpts []string // this transaction's recipients, deduplicated
@@ -80,9 +81,9 @@ func (ss *session) login(identity, username, password string) (err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), ss.s.cfg.SendTimeout)
 	defer cancel()
 	if identity == "" {
-		err = ss.s.cfg.Verifier.Verify(ctx, username, restclient.Secret(password))
+		err = ss.s.cfg.Verifier.Verify(ctx, username, directapi.Secret(password))
 	} else {
-		err = ss.s.cfg.Verifier.VerifyTuser(ctx, username, restclient.Secret(password), identity)
+		err = ss.s.cfg.Verifier.VerifyTuser(ctx, username, directapi.Secret(password), identity)
 	}
 	if err != nil {
 		ss.s.log.Info("smtp auth failed", "remote", ss.conn.Conn().RemoteAddr().String(), "tuser", identity != "",
@@ -90,7 +91,7 @@ func (ss *session) login(identity, username, password string) (err error) {
 		ss.s.metrics.AuthFailed(authFailReason(err))
 		return authReply(err)
 	}
-	ss.username, ss.password, ss.directAddr = strings.ToLower(username), restclient.Secret(password), strings.ToLower(identity)
+	ss.username, ss.password, ss.directAddr = strings.ToLower(username), directapi.Secret(password), strings.ToLower(identity)
 	authenticated(ss.conn.Conn())
 	ss.s.log.Info("smtp auth", "user", ss.username, "tuser", identity != "")
 	return nil
@@ -195,14 +196,14 @@ func (ss *session) send(ctx context.Context, raw []byte, sub *Submission) (strin
 	var smtpID string
 	var err error
 	if ss.directAddr == "" {
-		auth := restclient.Authentication{Username: ss.username, Password: ss.password}
+		auth := directapi.Authentication{Username: ss.username, Password: ss.password}
 		if sub.UseHeaders() {
 			smtpID, err = c.SendWithHeader(ctx, auth, sub.Message)
 		} else {
 			smtpID, err = c.Send(ctx, auth, sub.Message.Message)
 		}
 	} else {
-		auth := restclient.AuthenticationWithTuser{Username: ss.username, Password: ss.password, DirectAddr: ss.directAddr}
+		auth := directapi.AuthenticationWithTuser{Username: ss.username, Password: ss.password, DirectAddr: ss.directAddr}
 		if sub.UseHeaders() {
 			smtpID, err = c.SendWithHeaderWithTuser(ctx, auth, sub.Message)
 		} else {

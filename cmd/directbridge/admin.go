@@ -15,7 +15,7 @@ import (
 
 	"github.com/directbridge/directbridge/admin"
 	"github.com/directbridge/directbridge/bridge"
-	"github.com/directbridge/directbridge/restclient"
+	"github.com/directbridge/directbridge/directapi"
 )
 
 // adminPasswordEnv holds the password an admin command needs, for scripts;
@@ -134,9 +134,9 @@ func runAdmin(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("directbridge admin "+name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	socket := fs.String("socket", "", "admin socket (default: DIRECTBRIDGE_ADMIN_SOCKET, else DATA_DIR/admin.sock)")
-	pw := func(prompt string, confirm bool) (restclient.Secret, error) {
+	pw := func(prompt string, confirm bool) (directapi.Secret, error) {
 		s, err := readPassword(stdin, stderr, prompt, confirm)
-		return restclient.Secret(s), err
+		return directapi.Secret(s), err
 	}
 	cmd, err := parseAdmin(name, fs, args[1:], pw)
 	if errors.Is(err, flag.ErrHelp) {
@@ -204,7 +204,7 @@ func runAdmin(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 }
 
 // parseAdmin parses the flags of command name.
-func parseAdmin(name string, fs *flag.FlagSet, args []string, password func(prompt string, confirm bool) (restclient.Secret, error)) (adminCommand, error) {
+func parseAdmin(name string, fs *flag.FlagSet, args []string, password func(prompt string, confirm bool) (directapi.Secret, error)) (adminCommand, error) {
 	var cmd adminCommand
 	var parse func() error // checks the parsed flags
 	switch name {
@@ -280,7 +280,7 @@ func parseAdmin(name string, fs *flag.FlagSet, args []string, password func(prom
 					return nil, err
 				}
 				return admin.SetPasswordsArgs{Domain: *domain,
-					Passwords: []restclient.UserPassword{{Username: *username, Password: pw}}}, nil
+					Passwords: []directapi.UserPassword{{Username: *username, Password: pw}}}, nil
 			}}
 			return nil
 		}

@@ -1,4 +1,4 @@
-package restclient
+package directapi
 
 import (
 	"encoding/json"
@@ -204,15 +204,5 @@ func TestParseDateErrorNamesInput(t *testing.T) {
 	_, err := ParseDate("next tuesday")
 	if err == nil || !strings.Contains(err.Error(), "next tuesday") {
 		t.Fatalf("ParseDate error %v; want it to quote the input", err)
-	}
-}
-
-func TestUTCLayoutFormat(t *testing.T) {
-	tm := time.Date(2024, 3, 1, 13, 4, 5, 999000000, time.FixedZone("CET", 3600))
-	if got := utcStamp(tm); got != "20240301120405" {
-		t.Fatalf("utcStamp = %q; want 20240301120405", got)
-	}
-	if got := millis(tm); got != "1709294645999" {
-		t.Fatalf("millis = %q; want 1709294645999", got)
 	}
 }

@@ -1,4 +1,4 @@
-package restclient
+package directapi
 
 import "encoding/json"
 
@@ -19,6 +19,12 @@ type ResellerAPIResponseType struct {
 	Success      bool   `json:"success"`
 	ErrorMessage string `json:"errorMessage,omitempty"`
 }
+
+// Envelope returns r itself. Every registration response embeds
+// ResellerAPIResponseType, so through this promoted method code that
+// handles any response (the REST client) reaches its success flag, code
+// and error message.
+func (r *ResellerAPIResponseType) Envelope() *ResellerAPIResponseType { return r }
 
 // Registration result codes (registration-rest.md, "Errors").
 const (

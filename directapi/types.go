@@ -1,4 +1,4 @@
-package restclient
+package directapi
 
 import (
 	"encoding/json"
@@ -71,9 +71,9 @@ type MessageWithHeader struct {
 }
 
 // RecipientCollection is the recipients field of UidsRequestType, used by
-// Forward. Its fields are "not shown" in the document; this client sends it
+// Forward. Its fields are "not shown" in the document; it is written
 // as a JSON array of Recipient (the same shape as Message.recipients) and
-// accepts an array or an object wrapping one (see UnmarshalJSON).
+// read from an array or an object wrapping one (see UnmarshalJSON).
 type RecipientCollection []Recipient
 
 // UnmarshalJSON accepts [Recipient...] or {"recipients"|"recipient"|"items"|"list": [...]}.
@@ -85,12 +85,12 @@ func (rc *RecipientCollection) UnmarshalJSON(b []byte) error {
 	}
 	var wrapped map[string]json.RawMessage
 	if err := json.Unmarshal(b, &wrapped); err != nil {
-		return fmt.Errorf("restclient: recipients: want an array of Recipient: %w", err)
+		return fmt.Errorf("directapi: recipients: want an array of Recipient: %w", err)
 	}
 	for _, key := range []string{"recipients", "recipient", "items", "list"} {
 		if raw, ok := wrapped[key]; ok {
 			if err := json.Unmarshal(raw, &list); err != nil {
-				return fmt.Errorf("restclient: recipients.%s: %w", key, err)
+				return fmt.Errorf("directapi: recipients.%s: %w", key, err)
 			}
 			*rc = list
 			return nil
@@ -169,6 +169,11 @@ type APIResponse struct {
 	Code    int    `json:"code"`
 	Message string `json:"message"`
 }
+
+// Envelope returns r itself. Every messaging response embeds APIResponse,
+// so through this promoted method code that handles any response (the
+// REST client) reaches its success flag, code and message.
+func (r *APIResponse) Envelope() *APIResponse { return r }
 
 // Messaging result codes (messaging-rest.md, "Errors").
 const (

@@ -1,4 +1,4 @@
-package restclient
+package directapi
 
 import (
 	"bytes"
@@ -36,12 +36,12 @@ func (c *CSVData) UnmarshalJSON(b []byte) error {
 	case len(b) > 0 && b[0] == '[':
 		var nums []int
 		if err := json.Unmarshal(b, &nums); err != nil {
-			return fmt.Errorf("restclient: csvData: %w", err)
+			return fmt.Errorf("directapi: csvData: %w", err)
 		}
 		out := make([]byte, len(nums))
 		for i, n := range nums {
 			if n < -128 || n > 255 {
-				return fmt.Errorf("restclient: csvData: byte %d out of range", n)
+				return fmt.Errorf("directapi: csvData: byte %d out of range", n)
 			}
 			out[i] = byte(n)
 		}
@@ -50,11 +50,11 @@ func (c *CSVData) UnmarshalJSON(b []byte) error {
 	}
 	var s string
 	if err := json.Unmarshal(b, &s); err != nil {
-		return fmt.Errorf("restclient: csvData: %w", err)
+		return fmt.Errorf("directapi: csvData: %w", err)
 	}
 	data, err := decodeBase64(s)
 	if err != nil {
-		return fmt.Errorf("restclient: csvData: %w", err)
+		return fmt.Errorf("directapi: csvData: %w", err)
 	}
 	*c = data
 	return nil
@@ -100,7 +100,7 @@ func ParseStatusCSV(data []byte) ([]DirectMessageLog, error) {
 			return logs, nil
 		}
 		if err != nil {
-			return nil, fmt.Errorf("restclient: csvData: %w", err)
+			return nil, fmt.Errorf("directapi: csvData: %w", err)
 		}
 		if len(rec) == 1 && strings.TrimSpace(rec[0]) == "" {
 			continue
@@ -129,13 +129,13 @@ func ParseStatusCSV(data []byte) ([]DirectMessageLog, error) {
 		if rec[3] != "" {
 			n, err := strconv.ParseInt(rec[3], 10, 64)
 			if err != nil {
-				return nil, fmt.Errorf("restclient: csvData line %d: message size %q: %w", line, rec[3], err)
+				return nil, fmt.Errorf("directapi: csvData line %d: message size %q: %w", line, rec[3], err)
 			}
 			l.MessageSize = n
 		}
 		t, err := ParseDate(rec[5])
 		if err != nil {
-			return nil, fmt.Errorf("restclient: csvData line %d: sent time: %w", line, err)
+			return nil, fmt.Errorf("directapi: csvData line %d: sent time: %w", line, err)
 		}
 		l.TS = Date{t}
 		logs = append(logs, l)

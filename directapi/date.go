@@ -1,4 +1,4 @@
-package restclient
+package directapi
 
 import (
 	"bytes"
@@ -69,7 +69,7 @@ func (d *Date) UnmarshalJSON(b []byte) error {
 	}
 	var n json.Number
 	if err := json.Unmarshal(b, &n); err != nil {
-		return fmt.Errorf("restclient: date %s: not a number or string", b)
+		return fmt.Errorf("directapi: date %s: not a number or string", b)
 	}
 	t, err := parseMillis(string(n))
 	if err != nil {
@@ -97,7 +97,7 @@ func ParseDate(s string) (time.Time, error) {
 			return t, nil
 		}
 	}
-	return time.Time{}, fmt.Errorf("restclient: unrecognised date %q", s)
+	return time.Time{}, fmt.Errorf("directapi: unrecognised date %q", s)
 }
 
 func parseMillis(s string) (time.Time, error) {
@@ -106,7 +106,7 @@ func parseMillis(s string) (time.Time, error) {
 	}
 	ms, err := strconv.ParseInt(s, 10, 64)
 	if err != nil {
-		return time.Time{}, fmt.Errorf("restclient: date %q: %w", s, err)
+		return time.Time{}, fmt.Errorf("directapi: date %q: %w", s, err)
 	}
 	return time.UnixMilli(ms).UTC(), nil
 }

@@ -1,4 +1,4 @@
-package restclient
+package directapi
 
 import (
 	"fmt"
@@ -17,7 +17,7 @@ const redacted = "[redacted]"
 func (Secret) String() string { return redacted }
 
 // GoString keeps the secret out of %#v output.
-func (Secret) GoString() string { return `restclient.Secret("` + redacted + `")` }
+func (Secret) GoString() string { return `directapi.Secret("` + redacted + `")` }
 
 // Format implements fmt.Formatter; fmt prefers it over every other method,
 // also for fields nested inside structs.
