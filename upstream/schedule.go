@@ -1,0 +1,294 @@
+package upstream
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// Priority orders the requests that wait for the provider budget.
+type Priority int8
+
+const (
+	// Interactive is a request a client is waiting for. It goes first.
+	Interactive Priority = iota
+	// ReadAhead is a request made in the hope a client will soon need its
+	// answer (the next messages of a sequential fetch).
+	ReadAhead
+	// Poll is a refresh nobody waits for: it goes last, and polls together
+	// never take more than half of the budget.
+	Poll
+	numPriorities
+)
+
+func (p Priority) String() string {
+	switch p {
+	case Interactive:
+		return "interactive"
+	case ReadAhead:
+		return "readahead"
+	case Poll:
+		return "poll"
+	}
+	return "unknown"
+}
+
+type priorityKey struct{}
+
+// WithPriority marks the requests made with ctx. Unmarked requests are
+// Interactive.
+func WithPriority(ctx context.Context, p Priority) context.Context {
+	return context.WithValue(ctx, priorityKey{}, p)
+}
+
+// PriorityOf returns the priority ctx carries.
+func PriorityOf(ctx context.Context) Priority {
+	if p, ok := ctx.Value(priorityKey{}).(Priority); ok && p >= 0 && p < numPriorities {
+		return p
+	}
+	return Interactive
+}
+
+// Budget spends the provider's request budget: at most rate requests per
+// second (with a burst of one second's worth), handed out in priority
+// order (Interactive, then ReadAhead, then Poll), and within a priority
+// round-robin between users, so one user's mbsync cannot starve another
+// user's Thunderbird. Polls draw from a second bucket of half the rate as
+// well, so that together they never take more than half of the budget;
+// the pollers stretch their intervals to fit (see PollShare).
+//
+// The provider's documents state no rate limit ("Limits: not shown"); the
+// rate is the bridge's own courtesy to a real provider. A Budget with
+// rate 0 is unlimited and never waits (the embedded sandbox).
+//
+// Concurrency: every field below mu is guarded by it. Waiters are woken by
+// closing their channel from dispatch, which a timer runs when the next
+// token is due.
+type Budget struct {
+	rate  float64
+	burst float64
+	now   func() time.Time
+
+	mu         sync.Mutex
+	tokens     float64
+	pollTokens float64
+	last       time.Time
+	queues     [numPriorities]userQueues
+	timer      *time.Timer
+	granted    [numPriorities]uint64
+	waited     [numPriorities]time.Duration
+}
+
+// userQueues is one priority's waiters, per user, with the users served
+// round-robin in order.
+type userQueues struct {
+	byUser map[string][]*waiter
+	order  []string // users with waiters, next to serve first
+}
+
+type waiter struct {
+	ready chan struct{}
+	since time.Time
+	done  bool // granted or abandoned
+}
+
+// NewBudget returns a Budget of rate requests per second; rate <= 0 is
+// unlimited.
+func NewBudget(rate float64) *Budget {
+	b := &Budget{rate: max(rate, 0), now: time.Now}
+	b.burst = max(b.rate, 1)
+	b.tokens, b.pollTokens = b.burst, b.burst/2
+	b.last = b.now()
+	for i := range b.queues {
+		b.queues[i].byUser = map[string][]*waiter{}
+	}
+	return b
+}
+
+// Rate is the budget in requests per second; 0 is unlimited.
+func (b *Budget) Rate() float64 { return b.rate }
+
+// Wait blocks until a request of user at the priority ctx carries may go,
+// or ctx ends.
+func (b *Budget) Wait(ctx context.Context, user string) error {
+	if b == nil || b.rate == 0 {
+		return ctx.Err()
+	}
+	p := PriorityOf(ctx)
+	b.mu.Lock()
+	b.refillLocked()
+	if b.idleAheadLocked(p) && b.takeLocked(p) {
+		b.granted[p]++
+		b.mu.Unlock()
+		return nil
+	}
+	w := &waiter{ready: make(chan struct{}), since: b.now()}
+	q := &b.queues[p]
+	if len(q.byUser[user]) == 0 {
+		q.order = append(q.order, user)
+	}
+	q.byUser[user] = append(q.byUser[user], w)
+	b.armLocked()
+	b.mu.Unlock()
+
+	select {
+	case <-w.ready:
+		return nil
+	case <-ctx.Done():
+		b.mu.Lock()
+		granted := w.done
+		w.done = true
+		b.mu.Unlock()
+		if granted {
+			return nil // the token is spent: use it
+		}
+		return ctx.Err()
+	}
+}
+
+// idleAheadLocked reports that no request of priority p or higher waits.
+func (b *Budget) idleAheadLocked(p Priority) bool {
+	for i := Interactive; i <= p; i++ {
+		if len(b.queues[i].order) > 0 {
+			return false
+		}
+	}
+	return true
+}
+
+func (b *Budget) refillLocked() {
+	now := b.now()
+	el := now.Sub(b.last).Seconds()
+	if el <= 0 {
+		return
+	}
+	b.last = now
+	b.tokens = min(b.burst, b.tokens+el*b.rate)
+	b.pollTokens = min(b.burst/2, b.pollTokens+el*b.rate/2)
+}
+
+// takeLocked spends a token for priority p if one is there.
+func (b *Budget) takeLocked(p Priority) bool {
+	if b.tokens < 1 || p == Poll && b.pollTokens < 1 {
+		return false
+	}
+	b.tokens--
+	if p == Poll {
+		b.pollTokens--
+	}
+	return true
+}
+
+// dispatch hands out the tokens that are due, then re-arms the timer.
+func (b *Budget) dispatch() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.timer = nil
+	b.refillLocked()
+	for {
+		w, p := b.nextLocked()
+		if w == nil {
+			break
+		}
+		b.granted[p]++
+		b.waited[p] += b.now().Sub(w.since)
+		close(w.ready)
+	}
+	b.armLocked()
+}
+
+// nextLocked takes the next waiter that may go now and spends its token.
+func (b *Budget) nextLocked() (*waiter, Priority) {
+	for p := Interactive; p < numPriorities; p++ {
+		q := &b.queues[p]
+		for len(q.order) > 0 {
+			user := q.order[0]
+			ws := q.byUser[user]
+			// Skip waiters that gave up.
+			for len(ws) > 0 && ws[0].done {
+				ws = ws[1:]
+			}
+			if len(ws) == 0 {
+				delete(q.byUser, user)
+				q.order = q.order[1:]
+				continue
+			}
+			if !b.takeLocked(p) {
+				q.byUser[user] = ws
+				if p == Poll && b.tokens >= 1 {
+					return nil, 0 // only the poll share is spent
+				}
+				return nil, 0
+			}
+			w := ws[0]
+			w.done = true
+			ws = ws[1:]
+			q.order = q.order[1:]
+			if len(ws) > 0 {
+				q.byUser[user] = ws
+				q.order = append(q.order, user) // round-robin
+			} else {
+				delete(q.byUser, user)
+			}
+			return w, p
+		}
+	}
+	return nil, 0
+}
+
+// armLocked sets the timer for when the next token is due, if anyone
+// waits.
+func (b *Budget) armLocked() {
+	if b.timer != nil {
+		return
+	}
+	waiting := false
+	for i := range b.queues {
+		if len(b.queues[i].order) > 0 {
+			waiting = true
+		}
+	}
+	if !waiting {
+		return
+	}
+	need := max(1-b.tokens, 0)
+	if len(b.queues[Interactive].order) == 0 && len(b.queues[ReadAhead].order) == 0 {
+		need = max(need, 2*(1-b.pollTokens))
+	}
+	d := time.Duration(need / b.rate * float64(time.Second))
+	b.timer = time.AfterFunc(max(d, time.Millisecond), b.dispatch)
+}
+
+// PollShare is the number of polls per second the budget lets all
+// pollers make together (half of it), or 0 when unlimited. Pollers
+// stretch their intervals so that their polls fit in it.
+func (b *Budget) PollShare() float64 {
+	if b == nil {
+		return 0
+	}
+	return b.rate / 2
+}
+
+// BudgetStats is what a Budget has handed out, for metrics.
+type BudgetStats struct {
+	Granted [numPriorities]uint64
+	Waited  [numPriorities]time.Duration
+	Queued  [numPriorities]int
+}
+
+// Stats returns counts since the start.
+func (b *Budget) Stats() BudgetStats {
+	var s BudgetStats
+	if b == nil {
+		return s
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	s.Granted, s.Waited = b.granted, b.waited
+	for i := range b.queues {
+		for _, ws := range b.queues[i].byUser {
+			s.Queued[i] += len(ws)
+		}
+	}
+	return s
+}

@@ -1,0 +1,148 @@
+package upstream
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+)
+
+// drain spends the budget's burst so that the next requests queue.
+func drain(t *testing.T, b *Budget) {
+	t.Helper()
+	for range int(b.burst) {
+		if err := b.Wait(context.Background(), "filler"); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// order starts the requests one after another (each queued before the
+// next starts) and returns the order in which they were let through.
+func order(t *testing.T, b *Budget, reqs []struct {
+	user string
+	p    Priority
+}) []int {
+	t.Helper()
+	var mu sync.Mutex
+	var got []int
+	var wg sync.WaitGroup
+	for i, r := range reqs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := b.Wait(WithPriority(context.Background(), r.p), r.user); err != nil {
+				t.Error(err)
+				return
+			}
+			mu.Lock()
+			got = append(got, i)
+			mu.Unlock()
+		}()
+		// Until it is queued: the order of arrival is part of the test.
+		for deadline := time.Now().Add(time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+			s := b.Stats()
+			if n := s.Queued[0] + s.Queued[1] + s.Queued[2]; n == i+1 {
+				break
+			}
+		}
+	}
+	wg.Wait()
+	return got
+}
+
+func TestBudgetPriorityOrder(t *testing.T) {
+	b := NewBudget(40)
+	drain(t, b)
+	got := order(t, b, []struct {
+		user string
+		p    Priority
+	}{
+		{"a", Poll}, {"a", ReadAhead}, {"a", Interactive}, {"b", Poll}, {"b", Interactive},
+	})
+	// Interactive first (in arrival order), then read-ahead, then polls.
+	want := []int{2, 4, 1, 0, 3}
+	if len(got) != len(want) {
+		t.Fatalf("granted %v, want %v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("granted %v, want %v", got, want)
+		}
+	}
+}
+
+func TestBudgetFairBetweenUsers(t *testing.T) {
+	b := NewBudget(40)
+	drain(t, b)
+	// A user with a burst of six requests queued before another user's
+	// one: the other user's goes second, not seventh.
+	reqs := []struct {
+		user string
+		p    Priority
+	}{{"mbsync", Interactive}, {"mbsync", Interactive}, {"mbsync", Interactive}, {"mbsync", Interactive},
+		{"mbsync", Interactive}, {"mbsync", Interactive}, {"thunderbird", Interactive}}
+	got := order(t, b, reqs)
+	pos := -1
+	for i, g := range got {
+		if g == 6 {
+			pos = i
+		}
+	}
+	if pos < 0 || pos > 1 {
+		t.Fatalf("granted %v: the second user's request came at position %d", got, pos)
+	}
+}
+
+func TestBudgetPollsTakeAtMostHalf(t *testing.T) {
+	b := NewBudget(20)
+	now := time.Unix(0, 0)
+	b.now = func() time.Time { return now }
+	b.last = now
+	polls := 0
+	for range 100 {
+		b.mu.Lock()
+		if b.takeLocked(Poll) {
+			polls++
+		}
+		b.mu.Unlock()
+	}
+	// The poll bucket holds half a second's worth of the rate.
+	if polls != 10 {
+		t.Fatalf("polls granted from a full budget: %d, want 10 (half the burst)", polls)
+	}
+	now = now.Add(time.Second)
+	b.mu.Lock()
+	b.refillLocked()
+	b.mu.Unlock()
+	polls = 0
+	for range 100 {
+		b.mu.Lock()
+		if b.takeLocked(Poll) {
+			polls++
+		}
+		b.mu.Unlock()
+	}
+	if polls != 10 {
+		t.Fatalf("polls granted in one second: %d, want 10 of a rate of 20", polls)
+	}
+}
+
+func TestBudgetUnlimitedNeverWaits(t *testing.T) {
+	b := NewBudget(0)
+	for range 10000 {
+		if err := b.Wait(WithPriority(context.Background(), Poll), "u"); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestBudgetCanceledWaiterGivesUp(t *testing.T) {
+	b := NewBudget(1)
+	drain(t, b)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := b.Wait(ctx, "u"); err == nil {
+		t.Fatal("a canceled request was let through without a token")
+	}
+}
