@@ -17,6 +17,7 @@ import (
 	"github.com/directbridge/directbridge/restclient"
 	"github.com/directbridge/directbridge/sandbox"
 	"github.com/directbridge/directbridge/smtpbackend"
+	"github.com/directbridge/directbridge/upstream"
 )
 
 // shutdownGrace bounds a clean stop: SMTP transactions in DATA get this
@@ -34,6 +35,7 @@ type Bridge struct {
 	sandboxL  net.Listener
 	demo      bool
 	client    *restclient.Client
+	budget    *upstream.Budget // the provider's request budget, shared by all
 	store     *mailbox.Store
 	certs     *certSource
 	smtp      *smtpbackend.Server
@@ -104,8 +106,10 @@ func (b *Bridge) open() error {
 	}
 	var err error
 	b.client, err = restclient.New(restclient.Options{
-		BaseURL:        apiURL,
-		RateLimit:      b.cfg.APIRateLimit,
+		BaseURL: apiURL,
+		// The budget (below) spends the rate, by priority and fairly
+		// between users; the client itself need not wait as well.
+		RateLimit:      1e9,
 		BatchSize:      b.cfg.APIBatchSize,
 		RequestTimeout: b.cfg.APITimeout,
 		Logger:         b.log.With("component", "restclient"),
@@ -127,9 +131,11 @@ func (b *Bridge) open() error {
 	if b.certs, err = loadCertSource(certFile, keyFile); err != nil {
 		return err
 	}
-	verifier := mailbox.NewVerifier(b.client, 0) // shared: an IMAP login and an SMTP AUTH cost one check
+	b.budget = upstream.NewBudget(b.cfg.APIRateLimit)
+	provider := upstream.WithBudget(restclient.Upstream(b.client), b.budget)
+	verifier := mailbox.NewVerifier(provider, 0) // shared: an IMAP login and an SMTP AUTH cost one check
 	b.imap, err = imapbackend.New(imapbackend.Config{
-		Client:            b.client,
+		Provider:          provider,
 		Verifier:          verifier,
 		Store:             b.store,
 		TLSConfig:         b.certs.tlsConfig(),
@@ -146,7 +152,7 @@ func (b *Bridge) open() error {
 		return err
 	}
 	b.smtp, err = smtpbackend.New(smtpbackend.Config{
-		Client:            b.client,
+		Provider:          provider,
 		Verifier:          verifier,
 		Store:             b.store,
 		TLSConfig:         b.certs.tlsConfig(),

@@ -88,10 +88,10 @@ func (s *session) Append(mailbox string, r imap.LiteralReader, options *imap.App
 	if err != nil {
 		return nil, err
 	}
-	c := s.srv.cfg.Client
-	if err := c.SaveRawMessages(ctx, s.auth, folder, []directapi.RawMessage{directapi.NewRawMessage(raw)}); err != nil {
+	c := s.srv.cfg.Provider
+	if err := c.Save(ctx, s.auth, folder, [][]byte{raw}); err != nil {
 		if uidMissing(err) {
-			if _, gerr := c.GetUIDs(ctx, s.auth, folder); noFolder(gerr) {
+			if _, gerr := c.UIDs(ctx, s.auth, folder); noFolder(gerr) {
 				return nil, errTryCreate
 			}
 		}
@@ -117,7 +117,7 @@ func (s *session) placeAppended(ctx context.Context, folder string, prev int64, 
 	case len(newUIDs) == 1:
 		uid = newUIDs[0]
 	case len(newUIDs) > 1 && msgID != "":
-		details, err := s.srv.cfg.Client.GetMessageMetaData(ctx, s.auth, folder)
+		details, err := s.srv.cfg.Provider.Metadata(ctx, s.auth, folder)
 		if err != nil {
 			log.Warn("imap append: reading metadata failed", "user", s.auth.Username, "err", err)
 			return nil
@@ -218,7 +218,7 @@ func (s *session) appendSent(ctx context.Context, msgID string, seen bool, kept 
 	if uid == 0 {
 		// Not among the messages whose metadata is known: the copy is
 		// newer than the mirror's metadata, or not there at all.
-		details, err := s.srv.cfg.Client.GetMessageMetaData(ctx, s.auth, sentFolder)
+		details, err := s.srv.cfg.Provider.Metadata(ctx, s.auth, sentFolder)
 		if err != nil {
 			return nil, false, err
 		}

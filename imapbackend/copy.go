@@ -11,10 +11,10 @@ import (
 	"github.com/emersion/go-imap/v2/imapserver"
 
 	"github.com/directbridge/directbridge/directapi"
-	"github.com/directbridge/directbridge/restclient"
+	"github.com/directbridge/directbridge/upstream"
 )
 
-// COPY and MOVE map to CopyMessagesByUIDs and MoveMessagesByUIDs. The
+// COPY and MOVE map to Copy and Move. The
 // provider answers without the new UIDs, so the bridge finds them: the
 // destination's UIDs are read before and after, the new ones are those
 // above the previous maximum (the provider's UIDs grow and are never
@@ -67,7 +67,7 @@ func (s *session) transfer(w *imapserver.MoveWriter, numSet imap.NumSet, destNam
 	sameFolder := move && dest == m.name
 	ctx, cancel := s.ctx()
 	defer cancel()
-	c := s.srv.cfg.Client
+	c := s.srv.cfg.Provider
 
 	m.mu.Lock()
 	gone, srcValidity := m.gone, m.validity
@@ -118,16 +118,16 @@ func (s *session) transfer(w *imapserver.MoveWriter, numSet imap.NumSet, destNam
 		return nil, nil
 	}
 
-	op := c.CopyMessagesByUIDs
+	op := c.Copy
 	if move && !sameFolder {
-		op = c.MoveMessagesByUIDs
+		op = c.Move
 	}
 	done, err := s.mutateExisting(ctx, m, uids, func(u []int64) error { return op(ctx, s.auth, m.name, dest, u) })
 	if err != nil {
 		if uidMissing(err) {
 			// Every source message exists, so it is the destination
 			// that is gone.
-			if _, gerr := c.GetUIDs(ctx, s.auth, dest); noFolder(gerr) {
+			if _, gerr := c.UIDs(ctx, s.auth, dest); noFolder(gerr) {
 				return nil, errTryCreate
 			}
 		}
@@ -160,7 +160,7 @@ func (s *session) transfer(w *imapserver.MoveWriter, numSet imap.NumSet, destNam
 	}
 	m.mu.Unlock()
 	if sameFolder {
-		if err := c.DeleteMessagesByUIDs(ctx, s.auth, m.name, uidList(done), true); err != nil {
+		if err := c.Delete(ctx, s.auth, m.name, uidList(done), true); err != nil {
 			// The copies are made and the originals still there: the
 			// client sees both after the refresh.
 			unlock()
@@ -255,7 +255,7 @@ func (s *session) matchByMessageID(ctx context.Context, dest string, dm *mirror,
 			return nil
 		}
 	}
-	details, err := s.srv.cfg.Client.GetMessageMetaData(ctx, s.auth, dest)
+	details, err := s.srv.cfg.Provider.Metadata(ctx, s.auth, dest)
 	if err != nil {
 		s.srv.cfg.Logger.Warn("imap copy: reading destination metadata failed", "user", s.auth.Username, "err", err)
 		return nil
@@ -301,7 +301,7 @@ func (s *session) folderMax(ctx context.Context, folder string) (int64, error) {
 			return newest, nil
 		}
 	}
-	pids, err := s.srv.cfg.Client.GetUIDs(ctx, s.auth, folder)
+	pids, err := s.srv.cfg.Provider.UIDs(ctx, s.auth, folder)
 	if err != nil {
 		if noFolder(err) {
 			return 0, errTryCreate
@@ -338,7 +338,7 @@ func (s *session) uidsAbove(ctx context.Context, folder string, prev int64) ([]i
 			}
 		}
 	}
-	pids, err := s.srv.cfg.Client.GetUIDs(ctx, s.auth, folder)
+	pids, err := s.srv.cfg.Provider.UIDs(ctx, s.auth, folder)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -385,5 +385,5 @@ func (m *mirror) fillMeta(details []directapi.MessageDetail) {
 // noFolder reports a provider refusal of a folder operation: the folder
 // does not exist (the same reading as SELECT's).
 func noFolder(err error) bool {
-	return err != nil && restclient.IsAPIError(err) && !restclient.IsAuthFailure(err)
+	return upstream.IsRefusal(err)
 }

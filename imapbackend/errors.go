@@ -7,7 +7,7 @@ import (
 	"github.com/emersion/go-imap/v2"
 
 	"github.com/directbridge/directbridge/mailbox"
-	"github.com/directbridge/directbridge/restclient"
+	"github.com/directbridge/directbridge/upstream"
 )
 
 // This file is the one place where errors become IMAP responses. Every
@@ -57,30 +57,27 @@ func imapError(err error) error {
 	switch {
 	case errors.As(err, &ie):
 		return ie
-	case errors.Is(err, mailbox.ErrAuthFailed), restclient.IsAuthFailure(err):
+	case errors.Is(err, mailbox.ErrAuthFailed), errors.Is(err, upstream.ErrAuth):
 		return no(imap.ResponseCodeAuthenticationFailed, "The provider refused the credentials")
-	case errors.Is(err, mailbox.ErrUnavailable), restclient.IsTemporary(err), errors.Is(err, context.DeadlineExceeded):
+	case errors.Is(err, mailbox.ErrUnavailable), errors.Is(err, upstream.ErrTemporary), errors.Is(err, context.DeadlineExceeded):
 		return errUnavailable
 	case errors.Is(err, errUIDTooLarge):
 		return no(imap.ResponseCodeLimit, "This folder has message UIDs beyond 32 bits, which IMAP cannot carry")
 	case errors.Is(err, errFolderGone):
 		return no(imap.ResponseCodeNonExistent, "The mailbox was deleted or renumbered; select it again")
-	case restclient.IsAddressError(err):
-		return no(imap.ResponseCodeCannot, "The provider refused an address: "+apiMessage(err))
-	case restclient.IsAPIError(err):
-		return no(imap.ResponseCodeCannot, "The provider refused the operation: "+apiMessage(err))
-	}
-	var pe *restclient.ProtocolError
-	if errors.As(err, &pe) {
-		return no(imap.ResponseCodeUnavailable, "The provider gave an unexpected answer; try again later")
+	case errors.Is(err, upstream.ErrAddress):
+		return no(imap.ResponseCodeCannot, "The provider refused an address: "+upstream.ProviderMessage(err))
+	case errors.Is(err, upstream.ErrNotFound):
+		return errNoSuchMailbox
+	case errors.Is(err, upstream.ErrReserved):
+		return errReserved
+	case errors.Is(err, upstream.ErrRefused):
+		if msg := upstream.ProviderMessage(err); msg != "" {
+			return no(imap.ResponseCodeCannot, "The provider refused the operation: "+msg)
+		}
+		return no(imap.ResponseCodeCannot, "The provider refused the operation")
+	case errors.Is(err, upstream.ErrUnknownOutcome):
+		return no(imap.ResponseCodeUnavailable, "The provider did not confirm the operation; check the mailbox and try again")
 	}
 	return no(imap.ResponseCodeUnavailable, "The operation failed; try again later")
-}
-
-func apiMessage(err error) string {
-	var ae *restclient.APIError
-	if errors.As(err, &ae) {
-		return ae.Message
-	}
-	return ""
 }

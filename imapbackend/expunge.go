@@ -65,9 +65,9 @@ func (s *session) Expunge(w *imapserver.ExpungeWriter, uids *imap.UIDSet) error 
 	}
 
 	forever := m.name == trashFolder || s.srv.cfg.DeleteForever
-	c := s.srv.cfg.Client
+	c := s.srv.cfg.Provider
 	done, err := s.mutateExisting(ctx, m, del, func(u []int64) error {
-		return c.DeleteMessagesByUIDs(ctx, s.auth, m.name, u, forever)
+		return c.Delete(ctx, s.auth, m.name, u, forever)
 	})
 	if err != nil {
 		// Part may be done (a later batch failed, or no answer came):

@@ -18,6 +18,7 @@ import (
 	"github.com/emersion/go-message/textproto"
 
 	"github.com/directbridge/directbridge/directapi"
+	"github.com/directbridge/directbridge/mailstore"
 	"github.com/directbridge/directbridge/mimeconv"
 )
 
@@ -182,7 +183,7 @@ func (s *session) Fetch(w *imapserver.FetchWriter, numSet imap.NumSet, options *
 	if err := s.fetchMeta(ctx, msgs, options, needs); err != nil {
 		return imapError(err)
 	}
-	batch := max(s.srv.cfg.Client.BatchSize(), 1)
+	batch := mailstore.BatchSize
 	anyGone, refresh := false, false
 	for start := 0; start < len(msgs); start += batch {
 		chunk := msgs[start:min(start+batch, len(msgs))]
@@ -234,23 +235,21 @@ func (s *session) Fetch(w *imapserver.FetchWriter, numSet imap.NumSet, options *
 func (s *session) fetchMeta(ctx context.Context, msgs []*fetchMsg, o *imap.FetchOptions, needs fetchNeeds) error {
 	m := s.sel
 	m.mu.Lock()
-	key := rawKey{user: m.user, folder: m.name, validity: m.validity}
+	ref := m.ref()
 	m.mu.Unlock()
 	var want []*message
 	for _, fm := range msgs {
 		if !fm.live {
 			// Expunged: the provider has nothing more to give.
 			if needs.raw || o.RFC822Size || needs.headers {
-				key.uid = fm.msg.uid
-				if raw, ok := s.srv.cache.get(key); ok {
+				if raw, ok := s.srv.bodies.Cached(ref, fm.msg.uid); ok {
 					fm.raw = raw
 				}
 			}
 			continue
 		}
 		if o.RFC822Size && !needs.raw {
-			key.uid = fm.msg.uid
-			if raw, ok := s.srv.cache.get(key); ok {
+			if raw, ok := s.srv.bodies.Cached(ref, fm.msg.uid); ok {
 				fm.raw = raw
 			}
 		}
@@ -344,7 +343,7 @@ func (s *session) fetchMarkSeen(ctx context.Context, chunk []*fetchMsg) error {
 	if len(uids) == 0 {
 		return nil
 	}
-	if err := s.srv.cfg.Client.MarkMessagesAsReadByUIDs(ctx, s.auth, m.name, uids); err != nil {
+	if err := s.srv.cfg.Provider.SetRead(ctx, s.auth, m.name, uids, true); err != nil {
 		return err
 	}
 	marked := make(map[imap.UID]bool, len(uids))

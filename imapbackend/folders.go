@@ -4,9 +4,8 @@ import (
 	"context"
 	"strings"
 
+	"github.com/directbridge/directbridge/upstream"
 	"github.com/emersion/go-imap/v2"
-
-	"github.com/directbridge/directbridge/restclient"
 )
 
 // Folder commands: CREATE, DELETE, RENAME, SUBSCRIBE and UNSUBSCRIBE, on
@@ -83,7 +82,7 @@ func (s *session) selectedWithin(folder string) bool {
 // definiteRefusal tells a provider refusal (the request ran and was turned
 // down) from a failure after which it may or may not have run.
 func definiteRefusal(err error) bool {
-	return restclient.IsAPIError(err) && !restclient.IsAuthFailure(err)
+	return upstream.IsRefusal(err)
 }
 
 // Create makes a folder. The provider creates missing parent levels, as
@@ -114,7 +113,7 @@ func (s *session) Create(name string, options *imap.CreateOptions) error {
 	if fs.exists[folder] {
 		return errExists
 	}
-	err = s.srv.cfg.Client.CreateFolder(ctx, s.auth, folder)
+	err = s.srv.cfg.Provider.CreateFolder(ctx, s.auth, folder)
 	s.srv.folders.invalidate(s.auth.Username, false)
 	if err != nil {
 		// Decide on what the provider now holds: refused because it exists
@@ -189,7 +188,7 @@ func (s *session) Delete(name string) error {
 	if fs.hasChildren(folder) {
 		return errHasChildren
 	}
-	err = s.srv.cfg.Client.DeleteFolder(ctx, s.auth, folder)
+	err = s.srv.cfg.Provider.DeleteFolder(ctx, s.auth, folder)
 	s.srv.folders.invalidate(s.auth.Username, false)
 	if err != nil {
 		// A call that failed after the provider deleted the folder still
@@ -268,7 +267,7 @@ func (s *session) Rename(oldName, newName string, _ *imap.RenameOptions) error {
 	if fs.hasChildren(to) {
 		return errTargetHasFolders
 	}
-	err = s.srv.cfg.Client.MoveFolder(ctx, s.auth, from, to)
+	err = s.srv.cfg.Provider.RenameFolder(ctx, s.auth, from, to)
 	s.srv.folders.invalidate(s.auth.Username, false)
 	if err != nil {
 		now, ferr := s.listFolders(ctx, 0)
@@ -333,7 +332,7 @@ func (s *session) setSubscribed(name string, on bool) error {
 	}
 	ctx, cancel := s.ctx()
 	defer cancel()
-	_, err = s.srv.cfg.Client.SetFoldersSubscribed(ctx, s.auth, []string{folder}, on)
+	err = s.srv.cfg.Provider.SetSubscribed(ctx, s.auth, []string{folder}, on)
 	s.srv.folders.invalidate(s.auth.Username, true)
 	if err != nil {
 		if definiteRefusal(err) {

@@ -71,8 +71,8 @@ func newEnv(t testing.TB, o options) *env {
 	}
 	tlsConf := selfSignedTLS(t)
 	cfg := imapbackend.Config{
-		Client:       c,
-		Verifier:     mailbox.NewVerifier(c, time.Minute),
+		Provider:     restclient.Upstream(c),
+		Verifier:     mailbox.NewVerifier(restclient.Upstream(c), time.Minute),
 		Store:        store,
 		TLSConfig:    tlsConf,
 		PollInterval: o.pollInterval,

@@ -30,7 +30,7 @@ type folderCache struct {
 
 type folderKey struct {
 	user       string // lower-case Direct address
-	subscribed bool   // GetFolders(INBOX, true) rather than (INBOX, false)
+	subscribed bool   // Folders(INBOX, true) rather than (INBOX, false)
 }
 
 // folderEntry is one cached list. fetch is held while a GetFolders call is
@@ -172,11 +172,11 @@ func ancestors(name string) []string {
 	return out
 }
 
-// listFolders returns the user's folders: "INBOX" plus GetFolders(INBOX,
+// listFolders returns the user's folders: "INBOX" plus Folders(INBOX,
 // false), reused for up to maxAge.
 func (s *session) listFolders(ctx context.Context, maxAge time.Duration) (*folderSet, error) {
 	names, err := s.srv.folders.get(ctx, s.auth.Username, false, maxAge, func(ctx context.Context) ([]string, error) {
-		return s.srv.cfg.Client.GetFolders(ctx, s.auth, "INBOX", false)
+		return s.srv.cfg.Provider.Folders(ctx, s.auth, "INBOX", false)
 	})
 	if err != nil {
 		return nil, err
@@ -189,7 +189,7 @@ func (s *session) listFolders(ctx context.Context, maxAge time.Duration) (*folde
 // no subscription state for its root.
 func (s *session) subscribedFolders(ctx context.Context) (map[string]bool, error) {
 	names, err := s.srv.folders.get(ctx, s.auth.Username, true, folderListTTL, func(ctx context.Context) ([]string, error) {
-		return s.srv.cfg.Client.GetFolders(ctx, s.auth, "INBOX", true)
+		return s.srv.cfg.Provider.Folders(ctx, s.auth, "INBOX", true)
 	})
 	if err != nil {
 		return nil, err

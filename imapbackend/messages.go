@@ -2,12 +2,12 @@ package imapbackend
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/emersion/go-imap/v2"
 
 	"github.com/directbridge/directbridge/directapi"
-	"github.com/directbridge/directbridge/restclient"
+	"github.com/directbridge/directbridge/mailstore"
+	"github.com/directbridge/directbridge/upstream"
 )
 
 // target is one message a command names: its sequence number in this
@@ -137,7 +137,7 @@ func staticRange(start, stop *uint32, last uint32) {
 // message the provider no longer lists gets a placeholder, so the command
 // answers with what is known rather than fail as a whole.
 func (s *session) ensureMeta(ctx context.Context, msgs []*message) error {
-	missed, err := s.sel.loadMeta(ctx, s.srv.cfg.Client, msgs)
+	missed, err := s.sel.loadMeta(ctx, s.srv.cfg.Provider, msgs)
 	if err != nil {
 		return err
 	}
@@ -156,7 +156,7 @@ func (s *session) ensureMeta(ctx context.Context, msgs []*message) error {
 // GetMessageMetaData call for the whole folder: a round trip is the unit
 // of cost, and listings want every message anyway. It returns the messages
 // the answer did not list (gone at the provider since the last refresh).
-func (m *mirror) loadMeta(ctx context.Context, c *restclient.Client, msgs []*message) ([]*message, error) {
+func (m *mirror) loadMeta(ctx context.Context, c upstream.Provider, msgs []*message) ([]*message, error) {
 	m.mu.Lock()
 	if msgs == nil {
 		msgs = m.msgs
@@ -173,7 +173,7 @@ func (m *mirror) loadMeta(ctx context.Context, c *restclient.Client, msgs []*mes
 	if !missing {
 		return nil, nil
 	}
-	details, err := c.GetMessageMetaData(ctx, auth, m.name)
+	details, err := c.Metadata(ctx, auth, m.name)
 	if err != nil {
 		return nil, err
 	}
@@ -197,40 +197,39 @@ func (m *mirror) loadMeta(ctx context.Context, c *restclient.Client, msgs []*mes
 	return missed, nil
 }
 
-// raws returns the raw bytes of messages, from the cache or, for the rest,
-// from GetRawMessagesByUIDs in batches (the client splits long lists).
+// raws returns the raw bytes of messages, from memory or from the
+// provider (mailstore.Bodies: batches, read-ahead for sequential readers).
+// Messages the provider no longer has are missing from the answer.
 func (s *session) raws(ctx context.Context, msgs []*message) (map[imap.UID][]byte, error) {
 	m := s.sel
 	m.mu.Lock()
-	validity, auth := m.validity, m.auth
+	ref, auth := m.ref(), m.auth
 	m.mu.Unlock()
-	out := make(map[imap.UID][]byte, len(msgs))
-	var need []int64
-	for _, msg := range msgs {
-		if raw, ok := s.srv.cache.get(rawKey{m.user, m.name, validity, msg.uid}); ok {
-			out[msg.uid] = raw
-		} else {
-			need = append(need, int64(msg.uid))
-		}
+	uids := make([]imap.UID, len(msgs))
+	for i, msg := range msgs {
+		uids[i] = msg.uid
 	}
-	if len(need) == 0 {
-		return out, nil
+	return s.srv.bodies.Get(ctx, auth, ref, uids, m)
+}
+
+// ref names the mirror's folder for the raw-message cache. Called with
+// m.mu held.
+func (m *mirror) ref() mailstore.FolderRef {
+	return mailstore.FolderRef{User: m.user, Folder: m.name, Validity: m.validity}
+}
+
+// After returns up to n UIDs of the folder that follow uid, for
+// read-ahead (mailstore.Order).
+func (m *mirror) After(uid imap.UID, n int) []imap.UID {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	i, found := m.index(uid)
+	if found {
+		i++
 	}
-	got, err := s.srv.cfg.Client.GetRawMessagesByUIDs(ctx, auth, m.name, need)
-	if err != nil {
-		return nil, err
+	out := make([]imap.UID, 0, n)
+	for _, msg := range m.msgs[i:min(i+n, len(m.msgs))] {
+		out = append(out, msg.uid)
 	}
-	for _, r := range got {
-		if r.UID <= 0 || r.UID > maxUID {
-			continue
-		}
-		raw, err := r.Bytes()
-		if err != nil {
-			return nil, fmt.Errorf("raw message %d: %w", r.UID, err)
-		}
-		uid := imap.UID(r.UID)
-		out[uid] = raw
-		s.srv.cache.put(rawKey{m.user, m.name, validity, uid}, raw)
-	}
-	return out, nil
+	return out
 }

@@ -115,8 +115,8 @@ func (m *mirror) syncIfOlder(ctx context.Context, maxAge time.Duration) error {
 		return nil
 	}
 
-	c := m.hub.cfg.Client
-	pids, err := c.GetUIDs(ctx, auth, m.name)
+	c := m.hub.cfg.Provider
+	pids, err := c.UIDs(ctx, auth, m.name)
 	if err != nil {
 		return err
 	}
@@ -129,7 +129,7 @@ func (m *mirror) syncIfOlder(ctx context.Context, maxAge time.Duration) error {
 	}
 	slices.Sort(uids)
 	uids = slices.Compact(uids)
-	unread, err := c.GetUnreadMessageCount(ctx, auth, m.name)
+	unread, err := c.UnreadCount(ctx, auth, m.name)
 	if err != nil {
 		return err
 	}
@@ -174,7 +174,7 @@ func (m *mirror) holdSync() (release func()) {
 
 // unreadUIDs asks the provider which messages are unread.
 func (m *mirror) unreadUIDs(ctx context.Context, auth directapi.Authentication) (map[imap.UID]bool, error) {
-	msgs, err := m.hub.cfg.Client.GetUnreadMessages(ctx, auth, m.name)
+	msgs, err := m.hub.cfg.Provider.Unread(ctx, auth, m.name)
 	if err != nil {
 		return nil, err
 	}

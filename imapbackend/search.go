@@ -19,6 +19,7 @@ import (
 	"github.com/emersion/go-message/textproto"
 
 	"github.com/directbridge/directbridge/directapi"
+	"github.com/directbridge/directbridge/mailstore"
 	"github.com/directbridge/directbridge/mimeconv"
 )
 
@@ -65,7 +66,7 @@ func (s *session) Search(kind imapserver.NumKind, criteria *imap.SearchCriteria,
 		cands = append(cands, &searchMsg{seq: uint32(i) + 1, msg: msg, seen: msg.seen, recent: s.view.recent[msg.uid],
 			flags: append([]imap.Flag(nil), msg.flags...), meta: msg.meta})
 	}
-	key := rawKey{user: m.user, folder: m.name, validity: m.validity}
+	ref := m.ref()
 	m.mu.Unlock()
 	if options.ReturnSave {
 		// A failed SEARCH ... RETURN (SAVE) leaves "$" empty (RFC 5182 §2.1).
@@ -74,7 +75,7 @@ func (s *session) Search(kind imapserver.NumKind, criteria *imap.SearchCriteria,
 
 	ctx, cancel := s.ctx()
 	defer cancel()
-	matched, gone, err := s.searchEval(ctx, crit, cands, key)
+	matched, gone, err := s.searchEval(ctx, crit, cands, ref)
 	if err != nil {
 		return nil, imapError(err)
 	}
@@ -91,7 +92,7 @@ func (s *session) Search(kind imapserver.NumKind, criteria *imap.SearchCriteria,
 }
 
 // searchEval runs the stages and returns the matching candidates in order.
-func (s *session) searchEval(ctx context.Context, crit *imap.SearchCriteria, cands []*searchMsg, key rawKey) (matched []*searchMsg, gone bool, err error) {
+func (s *session) searchEval(ctx context.Context, crit *imap.SearchCriteria, cands []*searchMsg, ref mailstore.FolderRef) (matched []*searchMsg, gone bool, err error) {
 	var pending []*searchMsg
 	eval := func(list []*searchMsg) {
 		pending = pending[:0]
@@ -139,12 +140,11 @@ func (s *session) searchEval(ctx context.Context, crit *imap.SearchCriteria, can
 	// The raw bytes of a message answer its size exactly; sizes from the
 	// cache save a download.
 	for _, sm := range rest {
-		key.uid = sm.msg.uid
-		if raw, ok := s.srv.cache.get(key); ok {
+		if raw, ok := s.srv.bodies.Cached(ref, sm.msg.uid); ok {
 			sm.raw = raw
 		}
 	}
-	batch := max(s.srv.cfg.Client.BatchSize(), 1)
+	batch := mailstore.BatchSize
 	for start := 0; start < len(rest); start += batch {
 		chunk := rest[start:min(start+batch, len(rest))]
 		var need []*message

@@ -13,7 +13,8 @@ import (
 	"github.com/emersion/go-imap/v2/imapserver"
 
 	"github.com/directbridge/directbridge/mailbox"
-	"github.com/directbridge/directbridge/restclient"
+	"github.com/directbridge/directbridge/mailstore"
+	"github.com/directbridge/directbridge/upstream"
 )
 
 // Defaults of Config.
@@ -29,7 +30,9 @@ const (
 
 // Config configures the IMAP front.
 type Config struct {
-	Client    *restclient.Client
+	// Provider is the mail provider (restclient.Upstream, usually
+	// wrapped in a budget).
+	Provider  upstream.Provider
 	Verifier  *mailbox.Verifier
 	Store     *mailbox.Store
 	TLSConfig *tls.Config
@@ -57,9 +60,9 @@ type Config struct {
 
 // Server is the IMAP front.
 type Server struct {
-	cfg   Config
-	hub   *hub
-	cache *rawCache
+	cfg    Config
+	hub    *hub
+	bodies *mailstore.Bodies
 
 	folders folderCache // per-user folder lists, shared by a user's connections (list.go)
 
@@ -96,8 +99,8 @@ var caps = imap.CapSet{
 
 // New returns a Server.
 func New(cfg Config) (*Server, error) {
-	if cfg.Client == nil || cfg.Verifier == nil || cfg.Store == nil {
-		return nil, errors.New("imapbackend: Client, Verifier and Store are required")
+	if cfg.Provider == nil || cfg.Verifier == nil || cfg.Store == nil {
+		return nil, errors.New("imapbackend: Provider, Verifier and Store are required")
 	}
 	if cfg.PollInterval <= 0 {
 		cfg.PollInterval = DefaultPollInterval
@@ -126,8 +129,8 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, conns: map[string]int{}, live: map[*session]struct{}{}}
 	s.hub = newHub(&s.cfg)
-	s.cache = newRawCache(cfg.CacheBytes)
-	s.cache.onLookup = cfg.Metrics.CacheLookup
+	s.bodies = mailstore.NewBodies(cfg.Provider, cfg.CacheBytes)
+	s.bodies.OnLookup(cfg.Metrics.CacheLookup)
 	return s, nil
 }
 

@@ -4,9 +4,8 @@ import (
 	"context"
 	"errors"
 
+	"github.com/directbridge/directbridge/upstream"
 	"github.com/emersion/go-imap/v2"
-
-	"github.com/directbridge/directbridge/restclient"
 )
 
 // Status answers STATUS (RFC 9051 §6.3.11) from the folder's shared mirror,
@@ -55,7 +54,7 @@ func (s *session) statusOf(ctx context.Context, folder string, o *imap.StatusOpt
 	defer s.srv.hub.release(m)
 	if o.Size || o.DeletedStorage {
 		// No placeholders here: a later FETCH asks again for what is missing.
-		if _, err := m.loadMeta(ctx, s.srv.cfg.Client, nil); err != nil {
+		if _, err := m.loadMeta(ctx, s.srv.cfg.Provider, nil); err != nil {
 			return nil, imapError(err)
 		}
 	}
@@ -129,7 +128,7 @@ func (s *session) acquireFolder(ctx context.Context, folder string) (*mirror, er
 		if errors.Is(err, errFolderGone) && attempt == 0 {
 			continue
 		}
-		if restclient.IsAPIError(err) && !restclient.IsAuthFailure(err) {
+		if upstream.IsRefusal(err) {
 			if fs, ferr := s.listFolders(ctx, 0); ferr == nil && !fs.exists[folder] {
 				return nil, errNoSuchMailbox
 			}

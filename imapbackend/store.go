@@ -6,11 +6,9 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/directbridge/directbridge/upstream"
 	"github.com/emersion/go-imap/v2"
 	"github.com/emersion/go-imap/v2/imapserver"
-
-	"github.com/directbridge/directbridge/directapi"
-	"github.com/directbridge/directbridge/restclient"
 )
 
 // Flags live in two places. \Seen is the provider's read/unread state and
@@ -118,7 +116,7 @@ func (s *session) applyFlags(ctx context.Context, folder string, validity uint32
 		return out
 	}
 	ups = slices.Clone(ups)
-	c := s.srv.cfg.Client
+	c := s.srv.cfg.Provider
 	for _, read := range []bool{true, false} {
 		state := current()
 		var uids []imap.UID
@@ -131,11 +129,7 @@ func (s *session) applyFlags(ctx context.Context, folder string, validity uint32
 		if len(uids) == 0 {
 			continue
 		}
-		op := c.MarkMessagesAsUnreadByUIDs
-		if read {
-			op = c.MarkMessagesAsReadByUIDs
-		}
-		mark := func(u []int64) error { return op(ctx, s.auth, folder, u) }
+		mark := func(u []int64) error { return c.SetRead(ctx, s.auth, folder, u, read) }
 		var done []imap.UID
 		var err error
 		if m != nil {
@@ -291,12 +285,11 @@ func (s *session) mutateExisting(ctx context.Context, m *mirror, uids []imap.UID
 	return still, nil
 }
 
-// uidMissing reports the provider's refusal of a request (code 3) that
-// was not partly carried out.
+// uidMissing reports the provider's refusal of a request ("other error"),
+// which it gives when a UID is gone. A request partly carried out is
+// ErrUnknownOutcome, not a refusal.
 func uidMissing(err error) bool {
-	var ae *restclient.APIError
-	var pe *restclient.PartialError
-	return errors.As(err, &ae) && ae.RegCode == "" && ae.Code == directapi.CodeOtherError && !errors.As(err, &pe)
+	return errors.Is(err, upstream.ErrRefused)
 }
 
 func uidList(uids []imap.UID) []int64 {

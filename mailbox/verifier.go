@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/directbridge/directbridge/directapi"
-	"github.com/directbridge/directbridge/restclient"
+	"github.com/directbridge/directbridge/upstream"
 )
 
 // Sentinel errors of credential checks. The protocol fronts map them to
@@ -42,7 +42,7 @@ const DefaultVerifyTTL = time.Minute
 // cache key is an HMAC of user, password and T-user address under a key
 // made at start, so a memory dump of the cache reveals no password.
 type Verifier struct {
-	c     *restclient.Client
+	up    upstream.Provider
 	ttl   time.Duration
 	now   func() time.Time
 	key   []byte
@@ -57,13 +57,13 @@ type flight struct {
 }
 
 // NewVerifier returns a Verifier using c. ttl 0 means DefaultVerifyTTL.
-func NewVerifier(c *restclient.Client, ttl time.Duration) *Verifier {
+func NewVerifier(up upstream.Provider, ttl time.Duration) *Verifier {
 	if ttl <= 0 {
 		ttl = DefaultVerifyTTL
 	}
 	key := make([]byte, 32)
 	rand.Read(key)
-	return &Verifier{c: c, ttl: ttl, now: time.Now, key: key, ok: map[[32]byte]time.Time{}, calls: map[[32]byte]*flight{}}
+	return &Verifier{up: up, ttl: ttl, now: time.Now, key: key, ok: map[[32]byte]time.Time{}, calls: map[[32]byte]*flight{}}
 }
 
 // Verify checks a mailbox user's credentials. It returns nil, or an error
@@ -142,17 +142,16 @@ func (v *Verifier) check(ctx context.Context, username string, password directap
 func (v *Verifier) ask(ctx context.Context, username string, password directapi.Secret, directAddr string) error {
 	var err error
 	if directAddr == "" {
-		_, err = v.c.GetMessageCount(ctx, directapi.Authentication{Username: username, Password: password}, "INBOX")
+		err = v.up.CheckCredentials(ctx, directapi.Authentication{Username: username, Password: password})
 	} else {
-		auth := directapi.AuthenticationWithTuser{Username: username, Password: password, DirectAddr: directAddr}
-		_, err = v.c.GetMessageStatusWithTuser(ctx, auth, "directbridge-credential-check")
+		err = v.up.CheckTuser(ctx, directapi.AuthenticationWithTuser{Username: username, Password: password, DirectAddr: directAddr})
 	}
 	switch {
 	case err == nil:
 		return nil
-	case restclient.IsAuthFailure(err):
+	case errors.Is(err, upstream.ErrAuth):
 		return fmt.Errorf("%w: %w", ErrAuthFailed, err)
-	case restclient.IsAddressError(err):
+	case errors.Is(err, upstream.ErrAddress):
 		return fmt.Errorf("%w: %w", ErrAddress, err)
 	default:
 		// Transport failures, 5xx, malformed answers: never a false success,

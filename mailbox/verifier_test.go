@@ -37,7 +37,7 @@ func newProvider(t *testing.T) (*sandbox.Server, *restclient.Client) {
 
 func TestVerifierSharesOneCheck(t *testing.T) {
 	srv, c := newProvider(t)
-	v := mailbox.NewVerifier(c, time.Minute)
+	v := mailbox.NewVerifier(restclient.Upstream(c), time.Minute)
 	var wg sync.WaitGroup
 	errs := make(chan error, 5)
 	for range 5 { // Thunderbird's five connections
@@ -61,7 +61,7 @@ func TestVerifierSharesOneCheck(t *testing.T) {
 
 func TestVerifierRefusesAndDoesNotRemember(t *testing.T) {
 	srv, c := newProvider(t)
-	v := mailbox.NewVerifier(c, time.Minute)
+	v := mailbox.NewVerifier(restclient.Upstream(c), time.Minute)
 	for range 2 {
 		if err := v.Verify(context.Background(), alice, "wrong"); !errors.Is(err, mailbox.ErrAuthFailed) {
 			t.Fatalf("wrong password: %v; want ErrAuthFailed", err)
@@ -84,7 +84,7 @@ func TestVerifierRefusesAndDoesNotRemember(t *testing.T) {
 
 func TestVerifierProviderDownIsUnavailable(t *testing.T) {
 	srv, c := newProvider(t)
-	v := mailbox.NewVerifier(c, time.Minute)
+	v := mailbox.NewVerifier(restclient.Upstream(c), time.Minute)
 	for _, f := range []sandbox.Fault{{Status: 503}, {Malformed: true}, {Reset: true}, {Code: 4}} {
 		srv.InjectFault("GetMessageCount", f)
 		err := v.Verify(context.Background(), alice, pw)
@@ -100,7 +100,7 @@ func TestVerifierProviderDownIsUnavailable(t *testing.T) {
 
 func TestVerifierExpires(t *testing.T) {
 	srv, c := newProvider(t)
-	v := mailbox.NewVerifier(c, 20*time.Millisecond)
+	v := mailbox.NewVerifier(restclient.Upstream(c), 20*time.Millisecond)
 	if err := v.Verify(context.Background(), alice, pw); err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +115,7 @@ func TestVerifierExpires(t *testing.T) {
 
 func TestVerifierTuser(t *testing.T) {
 	_, c := newProvider(t)
-	v := mailbox.NewVerifier(c, time.Minute)
+	v := mailbox.NewVerifier(restclient.Upstream(c), time.Minute)
 	ctx := context.Background()
 	if err := v.VerifyTuser(ctx, "tuser", "tuser-password", alice); err != nil {
 		t.Fatalf("T-user: %v", err)

@@ -113,7 +113,7 @@ func (p *pendingSends) resolve(ctx context.Context, ss *session, key [32]byte) (
 		return "", false, nil
 	}
 	auth := directapi.Authentication{Username: ss.username, Password: ss.password}
-	msgs, err := ss.s.cfg.Client.SearchMessagesMetadataByReceivedDate(ctx, auth, "INBOX.Sent",
+	msgs, err := ss.s.cfg.Provider.MetadataReceived(ctx, auth, "INBOX.Sent",
 		ps.at.Add(-sentClockSkew), time.Now().Add(sentClockSkew))
 	if err != nil {
 		return "", false, err
@@ -147,7 +147,7 @@ func (p *pendingSends) resolve(ctx context.Context, ss *session, key [32]byte) (
 	var found string
 	if len(candidates) > 0 {
 		// Only now the content: the metadata has no body.
-		full, err := ss.s.cfg.Client.GetMessagesByUIDs(ctx, auth, "INBOX.Sent", candidates)
+		full, err := ss.s.cfg.Provider.Messages(ctx, auth, "INBOX.Sent", candidates)
 		if err != nil {
 			return "", false, err
 		}

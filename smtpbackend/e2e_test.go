@@ -121,8 +121,8 @@ func newHarness(t *testing.T, tweak func(*smtpbackend.Config)) *harness {
 	t.Cleanup(func() { h.store.Close() })
 
 	h.cfg = smtpbackend.Config{
-		Client:    rc,
-		Verifier:  mailbox.NewVerifier(rc, 0),
+		Provider:  restclient.Upstream(rc),
+		Verifier:  mailbox.NewVerifier(restclient.Upstream(rc), 0),
 		Store:     h.store,
 		Hostname:  "bridge.test",
 		TLSConfig: serverTLS(t),

@@ -6,10 +6,9 @@ import (
 
 	"github.com/emersion/go-smtp"
 
-	"github.com/directbridge/directbridge/directapi"
 	"github.com/directbridge/directbridge/mailbox"
 	"github.com/directbridge/directbridge/mimeconv"
-	"github.com/directbridge/directbridge/restclient"
+	"github.com/directbridge/directbridge/upstream"
 )
 
 // This file is the one place where errors become SMTP replies (RFC 5321
@@ -50,7 +49,6 @@ func authReply(err error) *smtp.SMTPError {
 func dataReply(err error) *smtp.SMTPError {
 	var se *smtp.SMTPError
 	var ce *ConvertError
-	var ae *restclient.APIError
 	switch {
 	case errors.As(err, &se):
 		return se
@@ -62,24 +60,21 @@ func dataReply(err error) *smtp.SMTPError {
 		return reply(554, smtp.EnhancedCode{5, 6, 0}, "Message structure too complex (too deeply nested or too many parts)")
 	case errors.As(err, &ce):
 		return reply(554, smtp.EnhancedCode{5, 6, 0}, "Message cannot be converted: "+ce.Reason)
-	case restclient.IsAuthFailure(err):
+	case errors.Is(err, upstream.ErrAuth):
 		return errAuthFailed
-	case restclient.IsAddressError(err):
-		return reply(550, smtp.EnhancedCode{5, 1, 1}, "The provider refused an address: "+ae0(err).Message)
-	case errors.As(err, &ae) && ae.Code == sandboxServerErrorCode:
-		return reply(451, smtp.EnhancedCode{4, 3, 0}, "The provider failed; try again later")
-	case errors.As(err, &ae):
-		return reply(554, smtp.EnhancedCode{5, 0, 0}, "The provider refused the message: "+ae.Message)
+	case errors.Is(err, upstream.ErrAddress):
+		return reply(550, smtp.EnhancedCode{5, 1, 1}, "The provider refused an address: "+upstream.ProviderMessage(err))
+	case errors.Is(err, upstream.ErrRefused):
+		return reply(554, smtp.EnhancedCode{5, 0, 0}, "The provider refused the message: "+upstream.ProviderMessage(err))
 	}
-	var te *restclient.TemporaryError
-	if errors.As(err, &te) {
+	if d := upstream.Detail(err); d != nil && (errors.Is(err, upstream.ErrTemporary) || errors.Is(err, upstream.ErrUnknownOutcome)) {
 		switch {
-		case te.StatusCode == 429:
+		case d.Busy:
 			return reply(451, smtp.EnhancedCode{4, 4, 5}, "The provider is busy; try again later")
-		case te.StatusCode != 0:
-			return reply(451, smtp.EnhancedCode{4, 3, 0}, "The provider failed; try again later")
-		default:
+		case d.Unreachable:
 			return reply(451, smtp.EnhancedCode{4, 4, 1}, "The provider cannot be reached; try again later")
+		default:
+			return reply(451, smtp.EnhancedCode{4, 3, 0}, "The provider failed; try again later")
 		}
 	}
 	// Protocol errors, cancellation, anything unforeseen: the message is
@@ -87,21 +82,10 @@ func dataReply(err error) *smtp.SMTPError {
 	return reply(451, smtp.EnhancedCode{4, 3, 0}, "Message not accepted now; try again later")
 }
 
-// sandboxServerErrorCode is messaging code 4, which the document calls
-// "other error" and which the sandbox uses for its own failures. Treated as
-// temporary: retrying costs little, a wrongly permanent answer loses mail.
-const sandboxServerErrorCode = directapi.CodeOtherError4
-
 func ce0(err error) *ConvertError {
 	var ce *ConvertError
 	if errors.As(err, &ce) {
 		return ce
 	}
 	return &ConvertError{Reason: err.Error()}
-}
-
-func ae0(err error) *restclient.APIError {
-	var ae *restclient.APIError
-	errors.As(err, &ae)
-	return ae
 }

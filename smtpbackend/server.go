@@ -14,7 +14,7 @@ import (
 	"github.com/emersion/go-smtp"
 
 	"github.com/directbridge/directbridge/mailbox"
-	"github.com/directbridge/directbridge/restclient"
+	"github.com/directbridge/directbridge/upstream"
 )
 
 // Defaults of Config.
@@ -42,7 +42,8 @@ const lineSlack = 1024
 
 // Config configures the submission server.
 type Config struct {
-	Client   *restclient.Client
+	// Provider is the mail provider (restclient.Upstream, usually in a budget).
+	Provider upstream.Provider
 	Verifier *mailbox.Verifier
 	// Store records submitted messages (smtpId, Message-ID, time); nil
 	// keeps no record.
@@ -87,8 +88,8 @@ type Server struct {
 // New returns a Server; it serves nothing until ServeSubmission or
 // ServeImplicitTLS is called.
 func New(cfg Config) (*Server, error) {
-	if cfg.Client == nil || cfg.Verifier == nil {
-		return nil, errors.New("smtpbackend: Client and Verifier are required")
+	if cfg.Provider == nil || cfg.Verifier == nil {
+		return nil, errors.New("smtpbackend: Provider and Verifier are required")
 	}
 	if cfg.Hostname == "" {
 		cfg.Hostname = "localhost"

@@ -13,7 +13,7 @@ import (
 
 	"github.com/directbridge/directbridge/directapi"
 	"github.com/directbridge/directbridge/mailbox"
-	"github.com/directbridge/directbridge/restclient"
+	"github.com/directbridge/directbridge/upstream"
 )
 
 // session is one SMTP connection.
@@ -192,28 +192,12 @@ func (ss *session) send(ctx context.Context, raw []byte, sub *Submission) (strin
 		return id, err
 	}
 	attempt := time.Now()
-	c := ss.s.cfg.Client
-	var smtpID string
-	var err error
-	if ss.directAddr == "" {
-		auth := directapi.Authentication{Username: ss.username, Password: ss.password}
-		if sub.UseHeaders() {
-			smtpID, err = c.SendWithHeader(ctx, auth, sub.Message)
-		} else {
-			smtpID, err = c.Send(ctx, auth, sub.Message.Message)
-		}
-	} else {
-		auth := directapi.AuthenticationWithTuser{Username: ss.username, Password: ss.password, DirectAddr: ss.directAddr}
-		if sub.UseHeaders() {
-			smtpID, err = c.SendWithHeaderWithTuser(ctx, auth, sub.Message)
-		} else {
-			smtpID, err = c.SendWithTuser(ctx, auth, sub.Message.Message)
-		}
-	}
+	auth := directapi.Authentication{Username: ss.username, Password: ss.password}
+	smtpID, err := ss.s.cfg.Provider.Send(ctx, auth, ss.directAddr, sub.Message, sub.UseHeaders())
 	if err != nil && mayHaveSent(err) {
 		ss.s.pending.add(key, attempt, sub)
 	}
-	if restclient.IsAuthFailure(err) {
+	if errors.Is(err, upstream.ErrAuth) {
 		ss.s.cfg.Verifier.Forget(ss.username, ss.password, ss.directAddr)
 	}
 	return smtpID, err
@@ -221,8 +205,7 @@ func (ss *session) send(ctx context.Context, raw []byte, sub *Submission) (strin
 
 // mayHaveSent reports failures after which the provider may hold the message.
 func mayHaveSent(err error) bool {
-	var pe *restclient.ProtocolError
-	return restclient.OutcomeUnknown(err) || errors.As(err, &pe) && pe.StatusCode < 300
+	return errors.Is(err, upstream.ErrUnknownOutcome)
 }
 
 // errReason gives a loggable reason without message content.

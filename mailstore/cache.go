@@ -1,4 +1,4 @@
-package imapbackend
+package mailstore
 
 import (
 	"container/list"
@@ -71,4 +71,15 @@ func (c *rawCache) put(k rawKey, raw []byte) {
 		delete(c.items, ent.key)
 		c.size -= int64(len(ent.raw))
 	}
+}
+
+// peek looks an entry up without counting it or changing its place.
+func (c *rawCache) peek(k rawKey) ([]byte, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.items[k]
+	if !ok {
+		return nil, false
+	}
+	return e.Value.(*rawEntry).raw, true
 }

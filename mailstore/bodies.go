@@ -1,0 +1,220 @@
+package mailstore
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/emersion/go-imap/v2"
+
+	"github.com/directbridge/directbridge/upstream"
+)
+
+// Defaults of the raw-message loader.
+const (
+	// BatchSize is the most UIDs asked of the provider in one request. The
+	// documents state no limit; 500 keeps an answer of average messages
+	// to a few megabytes.
+	BatchSize = 500
+	// parallelBatches is how many batches of one large request are in
+	// flight at once: enough to hide the round trip, few enough that one
+	// client's SEARCH BODY does not take the whole budget.
+	parallelBatches = 3
+	// readAheadWindow is how many messages a sequential reader gets in one
+	// request: a client that fetches one message per command in UID order
+	// (JavaMail, mbsync, fetchmail, offlineimap) costs one request per
+	// readAheadWindow messages instead of one per message.
+	readAheadWindow = 50
+)
+
+// FolderRef names one folder of one user under one UIDVALIDITY: the raw
+// bytes of a UID never change while it holds.
+type FolderRef struct {
+	User     string // lower-case Direct address
+	Folder   string
+	Validity uint32
+}
+
+// Bodies serves raw messages: from the memory cache, else from the
+// provider, in batches of up to BatchSize with a few in flight, with
+// read-ahead for sequential readers, and with concurrent requests for the
+// same message sharing one download. Raw messages are health data: they
+// stay in memory only.
+type Bodies struct {
+	up    upstream.Provider
+	cache *rawCache
+
+	mu      sync.Mutex
+	readers map[readerKey]*reader
+}
+
+// reader is what Bodies remembers of the last fetch in a folder, to see a
+// sequential reader coming.
+type reader struct {
+	next imap.UID // the UID after the last one fetched, in folder order
+	run  int      // how many single fetches in a row followed in order
+}
+
+type readerKey struct {
+	user, folder string
+}
+
+// NewBodies returns a loader over up with a cache of cacheBytes.
+func NewBodies(up upstream.Provider, cacheBytes int64) *Bodies {
+	return &Bodies{up: up, cache: newRawCache(cacheBytes), readers: map[readerKey]*reader{}}
+}
+
+// OnLookup sets a function told of every cache hit and miss (metrics).
+func (b *Bodies) OnLookup(f func(hit bool)) { b.cache.onLookup = f }
+
+// Cached returns the raw bytes of uid if they are in memory.
+func (b *Bodies) Cached(ref FolderRef, uid imap.UID) ([]byte, bool) {
+	return b.cache.get(rawKey{ref.User, ref.Folder, ref.Validity, uid})
+}
+
+// Order is a folder's UIDs in ascending order, as read-ahead needs them.
+type Order interface {
+	// After returns up to n UIDs of the folder that follow uid.
+	After(uid imap.UID, n int) []imap.UID
+}
+
+// Get returns the raw bytes of uids; UIDs the provider does not have are
+// missing from the answer. order, when not nil, is the folder: a caller that asks for the message right after the
+// one it asked for last, in that order, is taken for a sequential reader,
+// and the next readAheadWindow messages come in the same request (within
+// the cache's budget, so read-ahead never evicts what it fetched before
+// the client reads it).
+func (b *Bodies) Get(ctx context.Context, auth upstream.Auth, ref FolderRef, uids []imap.UID, order Order) (map[imap.UID][]byte, error) {
+	out := make(map[imap.UID][]byte, len(uids))
+	var need []imap.UID
+	for _, u := range uids {
+		if raw, ok := b.Cached(ref, u); ok {
+			out[u] = raw
+		} else {
+			need = append(need, u)
+		}
+	}
+	extra := b.readAhead(ref, uids, need, order)
+	if len(need) == 0 {
+		return out, nil
+	}
+	got, err := b.download(ctx, auth, ref, append(need, extra...))
+	for _, u := range need {
+		if raw, ok := got[u]; ok {
+			out[u] = raw
+		}
+	}
+	if err != nil {
+		return out, err
+	}
+	return out, nil
+}
+
+// readAhead notes a fetch of uids (need of them uncached) and returns the
+// UIDs to fetch with them for a sequential reader.
+func (b *Bodies) readAhead(ref FolderRef, uids, need []imap.UID, order Order) []imap.UID {
+	if order == nil || len(uids) == 0 {
+		return nil
+	}
+	k := readerKey{ref.User, strings.ToLower(ref.Folder)}
+	last := slices.Max(uids)
+	// The cache must hold the window with room to spare.
+	window := readAheadWindow
+	if b.cache.limit < 8<<20 {
+		window = 10
+	}
+	following := order.After(last, window)
+	var next imap.UID
+	if len(following) > 0 {
+		next = following[0]
+	}
+	b.mu.Lock()
+	r := b.readers[k]
+	if r == nil {
+		if len(b.readers) > 10000 {
+			clear(b.readers) // bounded: a reader forgotten costs one request
+		}
+		r = &reader{}
+		b.readers[k] = r
+	}
+	sequential := len(uids) <= 2 && r.next != 0 && slices.Min(uids) <= r.next && r.next <= last
+	if sequential {
+		r.run++
+	} else {
+		r.run = 0
+	}
+	r.next = next
+	b.mu.Unlock()
+	if !sequential || len(need) == 0 {
+		return nil
+	}
+	var extra []imap.UID
+	for _, u := range following {
+		if _, ok := b.cache.peek(rawKey{ref.User, ref.Folder, ref.Validity, u}); !ok {
+			extra = append(extra, u)
+		}
+	}
+	return extra
+}
+
+// download fetches uids from the provider in batches, a few in flight,
+// caching every answer; messages asked for by another caller already
+// are waited for rather than asked again.
+func (b *Bodies) download(ctx context.Context, auth upstream.Auth, ref FolderRef, uids []imap.UID) (map[imap.UID][]byte, error) {
+	slices.Sort(uids)
+	uids = slices.Compact(uids)
+	batches := chunk(uids, BatchSize)
+	out := make(map[imap.UID][]byte, len(uids))
+	var mu sync.Mutex
+	var firstErr error
+	sem := make(chan struct{}, parallelBatches)
+	var wg sync.WaitGroup
+	for _, batch := range batches {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func(batch []imap.UID) {
+			defer wg.Done()
+			defer func() { <-sem }()
+			ids := make([]int64, len(batch))
+			for i, u := range batch {
+				ids[i] = int64(u)
+			}
+			got, err := b.up.Raw(ctx, auth, ref.Folder, ids)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				if firstErr == nil {
+					firstErr = err
+				}
+				return
+			}
+			for id, raw := range got {
+				if id <= 0 || id > maxUID {
+					continue
+				}
+				u := imap.UID(id)
+				out[u] = raw
+				b.cache.put(rawKey{ref.User, ref.Folder, ref.Validity, u}, raw)
+			}
+		}(batch)
+	}
+	wg.Wait()
+	return out, firstErr
+}
+
+// maxUID is the largest UID IMAP can carry (RFC 9051 §2.3.1.1: 32 bits).
+const maxUID = 0xFFFFFFFF
+
+// chunk splits s into slices of at most n items.
+func chunk[T any](s []T, n int) [][]T {
+	var out [][]T
+	for len(s) > n {
+		out = append(out, s[:n:n])
+		s = s[n:]
+	}
+	if len(s) > 0 {
+		out = append(out, s)
+	}
+	return out
+}
