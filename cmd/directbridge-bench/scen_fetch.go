@@ -1,0 +1,181 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// seededBridge starts a sandbox process with one mailbox holding n messages
+// in INBOX, optionally a delaying proxy, and a bridge pointed at it.
+type seededBridge struct {
+	sb    *sandboxProc
+	proxy *delayProxy
+	br    *bridgeProc
+	acct  account
+	seed  time.Duration
+}
+
+func (s *seededBridge) stop() {
+	if s.br != nil {
+		s.br.stop()
+	}
+	s.proxy.close()
+	if s.sb != nil {
+		s.sb.stop()
+	}
+}
+
+func (b *bench) seededBridge(ctx context.Context, name string, n int, latency time.Duration, env ...string) (*seededBridge, error) {
+	s := &seededBridge{acct: account{user: "reader@direct.example", pass: benchPassword}}
+	var err error
+	if s.sb, err = b.startSandbox(ctx, name+"-sandbox", []account{s.acct}); err != nil {
+		return s, err
+	}
+	t := time.Now()
+	b.logf("%s: seeding %d messages", name, n)
+	if err := newREST(s.sb.url).seed(ctx, b.corpus, s.acct, "INBOX", 0, n); err != nil {
+		return s, err
+	}
+	s.seed = time.Since(t)
+	api := s.sb.url
+	if latency > 0 {
+		if s.proxy, err = startDelayProxy(s.sb.url, latency); err != nil {
+			return s, err
+		}
+		api = s.proxy.url
+	}
+	s.br, err = b.startBridge(ctx, name+"-bridge", bridgeSpec{apiURL: api, env: env})
+	return s, err
+}
+
+func runOneByOne(ctx context.Context, b *bench, out *outcome) error {
+	n := b.o.oneByOneMsgs
+	s, err := b.seededBridge(ctx, "onebyone", n, 0)
+	defer s.stop()
+	if err != nil {
+		return err
+	}
+	out.notes = append(out.notes, fmt.Sprintf("%d messages seeded into INBOX of a sandbox process by SaveRawMessages (%s); the bridge runs as another process pointed at it (DIRECTBRIDGE_API_URL), default settings, no added latency.", n, secs(s.seed)))
+	m0, err := s.br.scrape(ctx)
+	if err != nil {
+		return err
+	}
+	t0 := time.Now()
+	c, err := dialIMAP(s.br.imapAddr, s.acct, nil)
+	if err != nil {
+		return err
+	}
+	f, err := oneByOne(c)
+	d := time.Since(t0)
+	c.Logout().Wait()
+	if err != nil {
+		return fmt.Errorf("bridge: %w", err)
+	}
+	m1, err := s.br.scrape(ctx)
+	if err != nil {
+		return err
+	}
+	calls := restDelta(m0, m1)
+	limit := (n+49)/50 + 2
+	out.notes = append(out.notes, fmt.Sprintf("Client (go-imap v2): LOGIN, SELECT INBOX, `UID FETCH 1:* (UID FLAGS RFC822.SIZE)`, then `UID FETCH n (BODY.PEEK[])` for each UID in order, one command at a time; timed from connect to the last body (%d bodies, %.1f MB).", f.msgs, float64(f.bytes)/1e6))
+	out.notes = append(out.notes, fmt.Sprintf("Bridge: %s, %d REST calls (%s); target for %d messages: ceil(n/50)+2 = %d calls.", secs(d), calls, opsText(m0, m1), n, limit))
+
+	measured := fmt.Sprintf("%s, %d REST calls", secs(d), calls)
+	met := "n/a"
+	if dv, note := b.dovecotFor(ctx, "onebyone", s.acct, n); dv == nil {
+		out.notes = append(out.notes, "Dovecot: "+note)
+		measured += " (no Dovecot: " + note + ")"
+		met = yesNo(calls <= limit) + " (calls only)"
+	} else {
+		defer dv.stop()
+		t0 := time.Now()
+		c, err := dialIMAP(dv.addr, s.acct, nil)
+		if err != nil {
+			return fmt.Errorf("dovecot: %w", err)
+		}
+		fd, err := oneByOne(c)
+		dd := time.Since(t0)
+		c.Logout().Wait()
+		if err != nil {
+			return fmt.Errorf("dovecot: %w", err)
+		}
+		ratio := d.Seconds() / dd.Seconds()
+		out.notes = append(out.notes, fmt.Sprintf("Dovecot %s (private instance, maildir, filled with the same %d messages by IMAP APPEND): %s for the same client steps (%d bodies, %.1f MB).", dv.version, n, secs(dd), fd.msgs, float64(fd.bytes)/1e6))
+		measured = fmt.Sprintf("%.1fx (bridge %s, Dovecot %s), %d calls", ratio, secs(d), secs(dd), calls)
+		met = yesNo(ratio <= 1.5 && calls <= limit)
+	}
+	out.rows[0].measured, out.rows[0].met = measured, met
+	return nil
+}
+
+func runSync10k(ctx context.Context, b *bench, out *outcome) error {
+	n, lat := b.o.sync10kMsgs, b.o.sync10kLatency
+	s, err := b.seededBridge(ctx, "sync10k", n, lat)
+	defer s.stop()
+	if err != nil {
+		return err
+	}
+	d, calls, ops, h, g, err := timeFirstSync(ctx, s, b.o.syncBodies)
+	if err != nil {
+		return err
+	}
+	out.notes = append(out.notes,
+		fmt.Sprintf("%d messages seeded by SaveRawMessages into a sandbox process (%s); a reverse proxy in the benchmark holds every REST request %s before passing it to the sandbox; the bridge (its own process, default settings, so a REST budget of 100 requests/s today) talks to the proxy.", n, secs(s.seed), lat),
+		fmt.Sprintf("Client (go-imap v2), timed from connect: LOGIN, SELECT INBOX, `UID FETCH 1:* (UID FLAGS INTERNALDATE RFC822.SIZE ENVELOPE BODYSTRUCTURE)` (%d answers), then one `UID FETCH` of the newest %d UIDs `(BODY.PEEK[])` (%d bodies, %.1f MB).", h.msgs, b.o.syncBodies, g.msgs, float64(g.bytes)/1e6),
+		fmt.Sprintf("%s, %d REST calls (%s).", secs(d), calls, ops))
+	out.rows[0].measured = fmt.Sprintf("%s (%d messages, %d bodies, %s added latency), %d REST calls", secs(d), n, g.msgs, lat, calls)
+	out.rows[0].met = yesNo(d <= 3*time.Second)
+	return nil
+}
+
+func runSync50k(ctx context.Context, b *bench, out *outcome) error {
+	n := b.o.sync50kMsgs
+	s, err := b.seededBridge(ctx, "sync50k", n, 0)
+	defer s.stop()
+	if err != nil {
+		return err
+	}
+	rss0, _, _ := memStatus(s.br.pid())
+	d, calls, ops, h, g, err := timeFirstSync(ctx, s, b.o.syncBodies)
+	if err != nil {
+		return err
+	}
+	time.Sleep(2 * time.Second)
+	rss, hwm, err := memStatus(s.br.pid())
+	if err != nil {
+		return err
+	}
+	sbRSS, sbHWM, _ := memStatus(s.sb.pid())
+	out.notes = append(out.notes,
+		fmt.Sprintf("%d messages seeded by SaveRawMessages into a sandbox process (%s); the bridge runs as its own process against it, default settings, no added latency.", n, secs(s.seed)),
+		fmt.Sprintf("Same client steps as scenario 3 (%d summaries, %d bodies, %.1f MB of bodies): %s, %d REST calls (%s).", h.msgs, g.msgs, float64(g.bytes)/1e6, secs(d), calls, ops),
+		fmt.Sprintf("Bridge memory from /proc/<pid>/status, 2 s after the sync with the client logged out: VmRSS %s (before the sync %s), peak VmHWM %s. The sandbox process, not counted: VmRSS %s, VmHWM %s.", mib(rss), mib(rss0), mib(hwm), mib(sbRSS), mib(sbHWM)))
+	out.rows[0].measured = fmt.Sprintf("%s; %s (peak %s) (%d messages)", secs(d), mib(rss), mib(hwm), n)
+	out.rows[0].met = yesNo(d <= 20*time.Second && rss <= 300e6)
+	return nil
+}
+
+// timeFirstSync runs firstSync on a new connection and counts REST calls.
+func timeFirstSync(ctx context.Context, s *seededBridge, bodies int) (d time.Duration, calls int, ops string, h, g fetched, err error) {
+	m0, err := s.br.scrape(ctx)
+	if err != nil {
+		return
+	}
+	t0 := time.Now()
+	c, err := dialIMAP(s.br.imapAddr, s.acct, nil)
+	if err != nil {
+		return
+	}
+	h, g, err = firstSync(c, bodies)
+	d = time.Since(t0)
+	c.Logout().Wait()
+	if err != nil {
+		return
+	}
+	m1, err := s.br.scrape(ctx)
+	if err != nil {
+		return
+	}
+	return d, restDelta(m0, m1), opsText(m0, m1), h, g, nil
+}

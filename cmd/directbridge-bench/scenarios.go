@@ -1,0 +1,78 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// scenarios lists the rows of issue 8's "Targets" table, in its order.
+func scenarios() []scenario {
+	return []scenario{
+		{name: "imaptest", title: "1. imaptest stress A and B against tuned Dovecot", fn: runImaptest, rows: []row{
+			{scenario: "imaptest stress A, 10 clients: FETCH/s vs tuned Dovecot, same run, embedded sandbox, default settings", target: ">= 1.0x"},
+			{scenario: "imaptest `Error:` lines, stress A and B", target: "0"},
+			{scenario: "REST calls per IMAP command in that mix with the budget at 100/s", target: "<= 0.35"},
+		}},
+		{name: "onebyone", title: "2. One message per command (JavaMail/mbsync style)", fn: runOneByOne, rows: []row{
+			{scenario: "one-message-per-command fetch of 2,000 messages (JavaMail/mbsync style): time vs Dovecot, REST calls", target: "<= 1.5x, <= 42 calls"},
+		}},
+		{name: "sync10k", title: "3. First sync of 10,000 messages at 20 ms added provider latency", fn: runSync10k, rows: []row{
+			{scenario: "first sync of 10,000 messages (SELECT, `UID FETCH 1:* (FLAGS INTERNALDATE RFC822.SIZE ENVELOPE BODYSTRUCTURE)`, 200 bodies) at 20 ms added provider latency", target: "<= 3 s"},
+		}},
+		{name: "sync50k", title: "4. 50,000-message folder", fn: runSync50k, rows: []row{
+			{scenario: "50,000-message folder: first sync; bridge RSS after (sandbox separate)", target: "<= 20 s; <= 300 MB"},
+		}},
+		{name: "idle", title: "5. New mail to an IDLE client", fn: runIdle, rows: []row{
+			{scenario: "new mail to an IDLE client, p95, default settings", target: "<= 10 s"},
+		}},
+		{name: "manyidle", title: "6. 1,000 idle users plus one active user at 100 requests/s", fn: runManyIdle, rows: []row{
+			{scenario: "1,000 idle users each IDLE on INBOX plus one active user at 100 requests/s: the active user's uncached FETCH BODY[] latency p99", target: "<= 3 provider round trips"},
+		}},
+		{name: "connmem", title: "7. Memory per idle connection", fn: runConnMem, rows: []row{
+			{scenario: "memory per idle connection on a 10,000-message folder", target: "<= 50 KiB"},
+		}},
+		{name: "smtp", title: "8. SMTP through the bridge vs direct Send", fn: runSMTP, rows: []row{
+			{scenario: "SMTP: 4 clients, 10 KB messages, vs direct Send calls at the same parallelism", target: ">= 0.8x"},
+		}},
+	}
+}
+
+// restDelta is the number of REST requests between two scrapes.
+func restDelta(m0, m1 metricsSnapshot) int {
+	return int(m1.sums[metricREST] - m0.sums[metricREST] + 0.5)
+}
+
+// opsText lists the REST requests between two scrapes per operation.
+func opsText(m0, m1 metricsSnapshot) string {
+	ops := byLabel(m0, m1, metricREST, "op")
+	if len(ops) == 0 {
+		return "none"
+	}
+	keys := make([]string, 0, len(ops))
+	for k := range ops {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if ops[keys[i]] != ops[keys[j]] {
+			return ops[keys[i]] > ops[keys[j]]
+		}
+		return keys[i] < keys[j]
+	})
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s %.0f", k, ops[k])
+	}
+	return strings.Join(parts, ", ")
+}
+
+// scrapePair scrapes the bridge's metrics; the error of a failed scrape is
+// kept so that a figure that depends on it is reported as missing.
+func (br *bridgeProc) scrape(ctx context.Context) (metricsSnapshot, error) {
+	m, err := scrape(ctx, br.metricsURL)
+	if err != nil {
+		return m, fmt.Errorf("metrics: %w", err)
+	}
+	return m, nil
+}
