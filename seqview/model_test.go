@@ -178,7 +178,7 @@ func (r *modelRun) fetched(c *clientModel, seq uint32, uid imap.UID, flags []ima
 
 // apply gives the responses of an Updates to client c, checking each as
 // the client receives it.
-func (r *modelRun) apply(c *clientModel, rs []Response) {
+func (r *modelRun) apply(c *clientModel, rs []Response, allowExpunge bool) {
 	r.t.Helper()
 	for _, resp := range rs {
 		switch resp.Kind {
@@ -190,6 +190,9 @@ func (r *modelRun) apply(c *clientModel, rs []Response) {
 			}
 			c.announced = slices.Clone(resp.Flags)
 		case Expunge:
+			if !allowExpunge {
+				r.fatalf("client %d: EXPUNGE during FETCH, STORE or SEARCH", c.id)
+			}
 			n := resp.Num
 			if n == 0 || int(n) > len(c.list) {
 				r.fatalf("client %d: EXPUNGE %d with %d messages", c.id, n, len(c.list))
@@ -251,7 +254,7 @@ func (r *modelRun) updates(c *clientModel, allowExpunge bool) {
 	if err != nil {
 		r.fatalf("client %d: Updates: %v", c.id, err)
 	}
-	r.apply(c, rs)
+	r.apply(c, rs, allowExpunge)
 	i, _ := slices.BinarySearch(c.list, last+1)
 	if i < len(c.list) {
 		r.fetchFlags(c, c.list[i:])
@@ -645,7 +648,7 @@ func runModel(t *testing.T, seed uint64, steps int) {
 }
 
 func TestModelRandom(t *testing.T) {
-	seeds, steps := 400, 300
+	seeds, steps := 300, 300
 	if testing.Short() {
 		seeds = 50
 	}
