@@ -51,7 +51,7 @@ type Config struct {
 	// operations answer CodeNotConfigured.
 	Registrar *restclient.Registrar
 	// Store holds the sent records; nil makes "status" require smtpIds.
-	Store *mailbox.Store
+	Store mailbox.StateStore
 	// Logger gets one line per request: operation, result code, duration.
 	Logger *slog.Logger
 	// RequestTimeout bounds one request; zero means DefaultRequestTimeout.

@@ -34,7 +34,7 @@ type Config struct {
 	// wrapped in a budget).
 	Provider  upstream.Provider
 	Verifier  *mailbox.Verifier
-	Store     *mailbox.Store
+	Store     mailbox.StateStore
 	TLSConfig *tls.Config
 	// AllowInsecureAuth allows LOGIN without TLS on non-loopback listeners.
 	AllowInsecureAuth bool

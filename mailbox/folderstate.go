@@ -21,28 +21,9 @@ import (
 //     so that UIDNEXT never goes down even after the newest message is gone;
 //   - every flag other than \Seen, per UID, under the UIDVALIDITY it
 //     belongs to.
-
-const folderStateSchema = `
-CREATE TABLE IF NOT EXISTS folder_state (
-	username     TEXT NOT NULL COLLATE NOCASE,
-	folder       TEXT NOT NULL,
-	uid_validity INTEGER NOT NULL,
-	uid_next     INTEGER NOT NULL,
-	PRIMARY KEY (username, folder)
-);
-CREATE TABLE IF NOT EXISTS flags (
-	username     TEXT NOT NULL COLLATE NOCASE,
-	folder       TEXT NOT NULL,
-	uid_validity INTEGER NOT NULL,
-	uid          INTEGER NOT NULL,
-	flags        TEXT NOT NULL,
-	PRIMARY KEY (username, folder, uid_validity, uid)
-);
-CREATE TABLE IF NOT EXISTS validity_counter (
-	id   INTEGER PRIMARY KEY CHECK (id = 1),
-	last INTEGER NOT NULL
-);
-`
+//
+// The tables (folder_state, flags, validity_counter) are created by
+// migration 1 in schema.go.
 
 // FolderState is the bridge's bookkeeping for one folder.
 type FolderState struct {

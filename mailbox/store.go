@@ -14,41 +14,35 @@ import (
 	_ "modernc.org/sqlite" // pure-Go SQLite, so builds stay CGO_ENABLED=0
 )
 
-// Store is the bridge's own state, kept in SQLite in the data directory:
-// what the provider does not keep but mail clients need. It holds no
-// message content: no bodies, subjects or attachment names.
+// Store is the StateStore kept in SQLite, in the file state.db of the
+// data directory: what the provider does not keep but mail clients need.
+// It holds no message content: no bodies, subjects or attachment names.
 type Store struct {
 	db *sql.DB
 }
 
-const storeSchema = `
-CREATE TABLE IF NOT EXISTS sent (
-	id          INTEGER PRIMARY KEY,
-	username    TEXT NOT NULL COLLATE NOCASE,
-	smtp_id     TEXT NOT NULL,
-	message_id  TEXT NOT NULL,
-	sent_at     INTEGER NOT NULL
-);
-CREATE INDEX IF NOT EXISTS sent_by_message_id ON sent (username, message_id);
-CREATE INDEX IF NOT EXISTS sent_by_smtp_id ON sent (smtp_id);
-`
-
-// OpenStore opens (creating if needed) the state store in dir.
+// OpenStore opens (creating if needed) the state store in dir and brings
+// its schema up to date (see migrate.go). A store written by a newer
+// bridge is refused with an error wrapping ErrSchemaTooNew.
+//
+// Transactions take SQLite's write lock when they begin (_txlock=immediate):
+// most of them read and then write, and a deferred one could otherwise fail
+// with SQLITE_BUSY half-way when another process holds the store too.
 func OpenStore(dir string) (*Store, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("mailbox: state directory: %w", err)
 	}
 	path := filepath.Join(dir, "state.db")
 	dsn := "file:" + (&url.URL{Path: path}).EscapedPath() +
-		"?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)"
+		"?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_txlock=immediate"
 	db, err := sql.Open("sqlite", dsn)
 	if err != nil {
 		return nil, fmt.Errorf("mailbox: opening state store: %w", err)
 	}
 	db.SetMaxOpenConns(1)
-	if _, err := db.Exec(storeSchema + folderStateSchema); err != nil {
+	if err := migrate(context.Background(), db, migrations); err != nil {
 		db.Close()
-		return nil, fmt.Errorf("mailbox: creating state store: %w", err)
+		return nil, fmt.Errorf("mailbox: state store %s: %w", path, err)
 	}
 	return &Store{db: db}, nil
 }

@@ -47,7 +47,7 @@ type Config struct {
 	Verifier *mailbox.Verifier
 	// Store records submitted messages (smtpId, Message-ID, time); nil
 	// keeps no record.
-	Store *mailbox.Store
+	Store mailbox.StateStore
 	// Hostname is announced in the greeting.
 	Hostname string
 	// TLSConfig is needed for STARTTLS and implicit TLS.

@@ -1,0 +1,46 @@
+package mailbox
+
+// migrations is the state store's schema history, oldest first. Version n
+// is migrations[n-1]. Append only: a released migration is never edited,
+// because databases out there already carry it; a change of schema is a
+// new migration.
+var migrations = []migration{
+	{
+		version: 1,
+		name:    "sent journal and folder state",
+		// The schema the store had before it was versioned, word for
+		// word. Its IF NOT EXISTS clauses let a database made then
+		// adopt version 1 without change.
+		sql: `
+CREATE TABLE IF NOT EXISTS sent (
+	id          INTEGER PRIMARY KEY,
+	username    TEXT NOT NULL COLLATE NOCASE,
+	smtp_id     TEXT NOT NULL,
+	message_id  TEXT NOT NULL,
+	sent_at     INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS sent_by_message_id ON sent (username, message_id);
+CREATE INDEX IF NOT EXISTS sent_by_smtp_id ON sent (smtp_id);
+
+CREATE TABLE IF NOT EXISTS folder_state (
+	username     TEXT NOT NULL COLLATE NOCASE,
+	folder       TEXT NOT NULL,
+	uid_validity INTEGER NOT NULL,
+	uid_next     INTEGER NOT NULL,
+	PRIMARY KEY (username, folder)
+);
+CREATE TABLE IF NOT EXISTS flags (
+	username     TEXT NOT NULL COLLATE NOCASE,
+	folder       TEXT NOT NULL,
+	uid_validity INTEGER NOT NULL,
+	uid          INTEGER NOT NULL,
+	flags        TEXT NOT NULL,
+	PRIMARY KEY (username, folder, uid_validity, uid)
+);
+CREATE TABLE IF NOT EXISTS validity_counter (
+	id   INTEGER PRIMARY KEY CHECK (id = 1),
+	last INTEGER NOT NULL
+);
+`,
+	},
+}
