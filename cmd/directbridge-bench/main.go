@@ -19,6 +19,7 @@
 //	go run ./cmd/directbridge-bench -out BENCHMARKS.md            # full run, about 25 minutes on 2 cores
 //	go run ./cmd/directbridge-bench -quick -out /tmp/bench.md      # small sizes, under a minute, what CI runs
 //	go run ./cmd/directbridge-bench -run 'sync10k|idle' -out /tmp/b.md
+//	go run ./cmd/directbridge-bench -rev cd284d7 -out /tmp/before.md  # measure an older commit
 //
 // The full run compares with Dovecot (-dovecot, on by default; skipped with
 // a note when dovecot is not installed) and runs imaptest through
@@ -43,6 +44,7 @@ type options struct {
 	run      *regexp.Regexp
 	out      string
 	bin      string
+	rev      string
 	dovecot  bool
 	imaptest string
 	label    string
@@ -82,6 +84,7 @@ func run() int {
 	flag.StringVar(&runRE, "run", "", "regular expression selecting scenarios by name: imaptest, onebyone, sync10k, sync50k, idle, manyidle, connmem, smtp")
 	flag.StringVar(&o.out, "out", "", "file to write the report to (e.g. BENCHMARKS.md); empty: standard output")
 	flag.StringVar(&o.bin, "bin", "", "directbridge binary to measure; empty: go build ./cmd/directbridge into a temporary directory")
+	flag.StringVar(&o.rev, "rev", "", "git revision of this repository to build and measure (e.g. a commit before a change, for a before/after pair on one machine); empty: the working tree")
 	flag.BoolVar(&o.dovecot, "dovecot", true, "compare with a private Dovecot where the table asks for it (skipped with a note when dovecot is not installed; off in -quick)")
 	flag.StringVar(&o.imaptest, "imaptest", "../shared/tools/imaptest/run.sh", "imaptest run.sh (see its README); skipped with a note when absent; empty or -quick: skipped")
 	flag.IntVar(&o.imaptestSecs, "imaptest-secs", 10, "length of each imaptest stress run, seconds")

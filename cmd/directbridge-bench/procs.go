@@ -23,6 +23,8 @@ type bench struct {
 	work    string // temporary directory, removed at the end unless -keep
 	corpus  *corpus
 	started time.Time
+	// commitRev is the commit built with -rev.
+	commitRev string
 }
 
 func newBench(ctx context.Context, o options) (*bench, error) {
@@ -42,9 +44,16 @@ func newBench(ctx context.Context, o options) (*bench, error) {
 			return nil, errors.New("not inside the directbridge module: run from the repository root or pass -bin")
 		}
 		b.bin = filepath.Join(work, "directbridge")
-		b.logf("building ./cmd/directbridge")
+		src := b.root
+		if o.rev != "" {
+			if src, err = b.checkout(ctx, o.rev); err != nil {
+				b.close()
+				return nil, err
+			}
+		}
+		b.logf("building ./cmd/directbridge in %s", src)
 		cmd := exec.CommandContext(ctx, "go", "build", "-o", b.bin, "./cmd/directbridge")
-		cmd.Dir = b.root
+		cmd.Dir = src
 		if out, err := cmd.CombinedOutput(); err != nil {
 			b.close()
 			return nil, fmt.Errorf("go build ./cmd/directbridge: %w\n%s", err, out)
@@ -52,6 +61,38 @@ func newBench(ctx context.Context, o options) (*bench, error) {
 	}
 	b.corpus = loadCorpus(o.testdata)
 	return b, nil
+}
+
+// checkout extracts the tree of a git revision into the work directory
+// (git archive: the repository and its worktrees are left alone).
+func (b *bench) checkout(ctx context.Context, rev string) (string, error) {
+	out, err := exec.CommandContext(ctx, "git", "-C", b.root, "rev-parse", "--verify", rev+"^{commit}").Output()
+	if err != nil {
+		return "", fmt.Errorf("-rev %s: not a commit of %s", rev, b.root)
+	}
+	b.commitRev = strings.TrimSpace(string(out))
+	dir := filepath.Join(b.work, "src")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", err
+	}
+	archive := exec.CommandContext(ctx, "git", "-C", b.root, "archive", "--format=tar", b.commitRev)
+	untar := exec.CommandContext(ctx, "tar", "-x", "-C", dir)
+	pipe, err := archive.StdoutPipe()
+	if err != nil {
+		return "", err
+	}
+	untar.Stdin = pipe
+	if err := archive.Start(); err != nil {
+		return "", err
+	}
+	if out, err := untar.CombinedOutput(); err != nil {
+		archive.Wait()
+		return "", fmt.Errorf("-rev %s: tar: %w: %s", rev, err, out)
+	}
+	if err := archive.Wait(); err != nil {
+		return "", fmt.Errorf("-rev %s: git archive: %w", rev, err)
+	}
+	return dir, nil
 }
 
 func (b *bench) close() {

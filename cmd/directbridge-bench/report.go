@@ -196,20 +196,30 @@ func (r *report) commit() string {
 	if b.o.bin != "" {
 		return "binary given with -bin (" + b.o.bin + "); its source commit is not known here"
 	}
-	head, err := exec.Command("git", "-C", b.root, "rev-parse", "HEAD").Output()
+	rev := "HEAD"
+	if b.commitRev != "" {
+		rev = b.commitRev
+	}
+	head, err := exec.Command("git", "-C", b.root, "rev-parse", rev).Output()
 	if err != nil {
 		return "unknown (not a git checkout)"
 	}
-	st, _ := exec.Command("git", "-C", b.root, "status", "--porcelain").Output()
 	var dirty []string
-	for _, l := range strings.Split(strings.TrimSpace(string(st)), "\n") {
-		if l != "" && !strings.HasSuffix(l, "BENCHMARKS.md") {
-			dirty = append(dirty, strings.TrimSpace(l))
+	if b.commitRev == "" {
+		st, _ := exec.Command("git", "-C", b.root, "status", "--porcelain").Output()
+		for _, l := range strings.Split(strings.TrimSpace(string(st)), "\n") {
+			if l != "" && !strings.HasSuffix(l, "BENCHMARKS.md") {
+				dirty = append(dirty, strings.TrimSpace(l))
+			}
 		}
 	}
 	s := strings.TrimSpace(string(head))
-	if subj, err := exec.Command("git", "-C", b.root, "log", "-1", "--format=%s", "HEAD").Output(); err == nil {
+	if subj, err := exec.Command("git", "-C", b.root, "log", "-1", "--format=%s", s).Output(); err == nil {
 		s = "`" + s + "` (" + strings.TrimSpace(string(subj)) + ")"
+	}
+	if b.commitRev != "" {
+		s += ", built with `-rev` from `git archive` of that commit (clean by construction)"
+		return s
 	}
 	if len(dirty) > 0 {
 		sort.Strings(dirty)
