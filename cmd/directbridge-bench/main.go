@@ -20,6 +20,7 @@
 //	go run ./cmd/directbridge-bench -quick -out /tmp/bench.md      # small sizes, under a minute, what CI runs
 //	go run ./cmd/directbridge-bench -run 'sync10k|idle' -out /tmp/b.md
 //	go run ./cmd/directbridge-bench -rev cd284d7 -out /tmp/before.md  # measure an older commit
+//	go run ./cmd/directbridge-bench -before BENCHMARKS.md -out BENCHMARKS.md  # keep the old figures as a "before" column
 //
 // The full run compares with Dovecot (-dovecot, on by default; skipped with
 // a note when dovecot is not installed) and runs imaptest through
@@ -45,6 +46,7 @@ type options struct {
 	out      string
 	bin      string
 	rev      string
+	before   *previous
 	dovecot  bool
 	imaptest string
 	label    string
@@ -79,7 +81,7 @@ func main() {
 
 func run() int {
 	var o options
-	var runRE string
+	var runRE, beforePath string
 	flag.BoolVar(&o.quick, "quick", false, "small sizes, no Dovecot, no imaptest: a few seconds to under a minute (what CI runs)")
 	flag.StringVar(&runRE, "run", "", "regular expression selecting scenarios by name: imaptest, onebyone, sync10k, sync50k, idle, manyidle, connmem, smtp")
 	flag.StringVar(&o.out, "out", "", "file to write the report to (e.g. BENCHMARKS.md); empty: standard output")
@@ -89,6 +91,7 @@ func run() int {
 	flag.StringVar(&o.imaptest, "imaptest", "../shared/tools/imaptest/run.sh", "imaptest run.sh (see its README); skipped with a note when absent; empty or -quick: skipped")
 	flag.IntVar(&o.imaptestSecs, "imaptest-secs", 10, "length of each imaptest stress run, seconds")
 	flag.IntVar(&o.imaptestRounds, "imaptest-rounds", 2, "imaptest interleaved stress rounds")
+	flag.StringVar(&beforePath, "before", "", "an earlier report (e.g. BENCHMARKS.md with the baseline figures, read before -out is written): its figures become a \"before\" column")
 	flag.StringVar(&o.label, "label", "", "a line printed at the top of the report (e.g. \"Baseline: main before the mailstore engine\")")
 	flag.BoolVar(&o.keep, "keep", false, "keep the work directory (logs of bridge, sandbox, Dovecot, imaptest)")
 	flag.BoolVar(&o.verbose, "v", false, "progress on standard error")
@@ -123,6 +126,12 @@ func run() int {
 		return 2
 	}
 	o.run = re
+	if beforePath != "" {
+		if o.before, err = readPrevious(beforePath); err != nil {
+			fmt.Fprintln(os.Stderr, "directbridge-bench: -before:", err)
+			return 2
+		}
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

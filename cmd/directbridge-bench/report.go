@@ -105,9 +105,24 @@ func (r *report) render() string {
 	for _, l := range r.machine() {
 		fmt.Fprintf(&w, "- %s\n", l)
 	}
-	w.WriteString("\n## Results\n\n| scenario | measured | target | met? |\n|---|---|---|---|\n")
+	w.WriteString("\n## Results\n\n")
+	pv := b.o.before
+	if pv != nil {
+		fmt.Fprintf(&w, "\"before\" is from %s (%s; %s).\n\n", pv.path, pv.commit, pv.date)
+		w.WriteString("| scenario | before | measured | target | met? |\n|---|---|---|---|---|\n")
+	} else {
+		w.WriteString("| scenario | measured | target | met? |\n|---|---|---|---|\n")
+	}
 	for _, x := range r.results {
 		for _, rw := range x.out.rows {
+			if pv != nil {
+				old := pv.measured[rw.scenario]
+				if old == "" {
+					old = "-"
+				}
+				fmt.Fprintf(&w, "| %s | %s ", rw.scenario, old)
+				rw.scenario = ""
+			}
 			m, met := rw.measured, rw.met
 			if x.err != nil && m == "" {
 				m, met = "failed: "+oneLine(x.err.Error()), "n/a"
@@ -118,7 +133,10 @@ func (r *report) render() string {
 			if met == "" {
 				met = "n/a"
 			}
-			fmt.Fprintf(&w, "| %s | %s | %s | %s |\n", rw.scenario, m, rw.target, met)
+			if pv == nil {
+				fmt.Fprintf(&w, "| %s ", rw.scenario)
+			}
+			fmt.Fprintf(&w, "| %s | %s | %s |\n", m, rw.target, met)
 		}
 	}
 	w.WriteString("\n## How each figure was measured\n")
@@ -257,3 +275,51 @@ func yesNo(ok bool) string {
 func mib(n int64) string { return fmt.Sprintf("%.1f MB", float64(n)/1e6) }
 
 func secs(d time.Duration) string { return fmt.Sprintf("%.2f s", d.Seconds()) }
+
+// previous is an earlier report's figures (-before).
+type previous struct {
+	path, commit, date string
+	measured           map[string]string // by scenario text
+}
+
+// readPrevious reads the results table of a report this program wrote
+// (with or without its own "before" column).
+func readPrevious(path string) (*previous, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	p := &previous{path: path, commit: "commit unknown", date: "date unknown", measured: map[string]string{}}
+	col := -1
+	for _, l := range strings.Split(string(data), "\n") {
+		if c, ok := strings.CutPrefix(l, "- commit: "); ok && p.commit == "commit unknown" {
+			p.commit = "commit " + strings.TrimSpace(strings.SplitN(c, " (", 2)[0])
+		}
+		if d, ok := strings.CutPrefix(l, "- date: "); ok && p.date == "date unknown" {
+			p.date = strings.TrimSpace(strings.SplitN(d, ";", 2)[0])
+		}
+		if !strings.HasPrefix(l, "|") {
+			continue
+		}
+		cells := strings.Split(strings.Trim(strings.TrimSpace(l), "|"), "|")
+		for i := range cells {
+			cells[i] = strings.TrimSpace(cells[i])
+		}
+		if len(cells) > 0 && cells[0] == "scenario" {
+			col = -1
+			for i, c := range cells {
+				if c == "measured" {
+					col = i
+				}
+			}
+			continue
+		}
+		if col > 0 && col < len(cells) && cells[0] != "" && !strings.HasPrefix(cells[0], "---") {
+			p.measured[cells[0]] = cells[col]
+		}
+	}
+	if len(p.measured) == 0 {
+		return nil, fmt.Errorf("%s: no results table found", path)
+	}
+	return p, nil
+}

@@ -127,7 +127,13 @@ func (b *bench) runImaptestScript(ctx context.Context, script, name string, br *
 	}
 	defer logf.Close()
 	cmd.Stdout, cmd.Stderr = logf, logf
-	b.logf("%s: %s", name, strings.Join(cmd.Args, " "))
+	shown := append([]string(nil), cmd.Args...)
+	for i := range shown {
+		if i > 0 && (shown[i-1] == "--pass" || shown[i-1] == "--pass2") {
+			shown[i] = "***"
+		}
+	}
+	b.logf("%s: %s", name, strings.Join(shown, " "))
 	runErr := cmd.Run()
 	sum, err := os.ReadFile(filepath.Join(dir, "summary.md"))
 	if err != nil {
