@@ -202,7 +202,14 @@ func (r *report) machine() []string {
 		out = append(out, "binary: `"+strings.TrimSpace(string(v))+"`")
 	}
 	out = append(out, "Go: "+runtime.Version())
-	out = append(out, "command: `"+strings.Join(os.Args, " ")+"`")
+	args := []string{"go run ./cmd/directbridge-bench"}
+	for _, a := range os.Args[1:] {
+		if strings.ContainsAny(a, " \"'|*()") {
+			a = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+		}
+		args = append(args, a)
+	}
+	out = append(out, "command: `"+strings.Join(args, " ")+"`")
 	out = append(out, "messages: "+b.corpus.source+"; bodies of 1.5-4 KB of synthetic text, every 8th/40th/200th message with a 5.6/23/48 KB attachment (base64)")
 	return out
 }
