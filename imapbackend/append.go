@@ -151,13 +151,7 @@ func (s *session) placeAppended(ctx context.Context, folder string, prev int64, 
 		up.kept, up.setKept = kept, true
 	}
 	if up.seen != nil || up.setKept {
-		if dm != nil {
-			dm.syncMu.Lock()
-		}
 		_, err := s.applyFlags(ctx, folder, validity, dm, []flagUpdate{up}, nil)
-		if dm != nil {
-			dm.syncMu.Unlock()
-		}
 		if err != nil {
 			log.Warn("imap append: setting flags failed", "user", s.auth.Username, "err", err)
 		}
@@ -239,9 +233,6 @@ func (s *session) appendSent(ctx context.Context, msgID string, seen bool, kept 
 	if uid <= 0 || uid > maxUID {
 		return nil, false, errUIDTooLarge
 	}
-
-	sm.syncMu.Lock()
-	defer sm.syncMu.Unlock()
 	sm.mu.Lock()
 	validity := sm.validity
 	up := flagUpdate{uid: imap.UID(uid)}

@@ -101,8 +101,6 @@ func (s *session) transfer(w *imapserver.MoveWriter, numSet imap.NumSet, destNam
 		return nil, err
 	}
 
-	unlock := m.holdSync()
-	defer unlock()
 	// A refresh may have removed some meanwhile; copy what is left.
 	m.mu.Lock()
 	var uids []imap.UID
@@ -133,7 +131,6 @@ func (s *session) transfer(w *imapserver.MoveWriter, numSet imap.NumSet, destNam
 		}
 		// Part may have been done (a later batch failed, or no answer
 		// came): show what the provider now has.
-		unlock()
 		if move {
 			m.sync(ctx)
 		}
@@ -163,7 +160,6 @@ func (s *session) transfer(w *imapserver.MoveWriter, numSet imap.NumSet, destNam
 		if err := c.Delete(ctx, s.auth, m.name, uidList(done), true); err != nil {
 			// The copies are made and the originals still there: the
 			// client sees both after the refresh.
-			unlock()
 			m.sync(ctx)
 			return nil, imapError(err)
 		}
@@ -171,7 +167,6 @@ func (s *session) transfer(w *imapserver.MoveWriter, numSet imap.NumSet, destNam
 	if move {
 		s.removeMessages(ctx, m, srcValidity, done)
 	}
-	unlock() // the destination may be this folder (COPY): its refresh takes syncMu
 
 	data := s.placeCopies(ctx, dest, prev, src)
 	if move && data != nil {
@@ -216,13 +211,7 @@ func (s *session) placeCopies(ctx context.Context, dest string, prev int64, src 
 		}
 	}
 	if len(ups) > 0 {
-		if dm != nil {
-			dm.syncMu.Lock()
-		}
 		_, err := s.applyFlags(ctx, dest, validity, dm, ups, nil)
-		if dm != nil {
-			dm.syncMu.Unlock()
-		}
 		if err != nil {
 			s.srv.cfg.Logger.Warn("imap copy: carrying flags failed", "user", s.auth.Username, "err", err)
 		}
@@ -368,6 +357,10 @@ func (s *session) folderValidity(ctx context.Context, folder string, dm *mirror)
 
 // fillMeta keeps metadata read for another purpose, so that a later FETCH
 // of these messages needs no call.
+//
+// Whole messages (GetUnreadMessages answers) are kept without their body
+// and attachments: the raw bytes are the cache's business, and the
+// metadata of a large folder must stay small.
 func (m *mirror) fillMeta(details []directapi.MessageDetail) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -377,9 +370,17 @@ func (m *mirror) fillMeta(details []directapi.MessageDetail) {
 			continue
 		}
 		if msg := m.byUID[imap.UID(d.UID)]; msg != nil && msg.meta == nil {
-			msg.meta = d
+			msg.meta = metaOnly(d)
 		}
 	}
+}
+
+// metaOnly is a copy of d without body and attachments, which does not
+// keep the answer it came from in memory.
+func metaOnly(d *directapi.MessageDetail) *directapi.MessageDetail {
+	c := *d
+	c.Body, c.AttachmentList = "", nil
+	return &c
 }
 
 // noFolder reports a provider refusal of a folder operation: the folder

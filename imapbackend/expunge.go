@@ -41,9 +41,6 @@ func (s *session) Expunge(w *imapserver.ExpungeWriter, uids *imap.UIDSet) error 
 	ctx, cancel := s.ctx()
 	defer cancel()
 
-	unlock := m.holdSync()
-	defer unlock()
-
 	m.mu.Lock()
 	gone, validity := m.gone, m.validity
 	var only imap.NumSet
@@ -72,12 +69,10 @@ func (s *session) Expunge(w *imapserver.ExpungeWriter, uids *imap.UIDSet) error 
 	if err != nil {
 		// Part may be done (a later batch failed, or no answer came):
 		// show what the provider has now.
-		unlock()
 		m.sync(ctx)
 		return imapError(err)
 	}
 	s.removeMessages(ctx, m, validity, done)
-	unlock()
 	if !forever && len(done) > 0 {
 		// Connections watching the Trash see the messages arrive.
 		if tm := s.srv.hub.peek(s.auth.Username, trashFolder); tm != nil {
@@ -91,7 +86,8 @@ func (s *session) Expunge(w *imapserver.ExpungeWriter, uids *imap.UIDSet) error 
 // out of its mirror, queueing one EXPUNGE per message for every view
 // (which numbers each when it is sent, so that each number is right at
 // that moment, RFC 9051 §7.5.1), and drops the flags the bridge kept for
-// them. The caller holds m.syncMu.
+// them, raising the mirror's version and noting the removals so that an
+// older refresh's answer does not bring them back (mirror.apply).
 func (s *session) removeMessages(ctx context.Context, m *mirror, validity uint32, uids []imap.UID) {
 	set := make(map[imap.UID]bool, len(uids))
 	for _, u := range uids {
@@ -100,6 +96,13 @@ func (s *session) removeMessages(ctx context.Context, m *mirror, validity uint32
 	forget := map[uint32][]string{}
 	m.mu.Lock()
 	if m.loaded {
+		m.version++
+		if m.removed == nil {
+			m.removed = map[imap.UID]uint64{}
+		}
+		for _, u := range uids {
+			m.removed[u] = m.version
+		}
 		for i := len(m.msgs) - 1; i >= 0; i-- {
 			msg := m.msgs[i]
 			if !set[msg.uid] {

@@ -325,13 +325,11 @@ func (s *session) fetchRaws(ctx context.Context, chunk []*fetchMsg) error {
 // 9051 §6.4.5 asks when \Seen is set implicitly, so its own view is
 // left out.
 //
-// The mirror's syncMu is held from the provider call until the mirror
-// shows the change (the rule of store.go), so that a refresh which read
-// the unread list before the call cannot undo \Seen afterwards.
+// The change raises the mirror's version (the rule of store.go), so that
+// a refresh which read the unread list before the call cannot undo \Seen
+// afterwards.
 func (s *session) fetchMarkSeen(ctx context.Context, chunk []*fetchMsg) error {
 	m := s.sel
-	m.syncMu.Lock()
-	defer m.syncMu.Unlock()
 	var uids []int64
 	m.mu.Lock()
 	for _, fm := range chunk {
@@ -352,6 +350,7 @@ func (s *session) fetchMarkSeen(ctx context.Context, chunk []*fetchMsg) error {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.version++
 	for _, fm := range chunk {
 		if fm.gone || !marked[fm.msg.uid] {
 			continue

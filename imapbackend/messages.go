@@ -185,7 +185,7 @@ func (m *mirror) loadMeta(ctx context.Context, c upstream.Provider, msgs []*mess
 			continue
 		}
 		if msg := m.byUID[imap.UID(d.UID)]; msg != nil && !metaKnown(msg.meta) {
-			msg.meta = d
+			msg.meta = metaOnly(d)
 		}
 	}
 	var missed []*message

@@ -15,21 +15,23 @@ import (
 
 // mirror is the bridge's view of one provider folder of one user, shared by
 // every connection that selects it: the UIDs, the read state, the flags the
-// bridge keeps, message metadata loaded when first needed, and go-imap's
-// MailboxTracker, which hands each connection the EXISTS, EXPUNGE and FETCH
-// FLAGS updates it has not seen yet. One poller per mirror refreshes it
-// while any connection watches it, so a hundred idle connections on one
-// folder cost one poll per interval.
+// bridge keeps, message metadata loaded when first needed, and the views
+// of the connections that have it selected (view.go). One poller per
+// mirror refreshes it while any connection watches it, so a hundred idle
+// connections on one folder cost one poll per interval.
 //
-// Concurrency: mu guards every field below it. REST calls are made without
-// holding mu where they can be; sync holds syncMu so that only one refresh
-// runs at a time.
+// Concurrency: mu guards every field below it, and is never held across a
+// provider call or a state-store call, so no command on the folder waits
+// for another's round trip. Refreshes are versioned instead of locked out:
+// every change a command applies to the mirror raises version, and a
+// refresh whose provider answers were read before such a change does not
+// undo it (its read state is not applied; UIDs removed meanwhile stay
+// removed, see removed). One refresh runs at a time; callers that want one
+// share it (see refresh).
 type mirror struct {
 	hub  *hub
 	user string // lower-case Direct address
 	name string // provider folder name, also the IMAP name
-
-	syncMu sync.Mutex
 
 	mu          sync.Mutex
 	auth        directapi.Authentication // latest credentials of a watcher: polling needs some
@@ -46,12 +48,35 @@ type mirror struct {
 	// while the bridge was not looking are recent.
 	recentFrom imap.UID
 	loaded     bool
-	syncedAt   time.Time
-	refs       int
-	evict      *time.Timer // pending forget after the last release
-	dropped    bool        // forgotten by the hub; acquire takes a new one
-	stopPoll   chan struct{}
-	gone       error // set when the folder vanished or its UIDs were renumbered
+	syncedAt   time.Time // when the last refresh finished
+	// version counts the changes commands applied to the mirror (flags,
+	// removals); a refresh compares it before and after its round trips.
+	version uint64
+	// removed holds UIDs this bridge removed (EXPUNGE, MOVE) at the
+	// version of the removal, until a refresh that started later shows
+	// the provider no longer lists them: an earlier refresh's answer must
+	// not bring them back, nor take them for a renumbering.
+	removed map[imap.UID]uint64
+	// flight is the refresh under way, if any; lastStart is when the
+	// last successful one started.
+	flight    *refreshFlight
+	lastStart time.Time
+	// metaAt is when metadata was last listed for the folder (whole or
+	// by received date): messages that arrived since are found with
+	// SearchMessagesMetadataByReceivedDate from it on (meta.go).
+	metaAt   time.Time
+	refs     int
+	evict    *time.Timer // pending forget after the last release
+	dropped  bool        // forgotten by the hub; acquire takes a new one
+	stopPoll chan struct{}
+	gone     error // set when the folder vanished or its UIDs were renumbered
+}
+
+// refreshFlight is one refresh under way, which other callers can wait for.
+type refreshFlight struct {
+	started time.Time
+	done    chan struct{}
+	err     error
 }
 
 // message is one message of a mirror.
@@ -89,31 +114,73 @@ const maxUID = 0xFFFFFFFF
 // explicitly rather than truncated into some other message's UID.
 var errUIDTooLarge = errors.New("imapbackend: provider UID beyond 32 bits")
 
-// sync refreshes the mirror from the provider and queues the differences
-// into the tracker. It costs two calls when nothing changed (GetUIDs and
-// GetUnreadMessageCount) and one more (GetUnreadMessages) when the read
-// state cannot be inferred: the provider reports read state only through
-// the list of unread messages, so the bridge infers it when the unread
-// count matches "old state plus new messages unread" and asks otherwise.
-// A change that keeps the count (one message read and another unread
-// between two polls, by another client) is seen at the next count change.
+// sync refreshes the mirror with a refresh that starts now or later.
 func (m *mirror) sync(ctx context.Context) error {
-	return m.syncIfOlder(ctx, 0)
+	return m.refresh(ctx, time.Now())
 }
 
-// syncIfOlder refreshes the mirror unless a refresh that finished less
-// than maxAge ago already did: connections that ask at once wait for one
-// refresh and share it, instead of each making its own in turn.
+// syncIfOlder refreshes the mirror unless a refresh that started less
+// than maxAge ago succeeded: connections that ask at once share one
+// refresh instead of each making its own in turn.
 func (m *mirror) syncIfOlder(ctx context.Context, maxAge time.Duration) error {
-	m.syncMu.Lock()
-	defer m.syncMu.Unlock()
-	m.mu.Lock()
-	auth, loaded := m.auth, m.loaded
-	fresh := loaded && maxAge > 0 && time.Since(m.syncedAt) <= maxAge
-	m.mu.Unlock()
-	if fresh {
-		return nil
+	return m.refresh(ctx, time.Now().Add(-maxAge))
+}
+
+// refresh makes sure a refresh that started at notBefore or later has
+// succeeded: it returns at once if the last one did, waits for the one
+// under way if that one qualifies, and otherwise (after any under way)
+// makes one itself. Only one runs at a time, and nobody holds a lock that
+// commands need while it talks to the provider.
+func (m *mirror) refresh(ctx context.Context, notBefore time.Time) error {
+	for {
+		m.mu.Lock()
+		if m.loaded && !m.lastStart.Before(notBefore) {
+			m.mu.Unlock()
+			return nil
+		}
+		if f := m.flight; f != nil {
+			m.mu.Unlock()
+			select {
+			case <-f.done:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			// A failed refresh is not shared: its error may be its
+			// caller's (a canceled command) or a blip; try again.
+			if f.err == nil && !f.started.Before(notBefore) {
+				return nil
+			}
+			continue
+		}
+		f := &refreshFlight{started: time.Now(), done: make(chan struct{})}
+		m.flight = f
+		m.mu.Unlock()
+
+		f.err = m.doRefresh(ctx)
+		m.mu.Lock()
+		m.flight = nil
+		if f.err == nil {
+			m.lastStart = f.started
+		}
+		m.mu.Unlock()
+		close(f.done)
+		return f.err
 	}
+}
+
+// doRefresh reads the folder from the provider and merges it into the
+// mirror, queueing the differences into the views. It costs two calls
+// when nothing changed (GetUIDs and GetUnreadMessageCount) and one more
+// (GetUnreadMessages) when the read state cannot be inferred: the provider
+// reports read state only through the list of unread messages, so the
+// bridge infers it when the unread count matches "old state plus new
+// messages unread" and asks otherwise. A change that keeps the count (one
+// message read and another unread between two polls, by another client)
+// is seen at the next count change.
+func (m *mirror) doRefresh(ctx context.Context) error {
+	m.mu.Lock()
+	auth, loaded, v0 := m.auth, m.loaded, m.version
+	m.mu.Unlock()
 
 	c := m.hub.cfg.Provider
 	pids, err := c.UIDs(ctx, auth, m.name)
@@ -135,10 +202,7 @@ func (m *mirror) syncIfOlder(ctx context.Context, maxAge time.Duration) error {
 	}
 
 	if !loaded {
-		if err := m.load(ctx, auth, uids, unread); err != nil {
-			return err
-		}
-		return nil
+		return m.load(ctx, auth, uids, unread)
 	}
 
 	m.mu.Lock()
@@ -148,42 +212,49 @@ func (m *mirror) syncIfOlder(ctx context.Context, maxAge time.Duration) error {
 			if !msg.seen {
 				stillUnread++
 			}
-		} else {
+		} else if _, gone := m.removed[u]; !gone {
 			added++
 		}
 	}
+	changed := m.version != v0
 	m.mu.Unlock()
 
 	var unreadSet map[imap.UID]bool
-	if unread != stillUnread+added {
+	if !changed && unread != stillUnread+added {
 		if unreadSet, err = m.unreadUIDs(ctx, auth); err != nil {
 			return err
 		}
 	}
-	return m.apply(ctx, uids, unread, unreadSet)
+	var kept map[uint32][]string
+	if added > 0 {
+		// Flags stored for a UID before the mirror saw it (COPY, MOVE
+		// and APPEND set them on the new UIDs) show at once. Read before
+		// taking the lock: no store I/O under it.
+		m.mu.Lock()
+		validity := m.validity
+		m.mu.Unlock()
+		if kept, err = m.hub.cfg.Store.Flags(ctx, m.user, m.name, validity); err != nil {
+			return err
+		}
+	}
+	return m.apply(ctx, v0, uids, unread, unreadSet, kept)
 }
 
-// holdSync takes the refresh lock for a command that changes messages at
-// the provider (see store.go) and returns an idempotent release, so the
-// command can let go early, before it refreshes the mirror itself.
-func (m *mirror) holdSync() (release func()) {
-	m.syncMu.Lock()
-	var once sync.Once
-	return func() { once.Do(m.syncMu.Unlock) }
-}
-
-// unreadUIDs asks the provider which messages are unread.
+// unreadUIDs asks the provider which messages are unread. The answer holds
+// whole messages: their metadata is kept (without bodies), so that it
+// costs no second call later.
 func (m *mirror) unreadUIDs(ctx context.Context, auth directapi.Authentication) (map[imap.UID]bool, error) {
 	msgs, err := m.hub.cfg.Provider.Unread(ctx, auth, m.name)
 	if err != nil {
 		return nil, err
 	}
 	set := make(map[imap.UID]bool, len(msgs))
-	for _, d := range msgs {
-		if d.UID > 0 && d.UID <= maxUID {
+	for i := range msgs {
+		if d := msgs[i]; d.UID > 0 && d.UID <= maxUID {
 			set[imap.UID(d.UID)] = true
 		}
 	}
+	m.fillMeta(msgs)
 	return set, nil
 }
 
@@ -198,13 +269,20 @@ func (m *mirror) load(ctx context.Context, auth directapi.Authentication, uids [
 		return err
 	}
 	var unreadSet map[imap.UID]bool
+	var details []directapi.MessageDetail
 	if unread > 0 {
-		if unreadSet, err = m.unreadUIDs(ctx, auth); err != nil {
+		// Whole messages: kept as metadata below.
+		if details, err = m.hub.cfg.Provider.Unread(ctx, auth, m.name); err != nil {
 			return err
+		}
+		unreadSet = make(map[imap.UID]bool, len(details))
+		for _, d := range details {
+			if d.UID > 0 && d.UID <= maxUID {
+				unreadSet[imap.UID(d.UID)] = true
+			}
 		}
 	}
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	m.validity = st.UIDValidity
 	m.uidNext = imap.UID(st.UIDNext)
 	m.msgs = make([]*message, 0, len(uids))
@@ -218,30 +296,61 @@ func (m *mirror) load(ctx context.Context, auth directapi.Authentication, uids [
 	m.recentFrom = imap.UID(max(st.UIDNext, 1))
 	m.loaded = true
 	m.syncedAt = time.Now()
-	return m.raiseUIDNextLocked(ctx)
+	seen := m.raiseUIDNextLocked()
+	m.mu.Unlock()
+	m.fillMeta(details)
+	return m.saveUIDNext(ctx, seen)
 }
 
-// raiseUIDNextLocked keeps UIDNEXT above every UID seen, in memory and in
-// the state store, so it never goes down across restarts.
-func (m *mirror) raiseUIDNextLocked(ctx context.Context) error {
+// raiseUIDNextLocked keeps UIDNEXT above every UID seen. It returns the
+// largest UID when that raised it (to be written to the state store after
+// the lock is let go: saveUIDNext), else 0.
+func (m *mirror) raiseUIDNextLocked() uint32 {
 	if n := len(m.msgs); n > 0 && m.msgs[n-1].uid >= m.uidNext {
 		m.uidNext = m.msgs[n-1].uid + 1
-		return m.hub.cfg.Store.SeenUIDs(ctx, m.user, m.name, uint32(m.msgs[n-1].uid))
+		return uint32(m.msgs[n-1].uid)
 	}
-	return nil
+	return 0
+}
+
+// saveUIDNext records the largest UID seen, so UIDNEXT never goes down
+// across restarts.
+func (m *mirror) saveUIDNext(ctx context.Context, largest uint32) error {
+	if largest == 0 {
+		return nil
+	}
+	return m.hub.cfg.Store.SeenUIDs(ctx, m.user, m.name, largest)
 }
 
 // apply merges a fresh UID list and read state into the mirror, queueing
 // EXPUNGE, EXISTS, FETCH FLAGS and, when new messages bring keywords the
 // folder did not have, FLAGS updates (before the EXISTS: a client must
-// learn a keyword from FLAGS before a FETCH shows it). unreadSet nil means "infer": messages
-// already known keep their state, new ones are unread.
-func (m *mirror) apply(ctx context.Context, uids []imap.UID, unread int, unreadSet map[imap.UID]bool) error {
+// learn a keyword from FLAGS before a FETCH shows it). unreadSet nil means
+// "infer": messages already known keep their state, new ones are unread.
+// v0 is the mirror's version when the answers were asked for: when
+// commands changed the mirror since, their changes stand and the read
+// state of the answers is not applied (the next refresh brings it).
+// kept is the stored flags of the folder, read when new messages were
+// expected.
+func (m *mirror) apply(ctx context.Context, v0 uint64, uids []imap.UID, unread int, unreadSet map[imap.UID]bool, kept map[uint32][]string) error {
 	m.mu.Lock()
-	defer m.mu.Unlock()
+	changed := m.version != v0
+	if changed {
+		unreadSet = nil
+	}
 	keep := make(map[imap.UID]bool, len(uids))
 	for _, u := range uids {
 		keep[u] = true
+	}
+	// Removals this bridge made: a UID it removed stays removed; once a
+	// refresh that started after the removal no longer lists it, the
+	// note is dropped.
+	for u, at := range m.removed {
+		if keep[u] {
+			delete(keep, u)
+		} else if at <= v0 {
+			delete(m.removed, u)
+		}
 	}
 	// A UID the mirror never knew, below the largest one it knows, means
 	// the provider renumbered the folder: the old UIDs are void.
@@ -250,16 +359,27 @@ func (m *mirror) apply(ctx context.Context, uids []imap.UID, unread int, unreadS
 		newest = m.msgs[n-1].uid
 	}
 	for _, u := range uids {
-		if m.byUID[u] == nil && (u <= newest || u < m.uidNext) {
-			return m.renumberedLocked(ctx)
+		if keep[u] && m.byUID[u] == nil && (u <= newest || u < m.uidNext) {
+			next := m.renumberedLocked()
+			m.mu.Unlock()
+			if _, err := m.hub.cfg.Store.ResetFolder(ctx, m.user, m.name, uint32(next)); err != nil {
+				return err
+			}
+			return errFolderGone
 		}
 	}
-	for i := len(m.msgs) - 1; i >= 0; i-- {
-		if msg := m.msgs[i]; !keep[msg.uid] {
+	if slices.ContainsFunc(m.msgs, func(msg *message) bool { return !keep[msg.uid] }) {
+		kept := make([]*message, 0, len(m.msgs))
+		for _, msg := range m.msgs {
+			if keep[msg.uid] {
+				kept = append(kept, msg)
+				continue
+			}
 			m.queueExpungeLocked(msg.uid)
 			delete(m.byUID, msg.uid)
-			m.msgs = slices.Delete(m.msgs, i, i+1)
 		}
+		// A new slice: snapshots of the old one stay valid.
+		m.msgs = kept
 	}
 	for _, msg := range m.msgs {
 		if unreadSet == nil {
@@ -272,18 +392,9 @@ func (m *mirror) apply(ctx context.Context, uids []imap.UID, unread int, unreadS
 	}
 	before := len(m.msgs)
 	flagsBefore := mailboxFlags(m.msgs)
-	var kept map[uint32][]string
 	for _, u := range uids {
-		if m.byUID[u] != nil {
+		if !keep[u] || m.byUID[u] != nil {
 			continue
-		}
-		if kept == nil {
-			// Flags stored for a UID before the mirror saw it (COPY,
-			// MOVE and APPEND set them on the new UIDs) show at once.
-			var err error
-			if kept, err = m.hub.cfg.Store.Flags(ctx, m.user, m.name, m.validity); err != nil {
-				return err
-			}
 		}
 		msg := &message{uid: u, seen: unreadSet != nil && !unreadSet[u], flags: canonicalFlags(kept[uint32(u)])}
 		m.msgs = append(m.msgs, msg)
@@ -293,22 +404,32 @@ func (m *mirror) apply(ctx context.Context, uids []imap.UID, unread int, unreadS
 		m.queueMailboxFlagsLocked()
 	}
 	m.queueExistsLocked(m.msgs[before:])
+	if changed {
+		n := 0
+		for _, msg := range m.msgs {
+			if !msg.seen {
+				n++
+			}
+		}
+		unread = n
+	}
 	m.unreadCount = unread
 	m.syncedAt = time.Now()
-	return m.raiseUIDNextLocked(ctx)
+	seen := m.raiseUIDNextLocked()
+	m.mu.Unlock()
+	return m.saveUIDNext(ctx, seen)
 }
 
 // renumberedLocked gives the folder a new UIDVALIDITY: connections that
 // have it selected are told BYE-worthy news and must select it again.
-func (m *mirror) renumberedLocked(ctx context.Context) error {
+// It returns the UIDNEXT to carry over, which the caller gives the state
+// store (ResetFolder) after letting go of the lock.
+func (m *mirror) renumberedLocked() imap.UID {
 	m.markGoneLocked()
 	m.loaded = false
-	if _, err := m.hub.cfg.Store.ResetFolder(ctx, m.user, m.name, uint32(m.uidNext)); err != nil {
-		return err
-	}
 	m.dropped = true
 	m.hub.drop(m)
-	return errFolderGone
+	return m.uidNext
 }
 
 // canonicalFlags turns stored flag texts into canonical IMAP flags: system

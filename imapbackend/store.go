@@ -18,13 +18,12 @@ import (
 // UIDVALIDITY and UID, always in canonical spelling, because mbsync and
 // offlineimap undo flags that come back in another case than they wrote.
 //
-// Locking rule for everything that changes messages of a mirror (here and
-// in copy.go, expunge.go, append.go): hold the mirror's syncMu from the
-// moment the provider is asked to change something until the mirror shows
-// the change. Otherwise a refresh that read the provider's state before
-// the change could apply it afterwards: it would undo a flag change, or,
-// seeing a UID it no longer knows below its newest one, take the folder
-// for renumbered and give it a new UIDVALIDITY.
+// Rule for everything that changes messages of a mirror (here and in
+// copy.go, expunge.go, append.go, fetch.go): ask the provider first, with
+// no lock held, then show the change in the mirror and raise its version
+// (showFlags, removeMessages). A refresh whose answers were read before
+// the change then leaves it alone (mirror.apply), so it can neither undo
+// a flag change nor take a removed UID for a renumbering.
 
 // wantedFlags checks and canonicalises the flags of a STORE or APPEND:
 // system flags in their RFC 9051 §2.3.2 spelling, \Recent dropped (RFC
@@ -88,7 +87,7 @@ type flagUpdate struct {
 // provider (at most one call per direction), the other flags in the state
 // store under validity (one transaction), then in mirror m when m is not
 // nil, queueing FETCH FLAGS for every connection that has the folder
-// selected except source. The caller holds m.syncMu.
+// selected except source.
 //
 // A provider refusal because some UID is gone (code 3: the provider
 // refuses the whole request then) refreshes the mirror and retries once
@@ -197,6 +196,7 @@ func (m *mirror) showFlags(ups []flagUpdate, source *view) {
 	if !m.loaded {
 		return
 	}
+	m.version++
 	before := mailboxFlags(m.msgs)
 	var changed []imap.UID
 	for _, u := range ups {
@@ -249,41 +249,45 @@ func (m *mirror) index(uid imap.UID) (int, bool) {
 // mutateExisting runs a provider operation that changes messages. The
 // provider refuses the whole request when any UID is gone (another client
 // removed it since the last refresh); then the mirror is refreshed (which
-// queues the EXPUNGEs) and the operation retried once with the UIDs that
-// remain. It returns the UIDs the operation was carried out for. The
-// caller holds m.syncMu; it is released during the refresh.
+// queues the EXPUNGEs) and the operation tried again, a few times, with
+// the UIDs that remain. It returns the UIDs the operation was carried out for.
 //
 // A refusal after part of a batched request went through (PartialError)
 // is not retried: the operation may not be repeatable (a copy would be
 // made twice).
 func (s *session) mutateExisting(ctx context.Context, m *mirror, uids []imap.UID, op func([]int64) error) ([]imap.UID, error) {
 	err := op(uidList(uids))
-	if err == nil || !uidMissing(err) {
-		return uids, err
-	}
-	m.syncMu.Unlock()
-	serr := m.sync(ctx)
-	m.syncMu.Lock()
-	if serr != nil {
-		if errors.Is(serr, errFolderGone) {
-			return nil, serr
+	// Commands of other connections change the folder at the same time
+	// (nothing is locked across provider calls), so a UID may vanish
+	// again between the refresh and the retry: a few rounds.
+	for attempt := 0; err != nil && uidMissing(err) && attempt < mutateRetries; attempt++ {
+		if serr := m.sync(ctx); serr != nil {
+			if errors.Is(serr, errFolderGone) {
+				return nil, serr
+			}
+			return nil, err
 		}
+		m.mu.Lock()
+		still := slices.DeleteFunc(slices.Clone(uids), func(u imap.UID) bool { return m.byUID[u] == nil })
+		m.mu.Unlock()
+		switch {
+		case len(still) == len(uids):
+			return nil, err // every UID exists: the refusal is about something else
+		case len(still) == 0:
+			return nil, nil
+		}
+		uids = still
+		err = op(uidList(uids))
+	}
+	if err != nil {
 		return nil, err
 	}
-	m.mu.Lock()
-	still := slices.DeleteFunc(slices.Clone(uids), func(u imap.UID) bool { return m.byUID[u] == nil })
-	m.mu.Unlock()
-	switch {
-	case len(still) == len(uids):
-		return nil, err // every UID exists: the refusal is about something else
-	case len(still) == 0:
-		return nil, nil
-	}
-	if err := op(uidList(still)); err != nil {
-		return nil, err
-	}
-	return still, nil
+	return uids, nil
 }
+
+// mutateRetries is how many times a change refused for a vanished UID is
+// tried again with the UIDs that remain.
+const mutateRetries = 3
 
 // uidMissing reports the provider's refusal of a request ("other error"),
 // which it gives when a UID is gone. A request partly carried out is
@@ -328,9 +332,6 @@ func (s *session) Store(w *imapserver.FetchWriter, numSet imap.NumSet, flags *im
 	m := s.sel
 	ctx, cancel := s.ctx()
 	defer cancel()
-
-	m.syncMu.Lock()
-	defer m.syncMu.Unlock()
 	m.mu.Lock()
 	gone, validity := m.gone, m.validity
 	ts, err := s.targetsLocked(numSet)
