@@ -36,8 +36,9 @@
 // with it), but their results only make sense in the order the connection
 // writes responses.
 //
-// Slices of flags handed out (Flags, Response.Flags) are never changed
-// afterwards by this package; callers must not change them either.
+// Slices of flags handed out (by Flags, FetchFlags, Resolve and Updates) are
+// shared and never changed afterwards by this package; callers must not
+// change them either.
 //
 // # Protocol rules this package enforces by construction
 //
@@ -54,4 +55,21 @@
 //   - \Recent goes to the first read-write session told of a message;
 //     read-only (EXAMINE) sessions see it but do not take it (RFC 3501
 //     §2.3.2).
+//
+// # Using it from an IMAP front
+//
+//   - SELECT/EXAMINE: Mailbox.Open gives the View and the SELECT data.
+//     UNSELECT, CLOSE, another SELECT and logout: View.Close.
+//   - Every command naming messages: View.Resolve. ErrBadSeqNum is BAD.
+//     A target with Seq 0 (UID set, not told yet) has no number to answer
+//     with; one with Live false was expunged and can be read, not changed.
+//   - FETCH: View.FetchFlags for the FLAGS item (and after setting \Seen,
+//     which the front does with Mailbox.SetFlags passing the view as except).
+//   - STORE: Mailbox.SetFlags with the view as except, then View.QueueFetch
+//     of the stored UIDs unless .SILENT: go-imap's poll after the command
+//     writes FLAGS (when needed) and the FETCH answers.
+//   - EXPUNGE, UID EXPUNGE, MOVE: Mailbox.Expunge; the poll after the
+//     command writes the EXPUNGE responses, numbered for this session.
+//   - Session.Poll: View.Poll; Session.Idle: View.Idle. ErrGone from
+//     either: say BYE (imapserver.Conn.Bye) and return the error.
 package seqview

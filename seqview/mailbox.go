@@ -308,6 +308,14 @@ func (mb *Mailbox) Gone() {
 	}
 }
 
+// NumViews is the number of sessions that have the folder selected: a
+// folder someone watches is worth polling more often.
+func (mb *Mailbox) NumViews() int {
+	mb.mu.Lock()
+	defer mb.mu.Unlock()
+	return mb.views
+}
+
 // IsGone reports whether Gone was called.
 func (mb *Mailbox) IsGone() bool {
 	mb.mu.Lock()

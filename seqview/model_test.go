@@ -413,6 +413,9 @@ func (r *modelRun) resolveSeq(c *clientModel) []Target {
 		r.fatalf("client %d: Resolve(%v) gave %d messages, want %d", c.id, set, len(ts), len(want))
 	}
 	for _, tg := range ts {
+		if !slices.Equal(tg.Flags, r.f.flags[tg.UID]) || tg.Recent != (c.expRecent[tg.UID] && !c.rev2) {
+			r.fatalf("client %d: Resolve gave %+v; folder has flags %v, recent %v", c.id, tg, r.f.flags[tg.UID], c.expRecent[tg.UID])
+		}
 		if !want[tg.Seq] || c.list[tg.Seq-1] != tg.UID || tg.Live == r.f.expunged[tg.UID] {
 			r.fatalf("client %d: Resolve(%v) gave %+v; client has UID %d there", c.id, set, tg, c.list[tg.Seq-1])
 		}

@@ -33,6 +33,13 @@ type Target struct {
 	// flags, and by UID whatever mailstore still has) but not changed (RFC
 	// 2180 §4.2.1, §4.1.1).
 	Live bool
+	// Flags are the message's stored flags when resolved (canonical, \Seen
+	// included, no \Recent; for an expunged message its last flags), for
+	// commands that compute with them (SEARCH, STORE). Shared: do not
+	// change. A FETCH shows FetchFlags instead.
+	Flags []imap.Flag
+	// Recent is \Recent in this session (never under IMAP4rev2).
+	Recent bool
 }
 
 // Resolve returns the messages a sequence set (imap.SeqSet) or UID set
@@ -99,7 +106,7 @@ func (v *View) Resolve(set imap.NumSet) ([]Target, error) {
 			}
 			a, _ = index(unshown, imap.UID(lo))
 			for i := a; i < len(unshown) && unshown[i].uid <= imap.UID(hi); i++ {
-				extra = append(extra, Target{UID: unshown[i].uid, Live: true})
+				extra = append(extra, Target{UID: unshown[i].uid, Live: true, Flags: unshown[i].flags})
 			}
 		}
 	default:
@@ -112,7 +119,8 @@ func (v *View) Resolve(set imap.NumSet) ([]Target, error) {
 	out := make([]Target, 0, len(idx)+len(extra))
 	for _, i := range idx {
 		m := v.shown[i]
-		out = append(out, Target{Seq: uint32(i) + 1, UID: m.uid, Live: !m.expunged})
+		out = append(out, Target{Seq: uint32(i) + 1, UID: m.uid, Live: !m.expunged, Flags: m.flags,
+			Recent: !v.rev2 && v.isRecentLocked(m.uid)})
 	}
 	if len(extra) > 1 {
 		slices.SortFunc(extra, func(a, b Target) int { return cmp.Compare(a.UID, b.UID) })

@@ -55,8 +55,11 @@ type View struct {
 	// Mailbox had, and the Mailbox's set only grows while views are open,
 	// so what a session was told only grows (RFC 9051 §7.3.5).
 	kw *keywords
-	// recent holds the UIDs that are \Recent in this session.
-	recent imap.UIDSet
+	// recent holds the UIDs that are \Recent in this session, as ascending
+	// ranges of messages taken together. Ranges are merged across UID gaps
+	// when nothing lies between them, so a session that takes every new
+	// message keeps one range however sparse the provider's UIDs are.
+	recent []imap.UIDRange
 	// self are messages whose FETCH FLAGS this session owes itself: the
 	// answer of a STORE (QueueFetch), or a FETCH that had to leave out a
 	// keyword not yet announced (FetchFlags).
@@ -129,7 +132,7 @@ func (v *View) Mailbox() *Mailbox { return v.mb }
 func (v *View) ReadOnly() bool { return v.readOnly }
 
 // takeRecentLocked handles messages being shown to the session for the
-// first time (msgs: the newest messages, in UID order): those still
+// first time (msgs: the tail of v.shown, just added to it): those still
 // \Recent become recent in this session and, for a read-write session,
 // stop being recent for every later one (RFC 3501 §2.3.2: "this session
 // is the first session to have been notified about this message").
@@ -140,7 +143,15 @@ func (v *View) takeRecentLocked(msgs []*message) {
 		return
 	}
 	first, last := msgs[i].uid, msgs[len(msgs)-1].uid
-	v.recent.AddRange(first, last)
+	// msgs follow the messages shown before them directly: when the
+	// previous range ends with the last of those, and the whole batch is
+	// recent, no message lies between and the range grows.
+	if k := len(v.recent); k > 0 && i == 0 && len(v.shown) > len(msgs) &&
+		v.recent[k-1].Stop == v.shown[len(v.shown)-len(msgs)-1].uid {
+		v.recent[k-1].Stop = last
+	} else {
+		v.recent = append(v.recent, imap.UIDRange{Start: first, Stop: last})
+	}
 	if !v.readOnly {
 		mb.recentFrom = last + 1
 	}
@@ -162,7 +173,18 @@ func (v *View) numRecentLocked() uint32 {
 }
 
 // isRecentLocked reports a message recent in this session.
-func (v *View) isRecentLocked(uid imap.UID) bool { return v.recent.Contains(uid) }
+func (v *View) isRecentLocked(uid imap.UID) bool {
+	i, found := slices.BinarySearchFunc(v.recent, uid, func(r imap.UIDRange, u imap.UID) int {
+		switch {
+		case r.Stop < u:
+			return -1
+		case r.Start > u:
+			return 1
+		}
+		return 0
+	})
+	return found && i < len(v.recent)
+}
 
 // showFlagsLocked is the FLAGS of a message as this session shows them:
 // \Recent added where it is recent here, except under IMAP4rev2.

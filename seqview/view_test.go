@@ -235,3 +235,42 @@ func parseSeqSet(t *testing.T, s string) imap.SeqSet {
 	}
 	return out
 }
+
+// A session that takes every new message keeps one range of \Recent
+// however sparse the UIDs, and the count stays right.
+func TestRecentRangesMerge(t *testing.T) {
+	mb := NewMailbox(Config{RecentFrom: 1})
+	if err := mb.Add(NewMessage{UID: 1}); err != nil {
+		t.Fatal(err)
+	}
+	v, _, err := mb.Open(ViewOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ro, _, err := mb.Open(ViewOptions{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 100 {
+		if err := mb.Add(NewMessage{UID: imap.UID(10 + 3*i)}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := v.Updates(true); err != nil {
+			t.Fatal(err)
+		}
+		if i%10 == 0 {
+			if _, err := ro.Updates(true); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if len(v.recent) != 1 || v.NumRecent() != 101 {
+		t.Errorf("read-write view: %d ranges, %d recent; want 1 range, 101 recent", len(v.recent), v.NumRecent())
+	}
+	// The read-only view was opened after the read-write one took message
+	// 1 and looked at each new message after the read-write one took it:
+	// none is recent there.
+	if n := ro.NumRecent(); n != 0 {
+		t.Errorf("read-only view: %d recent, want 0", n)
+	}
+}
