@@ -3,6 +3,7 @@ package sandbox
 import (
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"mime"
 	"slices"
@@ -76,32 +77,54 @@ type msgFilter struct {
 	from, to   int64 // received_at range in ms, inclusive
 	sender     string
 	subject    string
-	withRaw    bool
+	withRaw    bool // load raw, unread and received_at (what answers are built from)
+	numbered   bool // compute msgnum
+}
+
+// all reports whether f selects every message of the folder.
+func (f msgFilter) all() bool {
+	return f.uids == nil && !f.unreadOnly && !f.dated && f.sender == "" && f.subject == ""
 }
 
 // loadMessages returns the folder's messages that pass f, in UID order,
-// each with its message number (its 1-based position in the folder).
+// each with its message number (its 1-based position in the folder) when
+// f.numbered.
+//
+// A message's raw bytes come before most of its columns in the row and
+// usually spill into overflow pages, which SQLite walks to reach any later
+// column. So the work is split: the rows are chosen from indexes alone
+// (schema.go), their content is read only for the rows chosen, and
+// message numbers are counted over the (folder_id, uid) index. No
+// operation reads the raw bytes of a message it does not answer with.
 func loadMessages(tx *sql.Tx, folderID int64, f msgFilter) ([]storedMsg, error) {
-	rawCol := "NULL"
+	ms, err := selectMessages(tx, folderID, f)
+	if err != nil || len(ms) == 0 {
+		return ms, err
+	}
 	if f.withRaw {
-		rawCol = "raw"
+		if err := loadContent(tx, folderID, ms); err != nil {
+			return nil, err
+		}
 	}
-	q := `SELECT id, uid, msgnum, ` + rawCol + `, unread, received_at, from_hdr, subject FROM (
-		SELECT *, ROW_NUMBER() OVER (ORDER BY uid) AS msgnum FROM messages WHERE folder_id = ?) WHERE 1 = 1`
-	args := []any{folderID}
-	if f.uids != nil {
-		js, _ := json.Marshal(f.uids)
-		q += ` AND uid IN (SELECT value FROM json_each(?))`
-		args = append(args, string(js))
+	if f.numbered {
+		if f.all() {
+			for i := range ms {
+				ms[i].msgnum = i + 1
+			}
+		} else if err := numberMessages(tx, folderID, ms); err != nil {
+			return nil, err
+		}
 	}
-	if f.unreadOnly {
-		q += ` AND unread = 1`
-	}
-	if f.dated {
-		q += ` AND received_at BETWEEN ? AND ?`
-		args = append(args, f.from, f.to)
-	}
-	rows, err := tx.Query(q+` ORDER BY uid`, args...)
+	return ms, nil
+}
+
+// selectMessages returns the id and UID of the messages that pass f, in
+// UID order. Every query it makes is answered from an index: the UNIQUE
+// (folder_id, uid) one, messages_state for the unread state and the
+// header filters, messages_received for date ranges.
+func selectMessages(tx *sql.Tx, folderID int64, f msgFilter) ([]storedMsg, error) {
+	q, args := selectQuery(folderID, f)
+	rows, err := tx.Query(q, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -109,7 +132,11 @@ func loadMessages(tx *sql.Tx, folderID int64, f msgFilter) ([]storedMsg, error) 
 	var out []storedMsg
 	for rows.Next() {
 		var m storedMsg
-		if err := rows.Scan(&m.id, &m.uid, &m.msgnum, &m.raw, &m.unread, &m.receivedAt, &m.fromHdr, &m.subject); err != nil {
+		dest := []any{&m.id, &m.uid}
+		if f.texts() {
+			dest = append(dest, &m.fromHdr, &m.subject)
+		}
+		if err := rows.Scan(dest...); err != nil {
 			return nil, err
 		}
 		// Text filters run here, not in SQL: SQLite's LIKE folds ASCII only.
@@ -119,6 +146,167 @@ func loadMessages(tx *sql.Tx, folderID int64, f msgFilter) ([]storedMsg, error) 
 		out = append(out, m)
 	}
 	return out, rows.Err()
+}
+
+// texts reports whether f filters on the From header or the subject.
+func (f msgFilter) texts() bool { return f.sender != "" || f.subject != "" }
+
+// selectQuery is the query of selectMessages.
+func selectQuery(folderID int64, f msgFilter) (string, []any) {
+	cols := "id, uid"
+	if f.texts() {
+		cols += ", from_hdr, subject"
+	}
+	q := `SELECT ` + cols + ` FROM messages WHERE folder_id = ?`
+	args := []any{folderID}
+	if f.uids != nil {
+		q += ` AND uid IN (SELECT value FROM json_each(?))`
+		args = append(args, uidsJSON(f.uids))
+	}
+	if f.unreadOnly {
+		q += ` AND unread = 1`
+	}
+	if f.dated {
+		q += ` AND received_at BETWEEN ? AND ?`
+		args = append(args, f.from, f.to)
+	}
+	return q + ` ORDER BY uid`, args
+}
+
+// contentQuery reads what answers are built from, for a list of UIDs.
+const contentQuery = `SELECT uid, raw, unread, received_at FROM messages
+	WHERE folder_id = ? AND uid IN (SELECT value FROM json_each(?)) ORDER BY uid`
+
+// countQuery numbers a few messages: for each UID of a sorted JSON list,
+// how many messages lie after the previous UID of the list and up to it
+// (UIDs are positive, so -1 stands before the first). The running sum of
+// the counts is the message number. Each count walks its stretch of the
+// (folder_id, uid) index once.
+const countQuery = `SELECT u, (SELECT COUNT(*) FROM messages WHERE folder_id = ? AND uid > prev AND uid <= u)
+	FROM (SELECT value AS u, LAG(value, 1, -1) OVER (ORDER BY value) AS prev FROM json_each(?))
+	ORDER BY u`
+
+// walkQuery lists a folder's UIDs up to a limit from the (folder_id, uid) index.
+const walkQuery = `SELECT uid FROM messages WHERE folder_id = ? AND uid <= ? ORDER BY uid`
+
+// fewNumbers is the most messages numberMessages counts with countQuery;
+// each count is a sub-query of its own, which costs more than reading a
+// stretch of index entries, so for more messages it walks the index.
+const fewNumbers = 32
+
+// loadContent reads the raw bytes, unread state and arrival time of ms
+// (sorted by UID, as selectMessages returns them), looking each message up
+// by its UID in the (folder_id, uid) index.
+func loadContent(tx *sql.Tx, folderID int64, ms []storedMsg) error {
+	uids := make([]int64, len(ms))
+	for i, m := range ms {
+		uids[i] = m.uid
+	}
+	rows, err := tx.Query(contentQuery, folderID, uidsJSON(uids))
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	i := 0
+	for rows.Next() {
+		var uid int64
+		var c storedMsg
+		if err := rows.Scan(&uid, &c.raw, &c.unread, &c.receivedAt); err != nil {
+			return err
+		}
+		if i == len(ms) || uid != ms[i].uid {
+			return errChanged
+		}
+		ms[i].raw, ms[i].unread, ms[i].receivedAt = c.raw, c.unread, c.receivedAt
+		i++
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	if i != len(ms) {
+		return errChanged
+	}
+	return nil
+}
+
+// numberMessages sets the message number of ms (sorted by UID, no
+// duplicates) from the (folder_id, uid) index alone: the cost grows with
+// the position of the last message wanted, counted in index entries, and
+// no message is read.
+func numberMessages(tx *sql.Tx, folderID int64, ms []storedMsg) error {
+	if len(ms) > fewNumbers {
+		return walkNumbers(tx, folderID, ms)
+	}
+	uids := make([]int64, len(ms))
+	for i, m := range ms {
+		uids[i] = m.uid
+	}
+	rows, err := tx.Query(countQuery, folderID, uidsJSON(uids))
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	i, n := 0, 0
+	for rows.Next() {
+		var uid int64
+		var c int
+		if err := rows.Scan(&uid, &c); err != nil {
+			return err
+		}
+		if i == len(ms) || uid != ms[i].uid || c == 0 {
+			return errChanged
+		}
+		n += c
+		ms[i].msgnum = n
+		i++
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	if i != len(ms) {
+		return errChanged
+	}
+	return nil
+}
+
+// walkNumbers is numberMessages for many messages: one pass over the
+// folder's UIDs up to the last one wanted.
+func walkNumbers(tx *sql.Tx, folderID int64, ms []storedMsg) error {
+	rows, err := tx.Query(walkQuery, folderID, ms[len(ms)-1].uid)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	i, n := 0, 0
+	for rows.Next() && i < len(ms) {
+		var uid int64
+		if err := rows.Scan(&uid); err != nil {
+			return err
+		}
+		n++
+		if uid == ms[i].uid {
+			ms[i].msgnum = n
+			i++
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	if i != len(ms) {
+		return errChanged
+	}
+	return nil
+}
+
+// errChanged reports a second read of a folder that disagrees with the
+// first; in one transaction on the one connection it cannot happen.
+var errChanged = errors.New("sandbox: folder changed while read")
+
+// uidsJSON encodes UIDs for json_each, SQLite's way of taking a list as
+// one parameter.
+func uidsJSON(uids []int64) string {
+	js, _ := json.Marshal(uids)
+	return string(js)
 }
 
 func containsFold(s, sub string) bool {
@@ -202,8 +390,10 @@ func markMessages(tx *sql.Tx, folderID int64, uids []int64, unread bool) error {
 	if err := requireUIDs(tx, folderID, uids); err != nil {
 		return err
 	}
-	js, _ := json.Marshal(uids)
-	_, err := tx.Exec(`UPDATE messages SET unread = ? WHERE folder_id = ? AND uid IN (SELECT value FROM json_each(?))`, unread, folderID, string(js))
+	// Rows already in the wanted state are left alone: an update rewrites
+	// the whole row, raw bytes included.
+	_, err := tx.Exec(`UPDATE messages SET unread = ? WHERE folder_id = ? AND uid IN (SELECT value FROM json_each(?)) AND unread != ?`,
+		unread, folderID, uidsJSON(uids), unread)
 	return err
 }
 
@@ -245,8 +435,7 @@ func removeMessages(tx *sql.Tx, folderID int64, uids []int64) error {
 	if err := requireUIDs(tx, folderID, uids); err != nil {
 		return err
 	}
-	js, _ := json.Marshal(uids)
-	_, err := tx.Exec(`DELETE FROM messages WHERE folder_id = ? AND uid IN (SELECT value FROM json_each(?))`, folderID, string(js))
+	_, err := tx.Exec(`DELETE FROM messages WHERE folder_id = ? AND uid IN (SELECT value FROM json_each(?))`, folderID, uidsJSON(uids))
 	return err
 }
 

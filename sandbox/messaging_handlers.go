@@ -180,7 +180,7 @@ func listing[T any](s *Server, ctx context.Context, c *call, auth func(*T) direc
 		if err != nil {
 			return nil, err
 		}
-		f.withRaw = true
+		f.withRaw, f.numbered = true, true
 		ms, err := loadMessages(tx, fid, f)
 		if err != nil {
 			return nil, err

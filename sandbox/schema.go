@@ -57,6 +57,12 @@ CREATE TABLE IF NOT EXISTS messages (
 	trashed_from TEXT,
 	UNIQUE (folder_id, uid)
 );
+-- Listings choose their rows from these indexes without reading the rows,
+-- whose raw bytes come first and spill into overflow pages (messages.go,
+-- loadMessages): messages_state serves the unread state and the sender
+-- and subject filters, messages_received the received-date searches.
+CREATE INDEX IF NOT EXISTS messages_state ON messages (folder_id, uid, unread, from_hdr, subject);
+CREATE INDEX IF NOT EXISTS messages_received ON messages (folder_id, received_at, uid);
 CREATE TABLE IF NOT EXISTS delivery_logs (
 	id          INTEGER PRIMARY KEY,
 	smtp_id     TEXT NOT NULL,
