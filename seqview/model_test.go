@@ -1,6 +1,7 @@
 package seqview
 
 import (
+	"flag"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -650,10 +651,14 @@ func runModel(t *testing.T, seed uint64, steps int) {
 	}
 }
 
+// modelSeeds sets how many seeds TestModelRandom runs; a deeper run:
+// go test ./seqview -run TestModelRandom -args -seeds=20000
+var modelSeeds = flag.Int("seeds", 300, "seeds of TestModelRandom")
+
 func TestModelRandom(t *testing.T) {
-	seeds, steps := 300, 300
+	seeds, steps := *modelSeeds, 300
 	if testing.Short() {
-		seeds = 50
+		seeds = min(seeds, 50)
 	}
 	for seed := range uint64(seeds) {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) { runModel(t, seed, steps) })
