@@ -131,7 +131,7 @@ func TestComposeRoundTrip(t *testing.T) {
 	if len(headers["content-type"]) != 1 || !strings.HasPrefix(headers["content-type"][0], "multipart/mixed;") {
 		t.Errorf("Content-Type = %q", headers["content-type"])
 	}
-	if got := decodeWords(strings.Join(headers["x-direct-test"], "")); got != "Grüße aus Köln" {
+	if got := DecodeWords(strings.Join(headers["x-direct-test"], "")); got != "Grüße aus Köln" {
 		t.Errorf("X-Direct-Test decodes to %q", got)
 	}
 	// Custom names keep their case.
@@ -364,17 +364,17 @@ func TestComposeSinglePart(t *testing.T) {
 			t.Fatal(err)
 		}
 		checkWireFormat(t, raw, true)
-		h, _ := readHeader(raw)
-		if got := h.get("Content-Type"); got != tc.ct {
+		h, _ := readFields(raw, true)
+		if got := h.Get("Content-Type"); got != tc.ct {
 			t.Errorf("Content-Type = %q, want %q", got, tc.ct)
 		}
-		if got := h.get("Content-Transfer-Encoding"); got != "quoted-printable" {
+		if got := h.Get("Content-Transfer-Encoding"); got != "quoted-printable" {
 			t.Errorf("Content-Transfer-Encoding = %q", got)
 		}
-		if got := h.get("From"); got != `"Alice A" <alice@direct.example>` {
+		if got := h.Get("From"); got != `"Alice A" <alice@direct.example>` {
 			t.Errorf("From = %q", got)
 		}
-		if h.get("To") != "" || h.get("Cc") != "" || h.get("Subject") != "" {
+		if h.Get("To") != "" || h.Get("Cc") != "" || h.Get("Subject") != "" {
 			t.Errorf("unexpected To, Cc or Subject: %v", h)
 		}
 		p, err := Parse(raw, ParseOptions{})

@@ -123,10 +123,10 @@ func toUTF8(cs string, b []byte) string {
 // knows.
 var wordDecoder = &mime.WordDecoder{CharsetReader: charset.Reader}
 
-// decodeWords decodes the RFC 2047 encoded-words in an unstructured header
+// DecodeWords decodes the RFC 2047 encoded-words in an unstructured header
 // value. If decoding fails the value is kept as written. The result is valid
 // UTF-8.
-func decodeWords(s string) string {
+func DecodeWords(s string) string {
 	if strings.Contains(s, "=?") {
 		if d, err := wordDecoder.DecodeHeader(s); err == nil {
 			s = d

@@ -119,3 +119,40 @@ func checkComposeRoundTrip(t *testing.T, attachment []byte, subject, body string
 		}
 	}
 }
+
+// FuzzTree checks that ParseTree never panics, never loops and keeps the
+// tree's invariants on any input, calling every accessor on every part
+// (see checkTree).
+func FuzzTree(f *testing.F) {
+	// Every test message; the first 16 KiB of the large ones (their
+	// structure is at the start, and mutating 200 KB inputs would leave a
+	// 15 s fuzzing run few executions).
+	files, _ := filepath.Glob("testdata/messages/*")
+	for _, file := range files {
+		if raw, err := os.ReadFile(file); err == nil {
+			f.Add(raw[:min(len(raw), 16<<10)])
+		}
+	}
+	for _, s := range []string{
+		"Content-Type: text/plain\r\nContent-Transfer-Encoding: base64\r\n\r\naGVsbG8=\r\nd29ybGQ=\r\n",
+		"Content-Type: multipart/mixed; boundary=b\r\n\r\n--b\r\nhello\r\n--b\r\n\r\n--b--\r\n",
+		"Content-Type: multipart/digest; boundary=d\n\n--d\n\nSubject: inner\n\nbody\n--d--\n",
+		"Content-Type: message/rfc822\r\nContent-Transfer-Encoding: base64\r\n\r\nU3ViamVjdDogeA0KDQpib2R5\r\n",
+		"To: g: a@b, <@r:c@d>, (x) e (y) @ f;, \"q\\\"\" <g@h>\r\n\r\n",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Add(nested(12))
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		opts := ParseOptions{MaxDepth: 8, MaxParts: 64}
+		root, err := ParseTree(raw, opts)
+		if err != nil && !errors.Is(err, ErrTooComplex) {
+			t.Fatalf("unexpected error: %v", err)
+		}
+		checkTree(t, raw, root, opts)
+		top, err := ParseTree(raw, ParseOptions{SkipBodies: true})
+		if err != nil || fmt.Sprint(top.Header) != fmt.Sprint(root.Header) || top.Children != nil || top.Message != nil {
+			t.Fatalf("SkipBodies: other header or parts (%v)", err)
+		}
+	})
+}

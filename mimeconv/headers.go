@@ -202,3 +202,9 @@ func foldField(name, value string) ([]byte, error) {
 	b.WriteString("\r\n")
 	return b.Bytes(), nil
 }
+
+// field is one header field that Compose writes: the name without the
+// colon and the value, unfolded and encoded for the wire.
+type field struct {
+	name, value string
+}

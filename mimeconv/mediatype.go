@@ -20,7 +20,7 @@ func parseMediaType(v string) (string, map[string]string) {
 		mt, params = parseMediaTypeLiberally(v)
 	}
 	for k, pv := range params {
-		params[k] = decodeWords(pv)
+		params[k] = DecodeWords(pv)
 	}
 	return mt, params
 }

@@ -2,17 +2,21 @@ package mimeconv
 
 import "bytes"
 
-// splitMultipart returns the raw body parts of a multipart body delimited by
-// boundary (RFC 2046 §5.1.1). It reports false when no part was found, so
-// the caller can read the entity as a single part.
+// splitMultipart returns where the body parts of a multipart body delimited
+// by boundary are (RFC 2046 §5.1.1), as start and end offsets into body. It
+// returns none when no part was found, so the caller can read the entity as
+// a single part.
 //
 // Tolerated defects: bare LF line endings, whitespace after a delimiter,
 // and a missing close delimiter (the last part then runs to the end of the
 // input). As RFC 2046 §5.1.1 says, the line break before a delimiter
-// belongs to the delimiter, so a part's bytes are returned exactly.
-func splitMultipart(body []byte, boundary string) ([][]byte, bool) {
+// belongs to the delimiter, so a part's bytes are found exactly.
+func splitMultipart(body []byte, boundary string) [][2]int {
+	if boundary == "" {
+		return nil
+	}
 	dash := []byte("--" + boundary)
-	var parts [][]byte
+	var parts [][2]int
 	start := -1 // start of the current part, -1 before the first delimiter
 	pos := 0
 	for pos < len(body) {
@@ -31,10 +35,10 @@ func splitMultipart(body []byte, boundary string) ([][]byte, bool) {
 			}
 			if len(bytes.Trim(rest, " \t")) == 0 {
 				if start >= 0 {
-					parts = append(parts, body[start:partEnd(body, start, pos)])
+					parts = append(parts, [2]int{start, partEnd(body, start, pos)})
 				}
 				if closing {
-					return parts, len(parts) > 0
+					return parts
 				}
 				start = next
 			}
@@ -42,9 +46,9 @@ func splitMultipart(body []byte, boundary string) ([][]byte, bool) {
 		pos = next
 	}
 	if start >= 0 && start <= len(body) {
-		parts = append(parts, body[start:])
+		parts = append(parts, [2]int{start, len(body)})
 	}
-	return parts, len(parts) > 0
+	return parts
 }
 
 // partEnd returns where a part that starts at start ends when the next

@@ -83,42 +83,33 @@ var utf8BOM = []byte("\xef\xbb\xbf")
 // message as a whole. message/rfc822 parts are attachments too: Parse does
 // not look inside them.
 func Parse(raw []byte, opts ParseOptions) (*Parsed, error) {
-	if opts.MaxDepth <= 0 {
-		opts.MaxDepth = DefaultMaxDepth
-	}
-	if opts.MaxParts <= 0 {
-		opts.MaxParts = DefaultMaxParts
-	}
 	b := bytes.TrimPrefix(raw, utf8BOM)
 	b = bytes.TrimLeft(b, "\r\n")
-	if bytes.HasPrefix(b, []byte("From ")) && !isFromField(b) {
-		if i := bytes.IndexByte(b, '\n'); i >= 0 {
-			b = b[i+1:]
-		} else {
-			b = nil
-		}
-	}
-	h, body := readHeader(b)
+	tree, err := ParseTree(b, opts)
+	h := tree.Header
 	if len(h) == 0 {
 		return nil, fmt.Errorf("mimeconv: parse: %w", ErrNoHeader)
 	}
+	if err != nil {
+		return nil, err
+	}
 
 	p := &Parsed{
-		Subject:   decodeWords(h.get("Subject")),
-		MessageID: strings.ToValidUTF8(h.get("Message-ID"), "\uFFFD"),
-		SentDate:  parseDate(h.get("Date")),
+		Subject:   DecodeWords(h.Get("Subject")),
+		MessageID: strings.ToValidUTF8(h.Get("Message-ID"), "\uFFFD"),
+		SentDate:  parseDate(h.Get("Date")),
 	}
-	if a := Addresses(h.get("From")); len(a) > 0 {
+	if a := Addresses(h.Get("From")); len(a) > 0 {
 		p.Sender = a[0]
 	}
-	if a := Addresses(h.get("Reply-To")); len(a) > 0 {
+	if a := Addresses(h.Get("Reply-To")); len(a) > 0 {
 		p.ReplyTo = a[0]
 	}
 	for _, rf := range []struct {
 		name string
 		typ  directapi.RecipientType
 	}{{"To", directapi.TO}, {"Cc", directapi.CC}, {"Bcc", directapi.BCC}} {
-		for _, v := range h.values(rf.name) {
+		for _, v := range h.Values(rf.name) {
 			for _, a := range Addresses(v) {
 				p.Recipients = append(p.Recipients, directapi.Recipient{Email: a, Type: rf.typ})
 			}
@@ -126,17 +117,15 @@ func Parse(raw []byte, opts ParseOptions) (*Parsed, error) {
 	}
 	for _, f := range h {
 		p.Headers = append(p.Headers, directapi.MessageHeader{
-			Name:  f.name,
-			Value: strings.ToValidUTF8(f.value, "\uFFFD"),
+			Name:  f.Name,
+			Value: strings.ToValidUTF8(f.Value, "\uFFFD"),
 		})
 	}
 	if opts.SkipBodies {
 		return p, nil
 	}
-	w := &walker{opts: opts, p: p}
-	if err := w.entity(h, body, 0, "text/plain"); err != nil {
-		return nil, err
-	}
+	w := &walker{p: p}
+	w.entity(tree)
 	return p, nil
 }
 

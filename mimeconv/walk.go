@@ -8,96 +8,55 @@ import (
 	"github.com/directbridge/directbridge/directapi"
 )
 
-// walker walks the MIME tree of one message and fills a Parsed.
+// walker walks the tree of one message and fills a Parsed.
 type walker struct {
-	opts       ParseOptions
 	p          *Parsed
-	parts      int
 	bodyChosen bool
 }
 
-// part is one body part of a multipart entity.
-type part struct {
-	h    header
-	body []byte
-	mt   string // media type, lower case
-	att  bool   // an attachment by disposition or filename
-}
-
-// entity handles one entity at nesting depth depth; defaultType is the media
-// type of an entity without a usable Content-Type (RFC 2045 §5.2,
-// RFC 2046 §5.1.5 for multipart/digest).
-func (w *walker) entity(h header, body []byte, depth int, defaultType string) error {
-	mt, params := contentType(h, defaultType)
-	if strings.HasPrefix(mt, "multipart/") {
-		if boundary := params["boundary"]; boundary != "" {
-			if raws, ok := splitMultipart(body, boundary); ok {
-				return w.multipart(mt, raws, depth)
-			}
-		}
-		// A multipart entity that cannot be split has an invalid
-		// Content-Type, which RFC 2045 §5.2 says to read as the default
-		// text/plain; charset=us-ascii.
-		mt, params = "text/plain", nil
+// entity handles one entity: the body parts of a multipart, or a leaf.
+// message/rfc822 parts are leaves here: Parse does not look inside them.
+func (w *walker) entity(e *Part) {
+	if e.Children == nil {
+		w.leaf(e)
+		return
 	}
-	w.leaf(h, body, mt, params)
-	return nil
-}
-
-// multipart handles the parts of a multipart entity of type mt.
-func (w *walker) multipart(mt string, raws [][]byte, depth int) error {
-	if depth+1 > w.opts.MaxDepth {
-		return fmt.Errorf("mimeconv: parse: nesting deeper than %d: %w", w.opts.MaxDepth, ErrTooComplex)
-	}
-	childDefault := "text/plain"
-	if mt == "multipart/digest" {
-		childDefault = "message/rfc822"
-	}
-	var parts []part
-	for _, raw := range raws {
-		w.parts++
-		if w.parts > w.opts.MaxParts {
-			return fmt.Errorf("mimeconv: parse: more than %d parts: %w", w.opts.MaxParts, ErrTooComplex)
-		}
-		h, body := readHeader(raw)
-		if len(h) == 0 && len(body) == 0 {
+	var parts []*Part
+	for _, c := range e.Children {
+		if len(c.Header) == 0 && len(c.Body()) == 0 {
 			continue // an empty part, e.g. after a delimiter that should have closed
 		}
-		pmt, _ := contentType(h, childDefault)
-		parts = append(parts, part{h: h, body: body, mt: pmt, att: isAttachment(h)})
+		parts = append(parts, c)
 	}
 	preferred := -1
-	if mt == "multipart/alternative" {
+	if e.Subtype == "alternative" {
 		preferred = preferredAlternative(parts)
 	}
 	for i, c := range parts {
-		if preferred >= 0 && i != preferred && !c.att && (c.mt == "text/plain" || c.mt == "text/html") {
+		if preferred >= 0 && i != preferred && !isAttachment(c.Header) && c.Type == "text" && (c.Subtype == "plain" || c.Subtype == "html") {
 			continue // the same content as the preferred alternative
 		}
-		if err := w.entity(c.h, c.body, depth+1, childDefault); err != nil {
-			return err
-		}
+		w.entity(c)
 	}
-	return nil
 }
 
 // preferredAlternative picks the alternative to show (RFC 2046 §5.1.4):
 // the first text/html, else the last multipart alternative (which is richer
 // by the RFC's ordering and usually holds the HTML), else the first
 // text/plain; -1 if there is none.
-func preferredAlternative(parts []part) int {
+func preferredAlternative(parts []*Part) int {
 	for i, c := range parts {
-		if c.mt == "text/html" && !c.att {
+		if c.MediaType() == "text/html" && !isAttachment(c.Header) {
 			return i
 		}
 	}
 	for i := len(parts) - 1; i >= 0; i-- {
-		if strings.HasPrefix(parts[i].mt, "multipart/") {
+		if parts[i].Type == "multipart" {
 			return i
 		}
 	}
 	for i, c := range parts {
-		if c.mt == "text/plain" && !c.att {
+		if c.MediaType() == "text/plain" && !isAttachment(c.Header) {
 			return i
 		}
 	}
@@ -105,16 +64,16 @@ func preferredAlternative(parts []part) int {
 }
 
 // leaf makes a leaf entity the body or an attachment.
-func (w *walker) leaf(h header, body []byte, mt string, params map[string]string) {
-	data := decodeTransfer(firstToken(h.get("Content-Transfer-Encoding")), body)
-	name := filename(h)
-	if (mt == "text/plain" || mt == "text/html") && !isAttachment(h) && !w.bodyChosen {
+func (w *walker) leaf(e *Part) {
+	mt := e.MediaType()
+	name := filename(e.Header)
+	if (mt == "text/plain" || mt == "text/html") && !isAttachment(e.Header) && !w.bodyChosen {
 		w.bodyChosen = true
 		w.p.HTMLBody = mt == "text/html"
-		text := toUTF8(params["charset"], data)
-		w.p.Body = strings.ReplaceAll(text, "\r\n", "\n")
+		w.p.Body = strings.ReplaceAll(e.Text(), "\r\n", "\n")
 		return
 	}
+	data, _ := e.Decoded() // an unknown encoding leaves the bytes as they are
 	n := len(w.p.Attachments) + 1
 	if name == "" {
 		if mt == "message/rfc822" {
@@ -130,31 +89,21 @@ func (w *walker) leaf(h header, body []byte, mt string, params map[string]string
 	})
 }
 
-// contentType returns the media type and parameters of an entity, or
-// defaultType when Content-Type is absent or unreadable (RFC 2045 §5.2).
-func contentType(h header, defaultType string) (string, map[string]string) {
-	mt, params := parseMediaType(h.get("Content-Type"))
-	if mt == "" || !strings.Contains(mt, "/") {
-		return defaultType, params
-	}
-	return mt, params
-}
-
 // isAttachment reports whether an entity is meant as a file: it has
 // Content-Disposition attachment (RFC 2183 §2.2) or a file name.
-func isAttachment(h header) bool {
-	disp, _ := parseMediaType(h.get("Content-Disposition"))
+func isAttachment(h Header) bool {
+	disp, _ := parseMediaType(h.Get("Content-Disposition"))
 	return disp == "attachment" || filename(h) != ""
 }
 
 // filename returns the Content-Disposition filename parameter (RFC 2183
 // §2.3), else the Content-Type name parameter that older mailers use, decoded
 // from RFC 2231 or RFC 2047 and as valid UTF-8; "" if there is none.
-func filename(h header) string {
-	_, dp := parseMediaType(h.get("Content-Disposition"))
+func filename(h Header) string {
+	_, dp := parseMediaType(h.Get("Content-Disposition"))
 	name := strings.TrimSpace(dp["filename"])
 	if name == "" {
-		_, cp := parseMediaType(h.get("Content-Type"))
+		_, cp := parseMediaType(h.Get("Content-Type"))
 		name = strings.TrimSpace(cp["name"])
 	}
 	return strings.ToValidUTF8(name, "\uFFFD")
