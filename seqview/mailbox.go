@@ -198,7 +198,9 @@ func (mb *Mailbox) Add(msgs ...NewMessage) error {
 // Expunge removes the messages with the given UIDs (unknown ones are
 // ignored) and returns how many it removed. Sessions that still show them
 // keep resolving them, with their last flags, until they are told of the
-// EXPUNGE (View.Updates with allowExpunge).
+// EXPUNGE (View.Updates with allowExpunge). Each call that removes
+// something makes a new snapshot of the list (views keep the old one), so
+// a batch is one call.
 func (mb *Mailbox) Expunge(uids ...imap.UID) int {
 	mb.mu.Lock()
 	defer mb.mu.Unlock()

@@ -174,7 +174,7 @@ func (v *View) numRecentLocked() uint32 {
 
 // isRecentLocked reports a message recent in this session.
 func (v *View) isRecentLocked(uid imap.UID) bool {
-	i, found := slices.BinarySearchFunc(v.recent, uid, func(r imap.UIDRange, u imap.UID) int {
+	_, found := slices.BinarySearchFunc(v.recent, uid, func(r imap.UIDRange, u imap.UID) int {
 		switch {
 		case r.Stop < u:
 			return -1
@@ -183,7 +183,7 @@ func (v *View) isRecentLocked(uid imap.UID) bool {
 		}
 		return 0
 	})
-	return found && i < len(v.recent)
+	return found
 }
 
 // showFlagsLocked is the FLAGS of a message as this session shows them:
@@ -233,7 +233,15 @@ func (v *View) Updates(allowExpunge bool) ([]Response, error) {
 		v.kw = mb.kw
 		out = append(out, Response{Kind: MailboxFlags, Flags: v.kw.mailboxFlags()})
 	}
+	out, firstNew := v.catchUpListLocked(out, allowExpunge)
+	return v.changedFlagsLocked(out, firstNew), nil
+}
 
+// catchUpListLocked appends the EXPUNGE, EXISTS and RECENT responses that
+// bring shown up to the Mailbox's list (see Updates) and returns the index
+// in shown of the first message new to the client.
+func (v *View) catchUpListLocked(out []Response, allowExpunge bool) ([]Response, int) {
+	mb := v.mb
 	cur := mb.msgs
 	var add []*message
 	if v.expSeen == mb.expunges {
@@ -276,19 +284,26 @@ func (v *View) Updates(allowExpunge bool) ([]Response, error) {
 			}
 		}
 	}
-	firstNew := len(v.shown)
-	if len(add) > 0 {
-		if v.expSeen == mb.expunges {
-			v.shown = cur[:len(cur):len(cur)]
-		}
-		firstNew = len(v.shown) - len(add)
-		v.takeRecentLocked(add)
-		out = append(out, Response{Kind: Exists, Num: uint32(len(v.shown))})
-		if !v.rev2 {
-			out = append(out, Response{Kind: Recent, Num: v.numRecentLocked()})
-		}
+	if len(add) == 0 {
+		return out, len(v.shown)
 	}
+	if v.expSeen == mb.expunges {
+		v.shown = cur[:len(cur):len(cur)] // shared again
+	}
+	v.takeRecentLocked(add)
+	out = append(out, Response{Kind: Exists, Num: uint32(len(v.shown))})
+	if !v.rev2 {
+		out = append(out, Response{Kind: Recent, Num: v.numRecentLocked()})
+	}
+	return out, len(v.shown) - len(add)
+}
 
+// changedFlagsLocked appends a FETCH (UID FLAGS) for every message shown
+// before firstNew whose flags changed since flagsMod, except by this
+// view's own commands, and for the messages queued in self; once each, in
+// sequence order. Messages new to the client need none: it fetches them.
+func (v *View) changedFlagsLocked(out []Response, firstNew int) []Response {
+	mb := v.mb
 	var fetch []int
 	if v.flagsMod != mb.mod {
 		if behind := mb.mod - v.flagsMod; behind <= uint64(len(mb.log)) {
@@ -321,7 +336,7 @@ func (v *View) Updates(allowExpunge bool) ([]Response, error) {
 		m := v.shown[i]
 		out = append(out, Response{Kind: Fetch, Num: uint32(i) + 1, UID: m.uid, Flags: v.showFlagsLocked(m)})
 	}
-	return out, nil
+	return out
 }
 
 // Wait returns a channel that is closed when there may be something for
