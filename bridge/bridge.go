@@ -287,6 +287,9 @@ func (b *Bridge) banner() {
 	fmt.Fprintln(w, "directbridge is running")
 	if b.sandbox != nil {
 		fmt.Fprintf(w, "  provider:      embedded sandbox at http://%s (mail kept in %s)\n", b.sandboxL.Addr(), b.sandbox.Dir())
+		if d := b.sandbox.Latency(); d > 0 {
+			fmt.Fprintf(w, "  latency:       %s added to every sandbox answer\n", d)
+		}
 	} else {
 		fmt.Fprintf(w, "  provider:      %s\n", b.cfg.APIURL)
 	}

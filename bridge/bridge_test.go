@@ -72,6 +72,37 @@ func TestConfigValidation(t *testing.T) {
 	}
 }
 
+// TestEmbeddedSandboxLatency: DIRECTBRIDGE_SANDBOX_LATENCY reaches the
+// embedded sandbox and the banner; a negative value stops start-up.
+func TestEmbeddedSandboxLatency(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.SandboxConfig.Latency = 25 * time.Millisecond
+	var banner strings.Builder
+	b, err := bridge.New(cfg, nil, &banner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- b.Run(ctx) }()
+	if got := b.Sandbox().Latency(); got != 25*time.Millisecond {
+		t.Errorf("embedded sandbox latency %v, want 25ms", got)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if !strings.Contains(banner.String(), "25ms added to every sandbox answer") {
+		t.Errorf("banner does not show the latency:\n%s", banner.String())
+	}
+
+	cfg = testConfig(t)
+	cfg.SandboxConfig.Latency = -time.Millisecond
+	if _, err := bridge.New(cfg, nil, nil); err == nil || !strings.Contains(err.Error(), "DIRECTBRIDGE_SANDBOX_LATENCY") {
+		t.Errorf("negative latency: %v, want an error naming DIRECTBRIDGE_SANDBOX_LATENCY", err)
+	}
+}
+
 // TestSendThroughEmbeddedSandbox runs the bridge as README's first command
 // does and submits a message over STARTTLS and over implicit TLS.
 func TestSendThroughEmbeddedSandbox(t *testing.T) {

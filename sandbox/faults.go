@@ -135,6 +135,12 @@ func (h *testHooks) record(op string, body []byte) *Fault {
 	return &out
 }
 
+// fails reports whether the fault replaces the answer (apply writes one),
+// rather than only adding latency.
+func (f *Fault) fails() bool {
+	return f.Reset || f.Status != 0 || f.Malformed || f.Code != 0 || f.RegCode != ""
+}
+
 // apply writes the fault's answer. It reports false when the fault only
 // adds latency and the normal answer should follow.
 func (f *Fault) apply(w http.ResponseWriter, envelope func(code int) any, regEnvelope func(code string) any) bool {

@@ -127,6 +127,9 @@ func (s *Server) routes() *http.ServeMux {
 // unrouted answers a path no operation has: 405 when the path exists with
 // another method, else 404; both with the service's envelope.
 func (s *Server) unrouted(mux *http.ServeMux, w http.ResponseWriter, r *http.Request) {
+	if !s.wait(r.Context(), s.Latency()) {
+		return
+	}
 	status, text := http.StatusNotFound, "no such operation"
 	for _, m := range []string{"GET", "POST", "PUT"} {
 		if m == r.Method {
@@ -165,16 +168,18 @@ func (s *Server) wrap(op string, svc service, h handlerFunc) http.Handler {
 		start := time.Now()
 		body, readErr := s.readBody(w, r)
 		fault := s.hooks.record(op, body)
-		if fault != nil && fault.Latency > 0 {
-			t := time.NewTimer(fault.Latency)
-			select {
-			case <-t.C:
-			case <-r.Context().Done():
-				t.Stop()
-				return
-			}
+		if fault != nil && !pause(r.Context(), fault.Latency) {
+			return
 		}
-		if fault != nil && !fault.After && fault.apply(w, envelope, regEnv) {
+		// Half the added latency before the operation, half after it (latency.go).
+		latency := s.Latency()
+		if !s.wait(r.Context(), latency/2) {
+			return
+		}
+		if fault != nil && !fault.After && fault.fails() {
+			if s.wait(r.Context(), latency-latency/2) {
+				fault.apply(w, envelope, regEnv)
+			}
 			return
 		}
 		var resp any
@@ -192,6 +197,9 @@ func (s *Server) wrap(op string, svc service, h handlerFunc) http.Handler {
 			if status >= 500 {
 				s.log.Error("sandbox operation failed", "op", op, "err", err)
 			}
+		}
+		if !s.wait(r.Context(), latency-latency/2) {
+			return
 		}
 		if fault != nil && fault.After && fault.apply(w, envelope, regEnv) {
 			return

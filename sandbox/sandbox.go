@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -48,6 +49,9 @@ type Options struct {
 	Clock func() time.Time
 	// Logger receives one line per request (operation, status, duration).
 	Logger *slog.Logger
+	// Latency is added to every REST answer of both services, to measure
+	// a client against a slow provider (latency.go); SetLatency changes it.
+	Latency time.Duration
 }
 
 // Server is the sandbox provider: both REST services on one SQLite
@@ -63,6 +67,8 @@ type Server struct {
 	log       *slog.Logger
 	mux       *http.ServeMux
 	hooks     *testHooks
+	latency   atomic.Int64 // time.Duration added to every answer
+	wait      func(ctx context.Context, d time.Duration) bool
 
 	sessMu   sync.Mutex
 	sessions map[string]session // registration sessions live in memory, like a provider's
@@ -78,7 +84,9 @@ func Open(opts Options) (*Server, error) {
 		log:       opts.Logger,
 		hooks:     newTestHooks(),
 		sessions:  map[string]session{},
+		wait:      pause,
 	}
+	s.SetLatency(opts.Latency)
 	if s.domain == "" {
 		s.domain = "direct.example"
 	}

@@ -207,6 +207,9 @@ func runSandbox(stdout, stderr io.Writer) int {
 	fmt.Fprintf(stdout, "  messaging:     %s%s/...\n", base, "/message-rest/api/message")
 	fmt.Fprintf(stdout, "  registration:  %s%s/...\n", base, "/DirectRegistrationRESTful/rest/Patient")
 	fmt.Fprintf(stdout, "  domain:        %s\n", srv.Domain())
+	if d := srv.Latency(); d > 0 {
+		fmt.Fprintf(stdout, "  latency:       %s added to every answer\n", d)
+	}
 	if cfg.Data == "" {
 		fmt.Fprintln(stdout, "  data:          temporary (removed at exit; set DIRECTBRIDGE_SANDBOX_DATA to keep it)")
 	} else {

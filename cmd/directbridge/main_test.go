@@ -55,7 +55,7 @@ func TestHelpListsEveryVariable(t *testing.T) {
 		"DIRECTBRIDGE_LOG_LEVEL", "DIRECTBRIDGE_LOG_FORMAT",
 		"DIRECTBRIDGE_SANDBOX_ADDR", "DIRECTBRIDGE_SANDBOX_DATA", "DIRECTBRIDGE_SANDBOX_DOMAIN",
 		"DIRECTBRIDGE_SANDBOX_USERS", "DIRECTBRIDGE_SANDBOX_RESELLER", "DIRECTBRIDGE_SANDBOX_MAX_BODY",
-		"DIRECTBRIDGE_SANDBOX_STATUS_CSV",
+		"DIRECTBRIDGE_SANDBOX_STATUS_CSV", "DIRECTBRIDGE_SANDBOX_LATENCY",
 	} {
 		if !strings.Contains(out.String(), v) {
 			t.Errorf("help does not list %s", v)
@@ -85,6 +85,8 @@ func TestBadConfigurationExits2(t *testing.T) {
 		{"DIRECTBRIDGE_LOG_LEVEL=loud", "DIRECTBRIDGE_LOG_LEVEL"},
 		{"DIRECTBRIDGE_LOG_FORMAT=xml", "DIRECTBRIDGE_LOG_FORMAT"},
 		{"DIRECTBRIDGE_SANDBOX_MAX_BODY=lots", "SANDBOX_MAX_BODY"},
+		{"DIRECTBRIDGE_SANDBOX_LATENCY=slow", "SANDBOX_LATENCY"},
+		{"DIRECTBRIDGE_SANDBOX_LATENCY=-20ms", "DIRECTBRIDGE_SANDBOX_LATENCY"},
 		{"DIRECTBRIDGE_SANDBOX_ADDR=256.1.1.1:99999", "sandbox"},
 	} {
 		cmd := exec.Command(bin, "sandbox")
@@ -142,13 +144,35 @@ func TestSandboxCommand(t *testing.T) {
 	}
 }
 
+// TestSandboxCommandLatency: DIRECTBRIDGE_SANDBOX_LATENCY makes the real
+// binary say so and answer no sooner than that (a lower bound, which the
+// delay guarantees; how much later is not asserted).
+func TestSandboxCommandLatency(t *testing.T) {
+	base, banner, _ := startSandboxBanner(t, binPath, t.TempDir(), "DIRECTBRIDGE_SANDBOX_LATENCY=60ms")
+	if !strings.Contains(banner, "latency:       60ms added to every answer") {
+		t.Errorf("banner does not show the latency:\n%s", banner)
+	}
+	start := time.Now()
+	resp := post(t, "POST", base+"/message-rest/api/message/GetMessageCount/INBOX", `{"username":"bob@direct.example","password":"sandbox-demo"}`)
+	if el := time.Since(start); resp["success"] != true || el < 60*time.Millisecond {
+		t.Errorf("GetMessageCount answered %v after %v, want success no sooner than 60ms", resp, el)
+	}
+}
+
 // startSandbox runs the binary on a free port and returns its base URL and
 // a function that stops it with SIGTERM (also run at cleanup); the process
 // must then exit 0.
-func startSandbox(t *testing.T, bin, data string) (string, func()) {
+func startSandbox(t *testing.T, bin, data string, env ...string) (string, func()) {
+	t.Helper()
+	base, _, stop := startSandboxBanner(t, bin, data, env...)
+	return base, stop
+}
+
+// startSandboxBanner is startSandbox that also returns the banner.
+func startSandboxBanner(t *testing.T, bin, data string, env ...string) (string, string, func()) {
 	t.Helper()
 	cmd := exec.Command(bin, "sandbox")
-	cmd.Env = cleanEnv("DIRECTBRIDGE_SANDBOX_ADDR=127.0.0.1:0", "DIRECTBRIDGE_SANDBOX_DATA="+data)
+	cmd.Env = cleanEnv(append([]string{"DIRECTBRIDGE_SANDBOX_ADDR=127.0.0.1:0", "DIRECTBRIDGE_SANDBOX_DATA=" + data}, env...)...)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -169,7 +193,8 @@ func startSandbox(t *testing.T, bin, data string) (string, func()) {
 	var base string
 	var banner []string
 	timeout := time.After(30 * time.Second)
-	for base == "" || len(banner) < 9 {
+	// The banner ends with the registration account.
+	for base == "" || len(banner) == 0 || !strings.Contains(banner[len(banner)-1], "registration:  account") {
 		select {
 		case l, ok := <-lines:
 			if !ok {
@@ -209,7 +234,7 @@ func startSandbox(t *testing.T, bin, data string) (string, func()) {
 		}
 	}
 	t.Cleanup(stop)
-	return base, stop
+	return base, all, stop
 }
 
 func post(t *testing.T, method, url, body string) map[string]any {
