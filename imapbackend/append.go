@@ -202,8 +202,8 @@ func (s *session) appendSent(ctx context.Context, msgID string, seen bool, kept 
 	}
 	sm.mu.Lock()
 	var known []directapi.MessageDetail
-	for _, msg := range sm.msgs {
-		if msg.meta != nil {
+	for _, msg := range sm.byUID {
+		if msg.meta != nil && !msg.expunged {
 			known = append(known, *msg.meta)
 		}
 	}
@@ -221,7 +221,7 @@ func (s *session) appendSent(ctx context.Context, msgID string, seen bool, kept 
 			return nil, false, nil
 		}
 		sm.mu.Lock()
-		missing := uid <= maxUID && sm.byUID[imap.UID(uid)] == nil
+		missing := uid <= maxUID && !sm.live(imap.UID(uid))
 		sm.mu.Unlock()
 		if missing {
 			if err := sm.sync(ctx); err != nil {
@@ -236,12 +236,13 @@ func (s *session) appendSent(ctx context.Context, msgID string, seen bool, kept 
 	sm.mu.Lock()
 	validity := sm.validity
 	up := flagUpdate{uid: imap.UID(uid)}
-	if msg := sm.byUID[imap.UID(uid)]; msg != nil {
-		up.kept = addFlags(msg.flags, kept...)
+	mb := sm.mb
+	sm.mu.Unlock()
+	if fl, ok := mb.Flags(imap.UID(uid)); ok {
+		up.kept = addFlags(keptOf(fl), kept...)
 	} else {
 		up.kept = kept
 	}
-	sm.mu.Unlock()
 	up.setKept = len(up.kept) > 0
 	if seen {
 		up.seen = &seen

@@ -71,8 +71,8 @@ func (s *session) transfer(w *imapserver.MoveWriter, numSet imap.NumSet, destNam
 
 	m.mu.Lock()
 	gone, srcValidity := m.gone, m.validity
-	ts, err := s.targetsLocked(numSet)
 	m.mu.Unlock()
+	ts, err := s.targets(numSet)
 	if err != nil {
 		return nil, err
 	}
@@ -106,7 +106,7 @@ func (s *session) transfer(w *imapserver.MoveWriter, numSet imap.NumSet, destNam
 	var uids []imap.UID
 	left := msgs[:0]
 	for _, msg := range msgs {
-		if m.byUID[msg.uid] == msg {
+		if m.live(msg.uid) {
 			left, uids = append(left, msg), append(uids, msg.uid)
 		}
 	}
@@ -148,7 +148,7 @@ func (s *session) transfer(w *imapserver.MoveWriter, numSet imap.NumSet, destNam
 	src := make([]copied, 0, len(done))
 	for _, msg := range msgs {
 		if slices.Contains(done, msg.uid) {
-			cp := copied{uid: msg.uid, flags: slices.Clone(msg.flags)}
+			cp := copied{uid: msg.uid, flags: keptOf(s.flagsOf(msg.uid))}
 			if metaErr == nil && metaKnown(msg.meta) {
 				cp.print = fingerprint(msg.meta)
 			}
@@ -315,9 +315,9 @@ func (s *session) uidsAbove(ctx context.Context, folder string, prev int64) ([]i
 			dm.mu.Lock()
 			ok := dm.loaded && dm.gone == nil
 			if ok {
-				for _, msg := range dm.msgs {
-					if int64(msg.uid) > prev {
-						out = append(out, int64(msg.uid))
+				for _, u := range dm.mb.UIDs() {
+					if int64(u) > prev {
+						out = append(out, int64(u))
 					}
 				}
 			}
@@ -369,7 +369,7 @@ func (m *mirror) fillMeta(details []directapi.MessageDetail) {
 		if d.UID <= 0 || d.UID > maxUID {
 			continue
 		}
-		if msg := m.byUID[imap.UID(d.UID)]; msg != nil && msg.meta == nil {
+		if msg := m.byUID[imap.UID(d.UID)]; msg != nil && msg.meta == nil && !msg.expunged {
 			msg.meta = metaOnly(d)
 		}
 	}

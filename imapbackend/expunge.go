@@ -2,6 +2,7 @@ package imapbackend
 
 import (
 	"context"
+	"slices"
 
 	"github.com/emersion/go-imap/v2"
 	"github.com/emersion/go-imap/v2/imapserver"
@@ -42,18 +43,25 @@ func (s *session) Expunge(w *imapserver.ExpungeWriter, uids *imap.UIDSet) error 
 	defer cancel()
 
 	m.mu.Lock()
-	gone, validity := m.gone, m.validity
-	var only imap.NumSet
+	gone, validity, mb := m.gone, m.validity, m.mb
+	m.mu.Unlock()
+	var only map[imap.UID]bool
 	if uids != nil {
-		only = s.staticNumSet(*uids)
-	}
-	var del []imap.UID
-	for _, msg := range m.msgs {
-		if msg.has(imap.FlagDeleted) && (only == nil || only.(imap.UIDSet).Contains(msg.uid)) {
-			del = append(del, msg.uid)
+		ts, err := s.targets(*uids)
+		if err != nil {
+			return err
+		}
+		only = make(map[imap.UID]bool, len(ts))
+		for _, t := range ts {
+			only[t.msg.uid] = true
 		}
 	}
-	m.mu.Unlock()
+	var del []imap.UID
+	for _, u := range mb.UIDs() {
+		if fl, ok := mb.Flags(u); ok && slices.Contains(fl, imap.FlagDeleted) && (only == nil || only[u]) {
+			del = append(del, u)
+		}
+	}
 	if gone != nil {
 		return imapError(gone)
 	}
@@ -89,10 +97,6 @@ func (s *session) Expunge(w *imapserver.ExpungeWriter, uids *imap.UIDSet) error 
 // them, raising the mirror's version and noting the removals so that an
 // older refresh's answer does not bring them back (mirror.apply).
 func (s *session) removeMessages(ctx context.Context, m *mirror, validity uint32, uids []imap.UID) {
-	set := make(map[imap.UID]bool, len(uids))
-	for _, u := range uids {
-		set[u] = true
-	}
 	forget := map[uint32][]string{}
 	m.mu.Lock()
 	if m.loaded {
@@ -102,30 +106,12 @@ func (s *session) removeMessages(ctx context.Context, m *mirror, validity uint32
 		}
 		for _, u := range uids {
 			m.removed[u] = m.version
-		}
-		for i := len(m.msgs) - 1; i >= 0; i-- {
-			msg := m.msgs[i]
-			if !set[msg.uid] {
-				continue
-			}
-			m.queueExpungeLocked(msg.uid)
-			delete(m.byUID, msg.uid)
-			if !msg.seen {
-				m.unreadCount = max(m.unreadCount-1, 0)
-			}
-			if len(msg.flags) > 0 {
-				forget[uint32(msg.uid)] = nil
+			if fl, ok := m.mb.Flags(u); ok && len(keptOf(fl)) > 0 {
+				forget[uint32(u)] = nil
 			}
 		}
-		// A new slice: a snapshot of the old one taken under the lock
-		// stays valid.
-		kept := make([]*message, 0, len(m.msgs))
-		for _, msg := range m.msgs {
-			if !set[msg.uid] {
-				kept = append(kept, msg)
-			}
-		}
-		m.msgs = kept
+		m.mb.Expunge(uids...)
+		m.forgetLocked(uids)
 	}
 	m.mu.Unlock()
 	if len(forget) > 0 {

@@ -331,13 +331,11 @@ func (s *session) fetchRaws(ctx context.Context, chunk []*fetchMsg) error {
 func (s *session) fetchMarkSeen(ctx context.Context, chunk []*fetchMsg) error {
 	m := s.sel
 	var uids []int64
-	m.mu.Lock()
 	for _, fm := range chunk {
-		if !fm.gone && fm.live && !fm.msg.seen {
+		if !fm.gone && fm.live && !hasSeen(s.flagsOf(fm.msg.uid)) {
 			uids = append(uids, int64(fm.msg.uid))
 		}
 	}
-	m.mu.Unlock()
 	if len(uids) == 0 {
 		return nil
 	}
@@ -345,28 +343,20 @@ func (s *session) fetchMarkSeen(ctx context.Context, chunk []*fetchMsg) error {
 		return err
 	}
 	marked := make(map[imap.UID]bool, len(uids))
+	ups := make([]flagUpdate, 0, len(uids))
+	read := true
 	for _, u := range uids {
 		marked[imap.UID(u)] = true
+		ups = append(ups, flagUpdate{uid: imap.UID(u), seen: &read})
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.version++
 	for _, fm := range chunk {
-		if fm.gone || !marked[fm.msg.uid] {
-			continue
-		}
-		fm.nowSeen = true
-		if fm.msg.seen {
-			continue // another connection got there first
-		}
-		fm.msg.seen = true
-		if m.unreadCount > 0 {
-			m.unreadCount--
-		}
-		if m.byUID[fm.msg.uid] == fm.msg {
-			m.queueFlagsLocked(fm.msg.uid, s.view)
+		if !fm.gone && marked[fm.msg.uid] {
+			fm.nowSeen = true
 		}
 	}
+	// This connection's FETCH answer carries the new FLAGS; the others
+	// get FETCH FLAGS.
+	m.showFlags(ups, s.view)
 	return nil
 }
 
@@ -383,15 +373,21 @@ func compareUID(a, b imap.UID) int {
 // fetchFlags takes the flags to answer with, canonical as the mirror keeps
 // them (mbsync and offlineimap undo lower-case system flags), with
 // \Recent where this session has it.
+//
+// A keyword this session has not been told of in FLAGS yet is left out
+// here and the message's full FLAGS follow in the updates right after the
+// command, FLAGS first (seqview.View.FetchFlags, RFC 9051 §7.3.5).
 func (s *session) fetchFlags(chunk []*fetchMsg, o *imap.FetchOptions) {
-	m := s.sel
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	rev2 := s.rev2()
+	var uids []imap.UID
+	var want []*fetchMsg
 	for _, fm := range chunk {
 		if o.Flags || fm.nowSeen {
-			fm.flags = s.view.flagsOf(fm.msg, rev2)
+			uids = append(uids, fm.msg.uid)
+			want = append(want, fm)
 		}
+	}
+	for i, fl := range s.view.FetchFlags(uids...) {
+		want[i].flags = fl
 	}
 }
 

@@ -103,7 +103,7 @@ func (h *hub) release(m *mirror) {
 func (m *mirror) dropLocked() {
 	m.dropped = true
 	m.auth = directapi.Authentication{}
-	m.msgs, m.byUID = nil, nil
+	m.byUID, m.ghosts = nil, nil
 	m.hub.drop(m)
 }
 

@@ -2,11 +2,14 @@ package imapbackend
 
 import (
 	"context"
+	"errors"
+	"time"
 
 	"github.com/emersion/go-imap/v2"
 
 	"github.com/directbridge/directbridge/directapi"
 	"github.com/directbridge/directbridge/mailstore"
+	"github.com/directbridge/directbridge/seqview"
 	"github.com/directbridge/directbridge/upstream"
 )
 
@@ -21,92 +24,63 @@ type target struct {
 }
 
 // targets resolves a sequence or UID set against the selected folder, as
-// this connection sees it. "*" is the last message or the largest UID;
-// "$" is the saved SEARCHRES result (RFC 5182). A sequence set that names
-// a number beyond the messages the client has been told of, or any number
-// when it has been told of none ("*" included), is BAD (RFC 3501 §9,
-// seq-number; Dovecot does the same). A UID set may name UIDs that do not
-// exist; they are ignored.
+// this connection sees it (seqview.View.Resolve): "*" is the last message
+// or the largest UID; "$" is the saved SEARCHRES result (RFC 5182). A
+// sequence set that names a number beyond the messages the client has
+// been told of, or any number when it has been told of none ("*"
+// included), is BAD (RFC 3501 §9, seq-number; Dovecot does the same). A
+// UID set may name UIDs that do not exist; they are ignored.
 func (s *session) targets(numSet imap.NumSet) ([]target, error) {
+	if imap.IsSearchRes(numSet) {
+		numSet = s.searchRes
+	}
+	ts, err := s.view.Resolve(numSet)
+	if errors.Is(err, seqview.ErrBadSeqNum) {
+		return nil, errBadSeqNum
+	}
+	if err != nil {
+		return nil, imapError(s.byeIfGone(err))
+	}
 	m := s.sel
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return s.targetsLocked(numSet)
-}
-
-func (s *session) targetsLocked(numSet imap.NumSet) ([]target, error) {
-	m, v := s.sel, s.view
-	if seqs, ok := numSet.(imap.SeqSet); ok && !imap.IsSearchRes(numSet) {
-		if !validSeqSet(seqs, uint32(len(v.msgs))) {
-			return nil, errBadSeqNum
+	out := make([]target, 0, len(ts))
+	for _, t := range ts {
+		msg := m.byUID[t.UID]
+		if msg == nil {
+			// An expunged message whose handle was let go (maxGhosts):
+			// its UID and flags are all there is.
+			msg = &message{uid: t.UID, expunged: true}
 		}
-	}
-	numSet = s.staticNumSet(numSet)
-	var out []target
-	for i, msg := range v.msgs {
-		var in bool
-		switch ns := numSet.(type) {
-		case imap.SeqSet:
-			in = ns.Contains(uint32(i) + 1)
-		case imap.UIDSet:
-			in = ns.Contains(msg.uid)
-		}
-		if in {
-			out = append(out, target{seq: uint32(i) + 1, msg: msg, live: m.byUID[msg.uid] == msg})
-		}
-	}
-	// Messages of the folder the client has not been told of yet: a UID
-	// set can name them (the client may know a UID from APPENDUID or
-	// COPYUID before the EXISTS).
-	if uids, ok := numSet.(imap.UIDSet); ok {
-		var last imap.UID
-		if n := len(v.msgs); n > 0 {
-			last = v.msgs[n-1].uid
-		}
-		for _, msg := range m.msgs {
-			if msg.uid > last && uids.Contains(msg.uid) {
-				out = append(out, target{msg: msg, live: true})
-			}
-		}
+		out = append(out, target{seq: t.Seq, msg: msg, live: t.Live})
 	}
 	return out, nil
 }
 
-// validSeqSet checks a sequence set against the n messages the client sees.
-func validSeqSet(set imap.SeqSet, n uint32) bool {
-	if n == 0 {
-		return false
-	}
-	for _, r := range set {
-		if r.Start > n || r.Stop > n {
-			return false
-		}
-	}
-	return true
-}
-
-// staticNumSet replaces "*" and "$". Called with the mirror locked.
+// staticNumSet replaces "*" and "$" in a set by what they stand for now
+// in this session: "*" is the last message the client was told of, or
+// for UIDs the largest UID of the folder or of the messages shown; a range
+// is unordered (RFC 9051 §9, seq-range).
 func (s *session) staticNumSet(numSet imap.NumSet) imap.NumSet {
 	if imap.IsSearchRes(numSet) {
 		return s.searchRes
 	}
-	m, v := s.sel, s.view
+	n := s.view.NumMessages()
 	switch ns := numSet.(type) {
 	case imap.SeqSet:
-		last := uint32(len(v.msgs))
 		out := make(imap.SeqSet, len(ns))
 		copy(out, ns)
 		for i := range out {
-			staticRange(&out[i].Start, &out[i].Stop, last)
+			staticRange(&out[i].Start, &out[i].Stop, n)
 		}
 		return out
 	case imap.UIDSet:
-		last := uint32(0)
-		if n := len(m.msgs); n > 0 {
-			last = uint32(m.msgs[n-1].uid)
+		var last uint32
+		if u, ok := s.view.UIDOf(n); ok {
+			last = uint32(u)
 		}
-		if n := len(v.msgs); n > 0 {
-			last = max(last, uint32(v.msgs[n-1].uid))
+		if uids := s.view.Mailbox().UIDs(); len(uids) > 0 {
+			last = max(last, uint32(uids[len(uids)-1]))
 		}
 		out := make(imap.UIDSet, len(ns))
 		copy(out, ns)
@@ -132,6 +106,33 @@ func staticRange(start, stop *uint32, last uint32) {
 	}
 }
 
+// flagsOf returns the flags of a message this session can name, \Seen
+// included and \Recent not (for computing, not for showing).
+func (s *session) flagsOf(uid imap.UID) []imap.Flag {
+	fl, _ := s.view.Flags(uid)
+	return fl
+}
+
+// viewOrder walks the folder in this session's order for read-ahead
+// (mailstore.Order), without copying the folder's UID list.
+type viewOrder struct{ v *seqview.View }
+
+func (o viewOrder) After(uid imap.UID, n int) []imap.UID {
+	seq := o.v.SeqOf(uid)
+	if seq == 0 {
+		return nil
+	}
+	out := make([]imap.UID, 0, n)
+	for i := seq + 1; len(out) < n; i++ {
+		u, ok := o.v.UIDOf(i)
+		if !ok {
+			break
+		}
+		out = append(out, u)
+	}
+	return out
+}
+
 // ensureMeta loads the metadata (size, dates, headers) of the given
 // messages of the selected folder if any lack it (see mirror.loadMeta). A
 // message the provider no longer lists gets a placeholder, so the command
@@ -152,49 +153,95 @@ func (s *session) ensureMeta(ctx context.Context, msgs []*message) error {
 }
 
 // loadMeta fills in the metadata of msgs (of every message when msgs is
-// nil) that lack it, or have only a placeholder, with one
-// GetMessageMetaData call for the whole folder: a round trip is the unit
-// of cost, and listings want every message anyway. It returns the messages
-// the answer did not list (gone at the provider since the last refresh).
+// nil) that lack it, or have only a placeholder. It returns the messages
+// the provider's answers did not list (gone at the provider since the
+// last refresh).
+//
+// Cost: the first time, one GetMessageMetaData for the whole folder (a
+// round trip is the unit of cost, and listings want every message
+// anyway). Afterwards, when only a few messages lack metadata (new mail,
+// APPENDs, copies), it is never listed again: one
+// SearchMessagesMetadataByReceivedDate over the time since the last
+// listing (less metaSkew, for the provider's clock) finds new mail and
+// APPENDs; the few still missing, such as copies, which keep the received
+// date of their original, come by GetMessagesByUIDs.
 func (m *mirror) loadMeta(ctx context.Context, c upstream.Provider, msgs []*message) ([]*message, error) {
 	m.mu.Lock()
 	if msgs == nil {
-		msgs = m.msgs
-	}
-	missing := false
-	for _, msg := range msgs {
-		if !metaKnown(msg.meta) {
-			missing = true
-			break
+		msgs = make([]*message, 0, len(m.byUID))
+		for _, msg := range m.byUID {
+			if !msg.expunged {
+				msgs = append(msgs, msg)
+			}
 		}
 	}
-	auth := m.auth
-	m.mu.Unlock()
-	if !missing {
-		return nil, nil
+	var missing []int64
+	for _, msg := range msgs {
+		if !metaKnown(msg.meta) && !msg.expunged {
+			missing = append(missing, int64(msg.uid))
+		}
 	}
-	details, err := c.Metadata(ctx, auth, m.name)
-	if err != nil {
-		return nil, err
+	auth, since, total := m.auth, m.metaAt, len(m.byUID)
+	m.mu.Unlock()
+	if len(missing) == 0 {
+		return m.missedMeta(msgs), nil
+	}
+	start := time.Now()
+	if since.IsZero() || len(missing) > fewMissingMeta || 4*len(missing) > total {
+		details, err := c.Metadata(ctx, auth, m.name)
+		if err != nil {
+			return nil, err
+		}
+		m.fillMeta(details)
+	} else {
+		details, err := c.MetadataReceived(ctx, auth, m.name, since.Add(-metaSkew), start.Add(metaSkew))
+		if err != nil {
+			return nil, err
+		}
+		m.fillMeta(details)
+		var still []int64
+		m.mu.Lock()
+		for _, u := range missing {
+			if msg := m.byUID[imap.UID(u)]; msg != nil && !metaKnown(msg.meta) && !msg.expunged {
+				still = append(still, u)
+			}
+		}
+		m.mu.Unlock()
+		if len(still) > 0 {
+			details, err := c.Messages(ctx, auth, m.name, still)
+			if err != nil {
+				return nil, err
+			}
+			m.fillMeta(details)
+		}
 	}
 	m.mu.Lock()
-	defer m.mu.Unlock()
-	for i := range details {
-		d := &details[i]
-		if d.UID <= 0 || d.UID > maxUID {
-			continue
-		}
-		if msg := m.byUID[imap.UID(d.UID)]; msg != nil && !metaKnown(msg.meta) {
-			msg.meta = metaOnly(d)
-		}
+	if start.After(m.metaAt) {
+		m.metaAt = start
 	}
+	m.mu.Unlock()
+	return m.missedMeta(msgs), nil
+}
+
+// Limits of loading metadata by received date rather than listing the
+// folder: more missing than this (or than a quarter of the folder) is
+// listed whole; metaSkew widens the window for the provider's clock.
+const (
+	fewMissingMeta = 200
+	metaSkew       = 5 * time.Minute
+)
+
+// missedMeta returns the messages of msgs still without metadata.
+func (m *mirror) missedMeta(msgs []*message) []*message {
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	var missed []*message
 	for _, msg := range msgs {
 		if !metaKnown(msg.meta) {
 			missed = append(missed, msg)
 		}
 	}
-	return missed, nil
+	return missed
 }
 
 // raws returns the raw bytes of messages, from memory or from the
@@ -209,27 +256,11 @@ func (s *session) raws(ctx context.Context, msgs []*message) (map[imap.UID][]byt
 	for i, msg := range msgs {
 		uids[i] = msg.uid
 	}
-	return s.srv.bodies.Get(ctx, auth, ref, uids, m)
+	return s.srv.bodies.Get(ctx, auth, ref, uids, viewOrder{s.view})
 }
 
 // ref names the mirror's folder for the raw-message cache. Called with
 // m.mu held.
 func (m *mirror) ref() mailstore.FolderRef {
 	return mailstore.FolderRef{User: m.user, Folder: m.name, Validity: m.validity}
-}
-
-// After returns up to n UIDs of the folder that follow uid, for
-// read-ahead (mailstore.Order).
-func (m *mirror) After(uid imap.UID, n int) []imap.UID {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	i, found := m.index(uid)
-	if found {
-		i++
-	}
-	out := make([]imap.UID, 0, n)
-	for _, msg := range m.msgs[i:min(i+n, len(m.msgs))] {
-		out = append(out, msg.uid)
-	}
-	return out
 }

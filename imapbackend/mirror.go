@@ -11,6 +11,7 @@ import (
 	"github.com/emersion/go-imap/v2"
 
 	"github.com/directbridge/directbridge/directapi"
+	"github.com/directbridge/directbridge/seqview"
 )
 
 // mirror is the bridge's view of one provider folder of one user, shared by
@@ -33,22 +34,22 @@ type mirror struct {
 	user string // lower-case Direct address
 	name string // provider folder name, also the IMAP name
 
-	mu          sync.Mutex
-	auth        directapi.Authentication // latest credentials of a watcher: polling needs some
-	validity    uint32
-	uidNext     imap.UID // one more than the largest UID ever seen
-	msgs        []*message
-	byUID       map[imap.UID]*message
-	unreadCount int
-	views       map[*view]struct{} // of the connections that have the folder selected
-	// recentFrom is the first UID that is still \Recent (RFC 3501
-	// §2.3.2): messages from it on have not been shown to a read-write
-	// session yet. It starts at the UIDNEXT the state store had before
-	// this process first loaded the folder, so messages that arrived
-	// while the bridge was not looking are recent.
-	recentFrom imap.UID
-	loaded     bool
-	syncedAt   time.Time // when the last refresh finished
+	mu       sync.Mutex
+	auth     directapi.Authentication // latest credentials of a watcher: polling needs some
+	validity uint32
+	uidNext  imap.UID // one more than the largest UID ever seen
+	// mb is what sessions see of the folder: the UIDs in order, every
+	// message's flags (\Seen from the provider, the rest from the state
+	// store), \Recent, and the views of the connections that have the
+	// folder selected (package seqview). Set by the first load.
+	mb *seqview.Mailbox
+	// byUID holds the handle (metadata) of every message of mb, and of
+	// messages expunged lately, which a session not told yet may still
+	// fetch (ghosts, oldest first, bounded by maxGhosts).
+	byUID    map[imap.UID]*message
+	ghosts   []imap.UID
+	loaded   bool
+	syncedAt time.Time // when the last refresh finished
 	// version counts the changes commands applied to the mirror (flags,
 	// removals); a refresh compares it before and after its round trips.
 	version uint64
@@ -79,28 +80,60 @@ type refreshFlight struct {
 	err     error
 }
 
-// message is one message of a mirror.
+// message is the handle of one message of a mirror: what the bridge
+// knows of it beyond its flags (which mb keeps). Its fields are guarded by
+// the mirror's mu.
 type message struct {
-	uid   imap.UID
-	seen  bool
-	flags []imap.Flag // kept by the bridge: every flag but \Seen, canonical, sorted
-	meta  *directapi.MessageDetail
+	uid      imap.UID
+	meta     *directapi.MessageDetail // metadata, nil until loaded
+	expunged bool                     // gone from the folder; a ghost
 }
 
-// flagList is the message's flags as IMAP shows them.
-func (m *message) flagList() []imap.Flag {
-	out := make([]imap.Flag, 0, len(m.flags)+1)
-	if m.seen {
-		out = append(out, imap.FlagSeen)
+// maxGhosts bounds the handles of expunged messages kept for sessions
+// that have not been told yet: past it, the oldest lose their metadata
+// (such a session then gets NO [EXPUNGEISSUED] for what it asks of them).
+const maxGhosts = 4096
+
+// forgetLocked turns the handles of expunged messages into ghosts.
+// Called with m.mu held.
+func (m *mirror) forgetLocked(uids []imap.UID) {
+	for _, u := range uids {
+		if msg := m.byUID[u]; msg != nil && !msg.expunged {
+			msg.expunged = true
+			m.ghosts = append(m.ghosts, u)
+		}
 	}
-	return append(out, m.flags...)
+	if over := len(m.ghosts) - maxGhosts; over > 0 {
+		for _, u := range m.ghosts[:over] {
+			if msg := m.byUID[u]; msg != nil && msg.expunged {
+				delete(m.byUID, u)
+			}
+		}
+		m.ghosts = slices.Delete(m.ghosts, 0, over)
+	}
 }
 
-func (m *message) has(f imap.Flag) bool {
-	if f == imap.FlagSeen {
-		return m.seen
+// live tells whether uid is a message of the folder (not expunged).
+// Called with m.mu held.
+func (m *mirror) live(uid imap.UID) bool {
+	msg := m.byUID[uid]
+	return msg != nil && !msg.expunged
+}
+
+// hasSeen tells whether flags hold \Seen.
+func hasSeen(flags []imap.Flag) bool { return slices.Contains(flags, imap.FlagSeen) }
+
+// keptOf is flags without \Seen: what the state store keeps.
+func keptOf(flags []imap.Flag) []imap.Flag {
+	return slices.DeleteFunc(slices.Clone(flags), func(f imap.Flag) bool { return f == imap.FlagSeen })
+}
+
+// withSeen is kept flags plus \Seen when read, as mb holds them.
+func withSeen(keptFlags []imap.Flag, read bool) []imap.Flag {
+	if read {
+		return append(slices.Clone(keptFlags), imap.FlagSeen)
 	}
-	return slices.Contains(m.flags, f)
+	return keptFlags
 }
 
 // errFolderGone tells sessions that their selected folder no longer exists
@@ -208,8 +241,8 @@ func (m *mirror) doRefresh(ctx context.Context) error {
 	m.mu.Lock()
 	stillUnread, added := 0, 0
 	for _, u := range uids {
-		if msg := m.byUID[u]; msg != nil {
-			if !msg.seen {
+		if fl, ok := m.mb.Flags(u); ok {
+			if !hasSeen(fl) {
 				stillUnread++
 			}
 		} else if _, gone := m.removed[u]; !gone {
@@ -282,33 +315,40 @@ func (m *mirror) load(ctx context.Context, auth directapi.Authentication, uids [
 			}
 		}
 	}
+	// \Recent (RFC 3501 §2.3.2) starts at the UIDNEXT the state store
+	// had before this process first loaded the folder, so messages that
+	// arrived while the bridge was not looking are recent.
+	mb := seqview.NewMailbox(seqview.Config{UIDValidity: st.UIDValidity, UIDNext: imap.UID(st.UIDNext), RecentFrom: imap.UID(max(st.UIDNext, 1))})
+	byUID := make(map[imap.UID]*message, len(uids))
+	add := make([]seqview.NewMessage, 0, len(uids))
+	for _, u := range uids {
+		byUID[u] = &message{uid: u}
+		add = append(add, seqview.NewMessage{UID: u, Flags: withSeen(canonicalFlags(kept[uint32(u)]), !unreadSet[u])})
+	}
+	if err := mb.Add(add...); err != nil {
+		return err
+	}
 	m.mu.Lock()
 	m.validity = st.UIDValidity
 	m.uidNext = imap.UID(st.UIDNext)
-	m.msgs = make([]*message, 0, len(uids))
-	m.byUID = make(map[imap.UID]*message, len(uids))
-	for _, u := range uids {
-		msg := &message{uid: u, seen: !unreadSet[u], flags: canonicalFlags(kept[uint32(u)])}
-		m.msgs = append(m.msgs, msg)
-		m.byUID[u] = msg
-	}
-	m.unreadCount = unread
-	m.recentFrom = imap.UID(max(st.UIDNext, 1))
+	m.mb, m.byUID = mb, byUID
 	m.loaded = true
 	m.syncedAt = time.Now()
-	seen := m.raiseUIDNextLocked()
+	largest := m.raiseUIDNextLocked(uids)
 	m.mu.Unlock()
 	m.fillMeta(details)
-	return m.saveUIDNext(ctx, seen)
+	return m.saveUIDNext(ctx, largest)
 }
 
-// raiseUIDNextLocked keeps UIDNEXT above every UID seen. It returns the
+// raiseUIDNextLocked keeps UIDNEXT above every UID seen (uids ascending).
+// It returns the
 // largest UID when that raised it (to be written to the state store after
 // the lock is let go: saveUIDNext), else 0.
-func (m *mirror) raiseUIDNextLocked() uint32 {
-	if n := len(m.msgs); n > 0 && m.msgs[n-1].uid >= m.uidNext {
-		m.uidNext = m.msgs[n-1].uid + 1
-		return uint32(m.msgs[n-1].uid)
+func (m *mirror) raiseUIDNextLocked(uids []imap.UID) uint32 {
+	if n := len(uids); n > 0 && uids[n-1] >= m.uidNext {
+		m.uidNext = uids[n-1] + 1
+		m.mb.SetUIDNext(m.uidNext)
+		return uint32(uids[n-1])
 	}
 	return 0
 }
@@ -332,7 +372,7 @@ func (m *mirror) saveUIDNext(ctx context.Context, largest uint32) error {
 // state of the answers is not applied (the next refresh brings it).
 // kept is the stored flags of the folder, read when new messages were
 // expected.
-func (m *mirror) apply(ctx context.Context, v0 uint64, uids []imap.UID, unread int, unreadSet map[imap.UID]bool, kept map[uint32][]string) error {
+func (m *mirror) apply(ctx context.Context, v0 uint64, uids []imap.UID, unread int, unreadSet map[imap.UID]bool, keptFlags map[uint32][]string) error {
 	m.mu.Lock()
 	changed := m.version != v0
 	if changed {
@@ -354,12 +394,8 @@ func (m *mirror) apply(ctx context.Context, v0 uint64, uids []imap.UID, unread i
 	}
 	// A UID the mirror never knew, below the largest one it knows, means
 	// the provider renumbered the folder: the old UIDs are void.
-	var newest imap.UID
-	if n := len(m.msgs); n > 0 {
-		newest = m.msgs[n-1].uid
-	}
 	for _, u := range uids {
-		if keep[u] && m.byUID[u] == nil && (u <= newest || u < m.uidNext) {
+		if msg := m.byUID[u]; keep[u] && (msg == nil || msg.expunged) && u < m.uidNext {
 			next := m.renumberedLocked()
 			m.mu.Unlock()
 			if _, err := m.hub.cfg.Store.ResetFolder(ctx, m.user, m.name, uint32(next)); err != nil {
@@ -368,60 +404,49 @@ func (m *mirror) apply(ctx context.Context, v0 uint64, uids []imap.UID, unread i
 			return errFolderGone
 		}
 	}
-	if slices.ContainsFunc(m.msgs, func(msg *message) bool { return !keep[msg.uid] }) {
-		kept := make([]*message, 0, len(m.msgs))
-		for _, msg := range m.msgs {
-			if keep[msg.uid] {
-				kept = append(kept, msg)
-				continue
-			}
-			m.queueExpungeLocked(msg.uid)
-			delete(m.byUID, msg.uid)
-		}
-		// A new slice: snapshots of the old one stay valid.
-		m.msgs = kept
-	}
-	for _, msg := range m.msgs {
-		if unreadSet == nil {
-			continue
-		}
-		if seen := !unreadSet[msg.uid]; seen != msg.seen {
-			msg.seen = seen
-			m.queueFlagsLocked(msg.uid, nil)
+	var gone []imap.UID
+	for _, u := range m.mb.UIDs() {
+		if !keep[u] {
+			gone = append(gone, u)
 		}
 	}
-	before := len(m.msgs)
-	flagsBefore := mailboxFlags(m.msgs)
+	if len(gone) > 0 {
+		m.mb.Expunge(gone...)
+		m.forgetLocked(gone)
+	}
+	var changes []seqview.FlagChange
+	var add []seqview.NewMessage
 	for _, u := range uids {
-		if !keep[u] || m.byUID[u] != nil {
+		if !keep[u] {
 			continue
 		}
-		msg := &message{uid: u, seen: unreadSet != nil && !unreadSet[u], flags: canonicalFlags(kept[uint32(u)])}
-		m.msgs = append(m.msgs, msg)
-		m.byUID[u] = msg
-	}
-	if gainedFlags(flagsBefore, mailboxFlags(m.msgs)) {
-		m.queueMailboxFlagsLocked()
-	}
-	m.queueExistsLocked(m.msgs[before:])
-	if changed {
-		n := 0
-		for _, msg := range m.msgs {
-			if !msg.seen {
-				n++
+		if msg := m.byUID[u]; msg != nil && !msg.expunged {
+			if unreadSet != nil {
+				op := imap.StoreFlagsAdd
+				if unreadSet[u] {
+					op = imap.StoreFlagsDel
+				}
+				changes = append(changes, seqview.FlagChange{UID: u, Op: op, Flags: []imap.Flag{imap.FlagSeen}})
 			}
+			continue
 		}
-		unread = n
+		m.byUID[u] = &message{uid: u}
+		add = append(add, seqview.NewMessage{UID: u, Flags: withSeen(canonicalFlags(keptFlags[uint32(u)]), unreadSet != nil && !unreadSet[u])})
 	}
-	m.unreadCount = unread
+	m.mb.SetFlags(nil, changes...)
+	if err := m.mb.Add(add...); err != nil {
+		m.mu.Unlock()
+		return err
+	}
 	m.syncedAt = time.Now()
-	seen := m.raiseUIDNextLocked()
+	largest := m.raiseUIDNextLocked(uids)
 	m.mu.Unlock()
-	return m.saveUIDNext(ctx, seen)
+	return m.saveUIDNext(ctx, largest)
 }
 
 // renumberedLocked gives the folder a new UIDVALIDITY: connections that
-// have it selected are told BYE-worthy news and must select it again.
+// have it selected are told BYE-worthy news (seqview.ErrGone) and must
+// select it again.
 // It returns the UIDNEXT to carry over, which the caller gives the state
 // store (ResetFolder) after letting go of the lock.
 func (m *mirror) renumberedLocked() imap.UID {
@@ -489,4 +514,14 @@ func gainedFlags(before, after []imap.Flag) bool {
 		}
 	}
 	return false
+}
+
+// markGoneLocked records that the folder was deleted or renumbered; the
+// views learn it at once (an idling connection wakes, and the session
+// says BYE). Called with m.mu held.
+func (m *mirror) markGoneLocked() {
+	m.gone = errFolderGone
+	if m.mb != nil {
+		m.mb.Gone()
+	}
 }

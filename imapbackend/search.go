@@ -21,6 +21,7 @@ import (
 	"github.com/directbridge/directbridge/directapi"
 	"github.com/directbridge/directbridge/mailstore"
 	"github.com/directbridge/directbridge/mimeconv"
+	"github.com/directbridge/directbridge/seqview"
 )
 
 // Search answers SEARCH and UID SEARCH (RFC 9051 §6.4.4) with every search
@@ -54,18 +55,27 @@ func (s *session) Search(kind imapserver.NumKind, criteria *imap.SearchCriteria,
 		return nil, bad(imap.ResponseCodeClientBug, "No mailbox selected")
 	}
 	m := s.sel
-	m.mu.Lock()
 	// "*" and "$" are resolved first: "$" is the saved result from before
 	// this command (RFC 5182 §2.1).
 	crit := s.staticCriteria(criteria)
 	var cands []*searchMsg
-	for i, msg := range s.view.msgs {
-		if m.byUID[msg.uid] != msg {
-			continue // expunged, the client not told yet (RFC 2180 §4.3)
+	if n := s.view.NumMessages(); n > 0 {
+		ts, err := s.targets(imap.SeqSet{{Start: 1, Stop: n}})
+		if err != nil {
+			return nil, err
 		}
-		cands = append(cands, &searchMsg{seq: uint32(i) + 1, msg: msg, seen: msg.seen, recent: s.view.recent[msg.uid],
-			flags: append([]imap.Flag(nil), msg.flags...), meta: msg.meta})
+		m.mu.Lock()
+		for _, t := range ts {
+			if !t.live {
+				continue // expunged, the client not told yet (RFC 2180 §4.3)
+			}
+			fl := s.flagsOf(t.msg.uid)
+			cands = append(cands, &searchMsg{seq: t.seq, msg: t.msg, seen: hasSeen(fl), recent: s.view.IsRecent(t.msg.uid),
+				flags: keptOf(fl), meta: t.msg.meta})
+		}
+		m.mu.Unlock()
 	}
+	m.mu.Lock()
 	ref := m.ref()
 	m.mu.Unlock()
 	if options.ReturnSave {
@@ -236,7 +246,7 @@ func savedResult(matched []*searchMsg, o *imap.SearchOptions) imap.UIDSet {
 }
 
 // staticCriteria copies criteria with "*" and "$" replaced by what they
-// stand for now. Called with the mirror locked.
+// stand for now.
 func (s *session) staticCriteria(c *imap.SearchCriteria) *imap.SearchCriteria {
 	out := *c
 	out.SeqNum = make([]imap.SeqSet, len(c.SeqNum))
@@ -391,7 +401,7 @@ func (sm *searchMsg) eval(c *imap.SearchCriteria) tri {
 // hasFlag compares flags without case (RFC 9051 §2.3.2). \Recent is the
 // session's own (RECENT, NEW and OLD, RFC 3501 §6.4.4).
 func (sm *searchMsg) hasFlag(f imap.Flag) bool {
-	if equalFold(string(f), string(flagRecent)) {
+	if equalFold(string(f), string(seqview.FlagRecent)) {
 		return sm.recent
 	}
 	f = canonicalFlag(f)

@@ -2,6 +2,7 @@ package imapbackend
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"time"
 
@@ -9,6 +10,7 @@ import (
 	"github.com/emersion/go-imap/v2/imapserver"
 
 	"github.com/directbridge/directbridge/directapi"
+	"github.com/directbridge/directbridge/seqview"
 )
 
 // session is one IMAP connection. Commands run one at a time per
@@ -20,7 +22,7 @@ type session struct {
 	auth directapi.Authentication // set by LOGIN; memory only
 
 	sel       *mirror
-	view      *view // this connection's view of sel (view.go)
+	view      *seqview.View // this connection's view of sel
 	readOnly  bool
 	searchRes imap.UIDSet // SEARCHRES "$" (RFC 5182)
 }
@@ -103,35 +105,21 @@ func (s *session) Select(name string, options *imap.SelectOptions) (*imap.Select
 		return nil, err
 	}
 	m.mu.Lock()
-	defer m.mu.Unlock()
-	s.sel, s.readOnly = m, options.ReadOnly
-	s.view = m.newViewLocked(options.ReadOnly)
-	data := &imap.SelectData{
-		Flags:          mailboxFlags(m.msgs),
-		PermanentFlags: permanentFlags(m.msgs),
-		NumMessages:    uint32(len(s.view.msgs)),
-		NumRecent:      s.view.numRecent(),
-		UIDNext:        max(m.uidNext, 1),
-		UIDValidity:    m.validity,
+	mb := m.mb
+	m.mu.Unlock()
+	v, data, err := mb.Open(seqview.ViewOptions{ReadOnly: options.ReadOnly, Rev2: s.rev2()})
+	if err != nil {
+		s.srv.hub.release(m)
+		return nil, imapError(errFolderGone)
 	}
-	for i, msg := range s.view.msgs {
-		if !msg.seen {
-			data.FirstUnseenSeqNum = uint32(i) + 1
-			break
-		}
-	}
-	if s.readOnly {
-		data.PermanentFlags = nil
-	}
+	s.sel, s.view, s.readOnly = m, v, options.ReadOnly
 	return data, nil
 }
 
 // Unselect leaves the selected folder.
 func (s *session) Unselect() error {
 	if s.sel != nil {
-		s.sel.mu.Lock()
-		s.view.closeLocked()
-		s.sel.mu.Unlock()
+		s.view.Close()
 		s.srv.hub.release(s.sel)
 		s.sel, s.view, s.searchRes = nil, nil, nil
 	}
@@ -148,7 +136,16 @@ func (s *session) Poll(w *imapserver.UpdateWriter, allowExpunge bool) error {
 		return err
 	}
 	s.maybeRefresh()
-	return s.view.flush(w, allowExpunge, s.rev2())
+	return s.byeIfGone(s.view.Poll(w, allowExpunge))
+}
+
+// byeIfGone says BYE when the selected folder was deleted or renumbered
+// (RFC 9051 §7.1.5) and passes err on.
+func (s *session) byeIfGone(err error) error {
+	if errors.Is(err, seqview.ErrGone) {
+		s.conn.Bye("The selected mailbox was deleted or renumbered")
+	}
+	return err
 }
 
 // rev2 tells whether the client enabled IMAP4rev2, which has no \Recent
@@ -161,12 +158,12 @@ func (s *session) rev2() bool {
 func (s *session) Idle(w *imapserver.UpdateWriter, stop <-chan struct{}) error {
 	// go-imap may close the session while this still runs (a client that
 	// drops mid-IDLE): work on the mirror and view as they were.
-	m, v := s.sel, s.view
-	if m == nil {
+	v := s.view
+	if v == nil {
 		<-stop
 		return nil
 	}
-	return v.idle(w, stop, s.rev2(), func() error { return s.goneCheckOf(m) })
+	return s.byeIfGone(v.Idle(w, stop))
 }
 
 func (s *session) goneCheck() error { return s.goneCheckOf(s.sel) }
@@ -217,27 +214,3 @@ func (s *session) folderName(name string) (string, error) {
 
 // delim is the hierarchy delimiter of the provider's folder names.
 const delim = '.'
-
-// mailboxFlags is the FLAGS response: the system flags and every keyword
-// in use, so clients learn the keywords (RFC 9051 §7.3.5).
-func mailboxFlags(msgs []*message) []imap.Flag {
-	out := []imap.Flag{imap.FlagSeen, imap.FlagAnswered, imap.FlagFlagged, imap.FlagDeleted, imap.FlagDraft}
-	seen := map[imap.Flag]bool{}
-	for _, f := range out {
-		seen[f] = true
-	}
-	for _, m := range msgs {
-		for _, f := range m.flags {
-			if !seen[f] {
-				seen[f] = true
-				out = append(out, f)
-			}
-		}
-	}
-	return out
-}
-
-// permanentFlags says what STORE keeps: every flag, and new keywords (\*).
-func permanentFlags(msgs []*message) []imap.Flag {
-	return append(mailboxFlags(msgs), imap.FlagWildcard)
-}

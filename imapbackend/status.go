@@ -3,6 +3,7 @@ package imapbackend
 import (
 	"context"
 	"errors"
+	"slices"
 
 	"github.com/directbridge/directbridge/upstream"
 	"github.com/emersion/go-imap/v2"
@@ -60,39 +61,39 @@ func (s *session) statusOf(ctx context.Context, folder string, o *imap.StatusOpt
 	}
 
 	m.mu.Lock()
-	defer m.mu.Unlock()
-	var unseen, deleted, recent uint32
+	mb := m.mb
+	m.mu.Unlock()
+	st := mb.Status()
+	unseen, deleted, recent := st.Unseen, st.Deleted, st.Recent
 	var size, deletedSize int64
-	for _, msg := range m.msgs {
-		if msg.uid >= m.recentFrom {
-			recent++
+	if o.Size || o.DeletedStorage {
+		uids := mb.UIDs()
+		m.mu.Lock()
+		for _, u := range uids {
+			var sz int64
+			if msg := m.byUID[u]; msg != nil && msg.meta != nil && msg.meta.Size > 0 {
+				sz = int64(msg.meta.Size)
+			}
+			size += sz
+			if fl, _ := mb.Flags(u); slices.Contains(fl, imap.FlagDeleted) {
+				deletedSize += sz
+			}
 		}
-		var sz int64
-		if msg.meta != nil && msg.meta.Size > 0 {
-			sz = int64(msg.meta.Size)
-		}
-		size += sz
-		if !msg.seen {
-			unseen++
-		}
-		if msg.has(imap.FlagDeleted) {
-			deleted++
-			deletedSize += sz
-		}
+		m.mu.Unlock()
 	}
 	d := &imap.StatusData{Mailbox: folder}
 	if o.NumMessages {
-		n := uint32(len(m.msgs))
+		n := st.Messages
 		d.NumMessages = &n
 	}
 	if o.NumUnseen {
 		d.NumUnseen = &unseen
 	}
 	if o.UIDNext {
-		d.UIDNext = max(m.uidNext, 1)
+		d.UIDNext = max(st.UIDNext, 1)
 	}
 	if o.UIDValidity {
-		d.UIDValidity = m.validity
+		d.UIDValidity = st.UIDValidity
 	}
 	if o.NumRecent {
 		d.NumRecent = &recent

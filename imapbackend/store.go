@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/directbridge/directbridge/seqview"
 	"github.com/directbridge/directbridge/upstream"
 	"github.com/emersion/go-imap/v2"
 	"github.com/emersion/go-imap/v2/imapserver"
@@ -93,7 +94,7 @@ type flagUpdate struct {
 // refuses the whole request then) refreshes the mirror and retries once
 // with the UIDs that remain. The updates that were carried out are
 // returned.
-func (s *session) applyFlags(ctx context.Context, folder string, validity uint32, m *mirror, ups []flagUpdate, source *view) ([]flagUpdate, error) {
+func (s *session) applyFlags(ctx context.Context, folder string, validity uint32, m *mirror, ups []flagUpdate, source *seqview.View) ([]flagUpdate, error) {
 	// The mirror's current state decides which calls are needed.
 	type cur struct {
 		known bool
@@ -106,10 +107,14 @@ func (s *session) applyFlags(ctx context.Context, folder string, validity uint32
 			return out
 		}
 		m.mu.Lock()
-		defer m.mu.Unlock()
+		mb := m.mb
+		m.mu.Unlock()
+		if mb == nil {
+			return out
+		}
 		for _, u := range ups {
-			if msg := m.byUID[u.uid]; msg != nil && m.loaded {
-				out[u.uid] = cur{true, msg.seen, msg.flags}
+			if fl, ok := mb.Flags(u.uid); ok {
+				out[u.uid] = cur{true, hasSeen(fl), keptOf(fl)}
 			}
 		}
 		return out
@@ -184,66 +189,41 @@ func (s *session) applyFlags(ctx context.Context, folder string, validity uint32
 	return ups, storeErr
 }
 
-// showFlags puts flag updates into the mirror and queues FETCH FLAGS for
-// the messages whose flags changed (RFC 9051 §7.5.2: other connections
-// learn of changes as unsolicited FETCH responses) for every view but
-// source, and before them a FLAGS response when a keyword new to the
-// folder appeared (RFC 9051 §7.3.5: a client learns a keyword from FLAGS
-// before a FETCH shows it).
-func (m *mirror) showFlags(ups []flagUpdate, source *view) {
+// showFlags puts flag updates into the mirror (seqview.Mailbox.SetFlags),
+// which gives every view but source a FETCH FLAGS for each message whose
+// flags changed (RFC 9051 §7.5.2: other connections learn of changes as
+// unsolicited FETCH responses), and before them a FLAGS response when a
+// keyword new to the folder appeared (RFC 9051 §7.3.5). It raises the
+// mirror's version, so an older refresh does not undo the change.
+func (m *mirror) showFlags(ups []flagUpdate, source *seqview.View) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if !m.loaded {
 		return
 	}
 	m.version++
-	before := mailboxFlags(m.msgs)
-	var changed []imap.UID
+	var changes []seqview.FlagChange
 	for _, u := range ups {
-		i, ok := m.index(u.uid)
-		if !ok {
-			continue
-		}
-		msg := m.msgs[i]
-		c := false
-		if u.seen != nil && *u.seen != msg.seen {
-			msg.seen = *u.seen
-			if msg.seen {
-				m.unreadCount--
-			} else {
-				m.unreadCount++
+		if u.seen != nil {
+			op := imap.StoreFlagsDel
+			if *u.seen {
+				op = imap.StoreFlagsAdd
 			}
-			c = true
+			changes = append(changes, seqview.FlagChange{UID: u.uid, Op: op, Flags: []imap.Flag{imap.FlagSeen}})
 		}
-		if u.setKept && !slices.Equal(msg.flags, u.kept) {
-			msg.flags = slices.Clone(u.kept)
-			c = true
-		}
-		if c {
-			changed = append(changed, msg.uid)
+		if u.setKept {
+			fl, ok := m.mb.Flags(u.uid)
+			if !ok {
+				continue
+			}
+			want := withSeen(u.kept, hasSeen(fl))
+			if u.seen != nil {
+				want = withSeen(u.kept, *u.seen)
+			}
+			changes = append(changes, seqview.FlagChange{UID: u.uid, Op: imap.StoreFlagsSet, Flags: want})
 		}
 	}
-	m.unreadCount = max(m.unreadCount, 0)
-	if gainedFlags(before, mailboxFlags(m.msgs)) {
-		m.queueMailboxFlagsLocked()
-	}
-	for _, uid := range changed {
-		m.queueFlagsLocked(uid, source)
-	}
-}
-
-// index finds a message by UID; m.msgs is in UID order. Called with m.mu
-// held.
-func (m *mirror) index(uid imap.UID) (int, bool) {
-	return slices.BinarySearchFunc(m.msgs, uid, func(msg *message, u imap.UID) int {
-		switch {
-		case msg.uid < u:
-			return -1
-		case msg.uid > u:
-			return 1
-		}
-		return 0
-	})
+	m.mb.SetFlags(source, changes...)
 }
 
 // mutateExisting runs a provider operation that changes messages. The
@@ -268,7 +248,7 @@ func (s *session) mutateExisting(ctx context.Context, m *mirror, uids []imap.UID
 			return nil, err
 		}
 		m.mu.Lock()
-		still := slices.DeleteFunc(slices.Clone(uids), func(u imap.UID) bool { return m.byUID[u] == nil })
+		still := slices.DeleteFunc(slices.Clone(uids), func(u imap.UID) bool { return !m.live(u) })
 		m.mu.Unlock()
 		switch {
 		case len(still) == len(uids):
@@ -334,9 +314,9 @@ func (s *session) Store(w *imapserver.FetchWriter, numSet imap.NumSet, flags *im
 	defer cancel()
 	m.mu.Lock()
 	gone, validity := m.gone, m.validity
-	ts, err := s.targetsLocked(numSet)
+	m.mu.Unlock()
+	ts, err := s.targets(numSet)
 	if err != nil {
-		m.mu.Unlock()
 		return err
 	}
 	ups := make([]flagUpdate, 0, len(ts))
@@ -347,27 +327,27 @@ func (s *session) Store(w *imapserver.FetchWriter, numSet imap.NumSet, flags *im
 			continue
 		}
 		u := flagUpdate{uid: t.msg.uid, setKept: true}
-		seen := t.msg.seen
+		now := keptOf(s.flagsOf(t.msg.uid))
+		var read bool
 		switch flags.Op {
 		case imap.StoreFlagsSet:
-			seen, u.kept = seenNamed, req
-			u.seen = &seen
+			read, u.kept = seenNamed, req
+			u.seen = &read
 		case imap.StoreFlagsAdd:
-			u.kept = addFlags(t.msg.flags, req...)
+			u.kept = addFlags(now, req...)
 			if seenNamed {
-				seen, u.forceSeen = true, true
-				u.seen = &seen
+				read, u.forceSeen = true, true
+				u.seen = &read
 			}
 		case imap.StoreFlagsDel:
-			u.kept = delFlags(t.msg.flags, req)
+			u.kept = delFlags(now, req)
 			if seenNamed {
-				seen, u.forceSeen = false, true
-				u.seen = &seen
+				read, u.forceSeen = false, true
+				u.seen = &read
 			}
 		}
 		ups = append(ups, u)
 	}
-	m.mu.Unlock()
 	if gone != nil {
 		return imapError(gone)
 	}
@@ -386,10 +366,10 @@ func (s *session) Store(w *imapserver.FetchWriter, numSet imap.NumSet, flags *im
 	// go-imap's poll right after the command writes FLAGS first and then
 	// the FETCHes, with the UID (RFC 9051 §6.4.9 requires it for UID
 	// STORE) and the flags as they are now.
-	m.mu.Lock()
-	for _, u := range done {
-		s.view.queueSelfFlagsLocked(u.uid)
+	uids := make([]imap.UID, len(done))
+	for i, u := range done {
+		uids[i] = u.uid
 	}
-	m.mu.Unlock()
+	s.view.QueueFetch(uids...)
 	return nil
 }

@@ -200,8 +200,8 @@ func (v *View) showFlagsLocked(m *message) []imap.Flag {
 //
 //  1. FLAGS, when the folder's keywords grew: it comes before any FETCH
 //     that could show a new keyword (RFC 9051 §7.3.5).
-//  2. EXPUNGE for each message expunged since, numbered as the client
-//     counts at the moment each is sent (RFC 9051 §7.5.1). With
+//  2. EXPUNGE for each message expunged since, highest first, numbered as
+//     the client counts at the moment each is sent (RFC 9051 §7.5.1). With
 //     allowExpunge false (during FETCH, STORE and SEARCH, RFC 9051 §7.4.1
 //     and §7.5.1) they are withheld: the messages keep their numbers and
 //     remain resolvable with their last flags.
@@ -255,11 +255,12 @@ func (v *View) catchUpListLocked(out []Response, allowExpunge bool) ([]Response,
 			}
 		}
 		if ghosts == 0 || allowExpunge {
-			removed := 0
-			for i, m := range v.shown {
-				if m.expunged {
-					out = append(out, Response{Kind: Expunge, Num: uint32(i - removed + 1)})
-					removed++
+			// Highest first, as Dovecot sends them: each number is then
+			// the message's position as the client counts it, with no
+			// shift from the EXPUNGEs before it.
+			for i := len(v.shown) - 1; i >= 0; i-- {
+				if v.shown[i].expunged {
+					out = append(out, Response{Kind: Expunge, Num: uint32(i + 1)})
 				}
 			}
 			// The live messages shown are exactly those of cur up to the
