@@ -1,25 +1,26 @@
 package imapbackend
 
 import (
-	"net/mail"
 	"regexp"
-	"strings"
 
 	"github.com/emersion/go-imap/v2"
-	"github.com/emersion/go-message/textproto"
 
 	"github.com/directbridge/directbridge/directapi"
+	"github.com/directbridge/directbridge/mimeconv"
 )
 
-// ENVELOPE (RFC 3501 §7.4.2, RFC 9051 §7.5.2) is built here rather than
-// with go-imap's ExtractEnvelope, which decodes the subject (go-imap then
-// writes it re-encoded as UTF-8, so "=?iso-8859-1?q?caf=E9?=" would come
-// back as "=?utf-8?q?caf=C3=A9?="), flattens address groups and drops
-// In-Reply-To and Message-ID values it cannot parse. Here:
+// ENVELOPE (RFC 3501 §7.4.2, RFC 9051 §7.5.2) is read by mimeconv
+// (Header.Envelope, with its one address parser) and only shaped here for
+// go-imap's writer, rather than built with go-imap's ExtractEnvelope, which
+// decodes the subject (go-imap then writes it re-encoded as UTF-8, so
+// "=?iso-8859-1?q?caf=E9?=" would come back as "=?utf-8?q?caf=C3=A9?="),
+// flattens address groups and drops In-Reply-To and Message-ID values it
+// cannot parse. Here:
 //
-//   - the subject is the field as written, encoded words and all, as the
-//     RFC has it and Dovecot and Cyrus do (go-imap's writer leaves ASCII
-//     alone; raw 8-bit text is sent as a UTF-8 encoded word);
+//   - the subject and the display names are the fields as written,
+//     encoded words and all, as the RFC has it and Dovecot and Cyrus do
+//     (go-imap's writer leaves ASCII alone; raw 8-bit text is sent as a
+//     UTF-8 encoded word);
 //   - groups are a start marker (NIL NIL "name" NIL), their members and an
 //     end marker (NIL NIL NIL NIL);
 //   - In-Reply-To and Message-ID are the fields as written when they are
@@ -31,52 +32,31 @@ import (
 // date that cannot be parsed is NIL, a wrong day of the week is
 // corrected) and source routes (the adl member) are always NIL.
 
-// headerLookup returns the first field of a name (case-insensitive) and
-// whether there was one.
-type headerLookup func(name string) (string, bool)
-
-func lookupList(hs []directapi.MessageHeader) headerLookup {
-	return func(name string) (string, bool) {
-		for _, h := range hs {
-			if equalFold(h.Name, name) {
-				return h.Value, true
-			}
-		}
-		return "", false
+// headerOf is a header list in mimeconv's form, for the header lists of
+// the provider's metadata.
+func headerOf(hs []directapi.MessageHeader) mimeconv.Header {
+	h := make(mimeconv.Header, len(hs))
+	for i, f := range hs {
+		h[i] = mimeconv.Field{Name: f.Name, Value: f.Value}
 	}
+	return h
 }
 
-func lookupTextproto(h textproto.Header) headerLookup {
-	return func(name string) (string, bool) {
-		if !h.Has(name) {
-			return "", false
-		}
-		return h.Get(name), true
-	}
-}
-
-// envelopeOf builds the ENVELOPE of a message or an attached message.
-func envelopeOf(get headerLookup) *imap.Envelope {
-	field := func(name string) string {
-		v, _ := get(name)
-		return strings.TrimSpace(v)
-	}
+// envelopeOf is the ENVELOPE of a message or an attached message.
+func envelopeOf(h mimeconv.Header) *imap.Envelope {
+	e := h.Envelope()
 	env := &imap.Envelope{
-		Subject:   field("Subject"),
-		From:      addressList(field("From")),
-		Sender:    addressList(field("Sender")),
-		ReplyTo:   addressList(field("Reply-To")),
-		To:        addressList(field("To")),
-		Cc:        addressList(field("Cc")),
-		Bcc:       addressList(field("Bcc")),
-		InReplyTo: msgIDField(field("In-Reply-To")),
+		Date:      e.Date,
+		Subject:   e.Subject,
+		From:      imapAddresses(e.From),
+		Sender:    imapAddresses(e.Sender),
+		ReplyTo:   imapAddresses(e.ReplyTo),
+		To:        imapAddresses(e.To),
+		Cc:        imapAddresses(e.Cc),
+		Bcc:       imapAddresses(e.Bcc),
+		InReplyTo: msgIDField(e.InReplyTo),
 	}
-	if d := field("Date"); d != "" {
-		if t, err := mail.ParseDate(d); err == nil {
-			env.Date = t
-		}
-	}
-	if id := msgIDField(field("Message-ID")); len(id) > 0 {
+	if id := msgIDField(e.MessageID); len(id) > 0 {
 		env.MessageID = id[0]
 	}
 	return env
@@ -96,7 +76,10 @@ func msgIDField(v string) []string {
 	if len(ids) == 0 {
 		return nil
 	}
-	joined := strings.Join(ids, " ")
+	joined := ids[0]
+	for _, id := range ids[1:] {
+		joined += " " + id
+	}
 	return []string{joined[1 : len(joined)-1]}
 }
 
@@ -104,194 +87,57 @@ func msgIDField(v string) []string {
 // address without a domain: a NIL host would mark a group.
 const missingHost = ".MISSING-HOST-NAME."
 
-// addressList parses an address-list field (RFC 5322 §3.4) leniently
-// into IMAP addresses, groups as RFC 3501 §7.4.2 writes them.
-func addressList(v string) []imap.Address {
+// imapAddresses is an address list as RFC 3501 §7.4.2 writes it: groups
+// between a start marker (the group name as mailbox, NIL host) and an end
+// marker (all NIL). A group without a name has no markers, since its start
+// marker would read as an end marker; a mailbox without a local part is
+// left out, since it would read as a marker.
+func imapAddresses(list []mimeconv.Address) []imap.Address {
 	var out []imap.Address
-	var cur strings.Builder
-	inGroup := false
-	flush := func() {
-		if a, ok := parseMailbox(cur.String()); ok {
-			out = append(out, a)
-		}
-		cur.Reset()
-	}
-	quoted, angle, comment := false, false, 0
-	for i := 0; i < len(v); i++ {
-		ch := v[i]
-		switch {
-		case quoted:
-			if ch == '\\' && i+1 < len(v) {
-				cur.WriteByte(ch)
-				i++
-				ch = v[i]
-			} else if ch == '"' {
-				quoted = false
+	unnamed := 0 // open groups written without markers
+	for _, a := range list {
+		switch a.Kind {
+		case mimeconv.GroupStart:
+			if a.Name == "" {
+				unnamed++
+				continue
 			}
-		case comment > 0:
-			switch ch {
-			case '\\':
-				if i+1 < len(v) {
-					cur.WriteByte(ch)
-					i++
-					ch = v[i]
-				}
-			case '(':
-				comment++
-			case ')':
-				comment--
+			out = append(out, imap.Address{Mailbox: a.Name})
+		case mimeconv.GroupEnd:
+			if unnamed > 0 {
+				unnamed--
+				continue
 			}
-		case ch == '"':
-			quoted = true
-		case ch == '(':
-			comment++
-		case angle:
-			if ch == '>' {
-				angle = false
-			}
-		case ch == '<':
-			angle = true
-		case ch == ',':
-			flush()
-			continue
-		case ch == ':' && !inGroup:
-			name := strings.TrimSpace(unquotePhrase(stripComments(cur.String())))
-			cur.Reset()
-			inGroup = true
-			out = append(out, imap.Address{Mailbox: name})
-			continue
-		case ch == ';' && inGroup:
-			flush()
-			inGroup = false
 			out = append(out, imap.Address{})
-			continue
+		default:
+			if a.Mailbox == "" {
+				continue
+			}
+			host := a.Host
+			if host == "" {
+				host = missingHost
+			}
+			out = append(out, imap.Address{Name: a.Name, Mailbox: a.Mailbox, Host: host})
 		}
-		cur.WriteByte(ch)
-	}
-	flush()
-	if inGroup {
-		out = append(out, imap.Address{})
 	}
 	return out
 }
 
-// parseMailbox parses one mailbox: "Name <a@b>", "a@b (Name)", "<a@b>".
-// What net/mail cannot read is taken apart by hand: the address in angle
-// brackets (a source route dropped) or the first word with an "@".
-func parseMailbox(s string) (imap.Address, bool) {
-	s = strings.TrimSpace(s)
-	if s == "" {
-		return imap.Address{}, false
-	}
-	if a, err := mail.ParseAddress(s); err == nil {
-		mbox, host, ok := strings.Cut(a.Address, "@")
-		if !ok {
-			host = missingHost
-		}
-		return imap.Address{Name: a.Name, Mailbox: mbox, Host: host}, true
-	}
-	var name, spec string
-	if i := strings.LastIndexByte(s, '<'); i >= 0 {
-		name = strings.TrimSpace(unquotePhrase(stripComments(s[:i])))
-		spec = s[i+1:]
-		if j := strings.IndexByte(spec, '>'); j >= 0 {
-			spec = spec[:j]
-		}
-		if j := strings.LastIndexByte(spec, ':'); j >= 0 {
-			spec = spec[j+1:] // source route
-		}
-	} else {
-		for _, w := range strings.Fields(stripComments(s)) {
-			if strings.Contains(w, "@") {
-				spec = w
-				break
-			}
-		}
-		if spec == "" {
-			spec = strings.TrimSpace(stripComments(s))
-		}
-	}
-	spec = strings.Join(strings.Fields(stripComments(spec)), "")
-	if spec == "" {
-		return imap.Address{}, false
-	}
-	mbox, host, ok := strings.Cut(spec, "@")
-	if !ok || host == "" {
-		host = missingHost
-	}
-	return imap.Address{Name: name, Mailbox: strings.Trim(mbox, `"`), Host: host}, true
-}
-
-// stripComments removes (comments) outside quoted strings.
-func stripComments(s string) string {
-	var b strings.Builder
-	depth, quoted := 0, false
-	for i := 0; i < len(s); i++ {
-		ch := s[i]
-		switch {
-		case quoted:
-			if ch == '\\' && i+1 < len(s) {
-				b.WriteByte(ch)
-				i++
-				ch = s[i]
-			} else if ch == '"' {
-				quoted = false
-			}
-		case depth > 0:
-			if ch == '\\' {
-				i++
-			} else if ch == '(' {
-				depth++
-			} else if ch == ')' {
-				depth--
-			}
-			continue
-		case ch == '(':
-			depth++
-			continue
-		case ch == '"':
-			quoted = true
-		}
-		b.WriteByte(ch)
-	}
-	return b.String()
-}
-
-// unquotePhrase removes the quotes of quoted strings in a phrase.
-func unquotePhrase(s string) string {
-	if !strings.Contains(s, `"`) {
-		return s
-	}
-	var b strings.Builder
-	quoted := false
-	for i := 0; i < len(s); i++ {
-		ch := s[i]
-		switch {
-		case ch == '"':
-			quoted = !quoted
-			continue
-		case quoted && ch == '\\' && i+1 < len(s):
-			i++
-			ch = s[i]
-		}
-		b.WriteByte(ch)
-	}
-	return b.String()
-}
-
 // addressTexts is what SEARCH FROM, TO, CC and BCC match besides the field
-// as written: each address as "Name <mailbox@host>", so that a search for
-// an address finds it whatever comments or quoting the field has.
+// as written: each address as "Name <mailbox@host>" with the name decoded,
+// and each group's name, so that a search for an address finds it whatever
+// comments, quoting or encoding the field has.
 func addressTexts(v string) []string {
 	var out []string
-	for _, a := range addressList(v) {
-		if a.Host == "" {
-			if a.Mailbox != "" {
-				out = append(out, a.Mailbox) // group name
+	for _, a := range mimeconv.ParseAddressList(v) {
+		switch a.Kind {
+		case mimeconv.GroupStart:
+			if a.Name != "" {
+				out = append(out, mimeconv.DecodeWords(a.Name))
 			}
-			continue
+		case mimeconv.Mailbox:
+			out = append(out, mimeconv.DecodeWords(a.Name)+" <"+a.Spec()+">")
 		}
-		out = append(out, a.Name+" <"+a.Mailbox+"@"+a.Host+">")
 	}
 	return out
 }

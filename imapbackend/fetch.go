@@ -1,21 +1,14 @@
 package imapbackend
 
 import (
-	"bufio"
 	"bytes"
 	"context"
-	"encoding/base64"
-	"fmt"
-	"io"
-	"mime"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/emersion/go-imap/v2"
 	"github.com/emersion/go-imap/v2/imapserver"
-	_ "github.com/emersion/go-message/charset" // every charset in ENVELOPE, SEARCH and BODYSTRUCTURE decoding
-	"github.com/emersion/go-message/textproto"
 
 	"github.com/directbridge/directbridge/directapi"
 	"github.com/directbridge/directbridge/mailstore"
@@ -418,8 +411,8 @@ func internalDate(d *directapi.MessageDetail) time.Time {
 
 // topHeaders is the message's top-level header fields, names as written
 // and values unfolded but not decoded: the provider's metadata list, or
-// the same list read from the raw bytes with the provider's own parser
-// when the metadata has none.
+// the same list read from the raw bytes by the message tree when the
+// metadata has none (values made valid UTF-8, as the provider's are).
 func topHeaders(meta *directapi.MessageDetail, raw []byte) ([]directapi.MessageHeader, bool) {
 	if metaKnown(meta) && len(meta.Headers) > 0 {
 		return meta.Headers, true
@@ -427,24 +420,29 @@ func topHeaders(meta *directapi.MessageDetail, raw []byte) ([]directapi.MessageH
 	if raw == nil {
 		return nil, false
 	}
-	p, err := mimeconv.Parse(raw, mimeconv.ParseOptions{SkipBodies: true})
-	if err != nil {
-		return nil, true // no header at all
+	root, _ := mimeconv.ParseTree(raw, mimeconv.ParseOptions{SkipBodies: true})
+	hs := make([]directapi.MessageHeader, len(root.Header))
+	for i, f := range root.Header {
+		hs[i] = directapi.MessageHeader{Name: f.Name, Value: strings.ToValidUTF8(f.Value, "\uFFFD")}
 	}
-	return p.Headers, true
+	return hs, true
 }
 
 // renderFetch computes every requested item of one message. It fails only
 // for BINARY of a part whose transfer encoding is unknown, which RFC 3516
 // §4.2 requires to fail with NO [UNKNOWN-CTE].
-func renderFetch(fm *fetchMsg, o *imap.FetchOptions) (err error) {
-	defer func() {
-		// Malformed mail must never take the connection down (go-imap
-		// closes it on a panic).
-		if v := recover(); v != nil {
-			err = no(imap.ResponseCodeParse, fmt.Sprintf("Message UID %d cannot be taken apart", fm.msg.uid))
+//
+// The message is parsed once, into mimeconv's tree, and only when an item
+// needs more than its whole bytes; the tree is bounded and tolerant of any
+// input, so nothing here can fail on malformed mail.
+func renderFetch(fm *fetchMsg, o *imap.FetchOptions) error {
+	var root *mimeconv.Part
+	tree := func() *mimeconv.Part {
+		if root == nil {
+			root, _ = mimeconv.ParseTree(fm.raw, mimeconv.ParseOptions{}) // cut short beyond the limits, still whole
 		}
-	}()
+		return root
+	}
 	hdrs := func() []directapi.MessageHeader {
 		if !fm.hdrsDone {
 			fm.hdrs, _ = topHeaders(fm.meta, fm.raw)
@@ -463,22 +461,22 @@ func renderFetch(fm *fetchMsg, o *imap.FetchOptions) (err error) {
 		}
 	}
 	if o.Envelope {
-		fm.env = envelopeOf(lookupList(hdrs()))
+		fm.env = envelopeOf(headerOf(hdrs()))
 	}
 	if o.BodyStructure != nil {
-		fm.bs = bodyStructureOf(fm.raw)
+		fm.bs = bodyStructureOf(tree())
 	}
 	fm.sections = make([][]byte, len(o.BodySection))
 	for i, bs := range o.BodySection {
 		if isTopHeaderFields(bs) {
 			fm.sections[i] = sectionPartial(headerFieldsSection(hdrs(), bs), bs.Partial)
 		} else {
-			fm.sections[i] = bodySection(fm.raw, bs)
+			fm.sections[i] = bodySection(fm.raw, tree, bs)
 		}
 	}
 	fm.binaries = make([][]byte, len(o.BinarySection))
 	for i, bs := range o.BinarySection {
-		b, err := binarySection(fm.raw, bs.Part)
+		b, err := binarySection(fm.raw, tree, bs.Part)
 		if err != nil {
 			return err
 		}
@@ -486,7 +484,7 @@ func renderFetch(fm *fetchMsg, o *imap.FetchOptions) (err error) {
 	}
 	fm.binSizes = make([]uint32, len(o.BinarySectionSize))
 	for i, bs := range o.BinarySectionSize {
-		b, err := binarySection(fm.raw, bs.Part)
+		b, err := binarySection(fm.raw, tree, bs.Part)
 		if err != nil {
 			return err
 		}
@@ -578,44 +576,44 @@ func sectionPartial(b []byte, p *imap.SectionPartial) []byte {
 	return b[p.Offset:end]
 }
 
-// bodyOffset is the offset of the body: just after the first empty line
-// (CRLF or bare LF), or the end when the message is all header.
-func bodyOffset(raw []byte) int {
-	for i := 0; i < len(raw); {
-		j := bytes.IndexByte(raw[i:], '\n')
-		if j < 0 {
-			return len(raw)
-		}
-		line := raw[i : i+j+1]
-		if len(line) == 1 || (len(line) == 2 && line[0] == '\r') {
-			return i + j + 1
-		}
-		i += j + 1
+// bodySection extracts BODY[section]<partial> (RFC 3501 §6.4.5) from the
+// message tree: every section is a slice of the raw bytes, never
+// re-serialised, so BODY[] is exactly the bytes RFC822.SIZE counts,
+// BODY[HEADER] + BODY[TEXT] = BODY[], and a part's MIME header and body
+// are what the message holds. HEADER, HEADER.FIELDS(.NOT) and TEXT after
+// a part number refer to the message a message/rfc822 part encapsulates.
+// A part that does not exist is the empty string.
+func bodySection(raw []byte, tree func() *mimeconv.Part, bs *imap.FetchItemBodySection) []byte {
+	if len(bs.Part) == 0 && bs.Specifier == imap.PartSpecifierNone {
+		return sectionPartial(raw, bs.Partial) // no parsing needed
 	}
-	return len(raw)
-}
-
-// bodySection extracts BODY[section]<partial>. The message itself, its
-// HEADER and its TEXT are cut from the raw bytes, so BODY[] is exactly
-// the bytes RFC822.SIZE counts and BODY[HEADER] + BODY[TEXT] = BODY[];
-// parts go through go-imap's extractor.
-func bodySection(raw []byte, bs *imap.FetchItemBodySection) []byte {
-	if len(bs.Part) == 0 {
-		switch bs.Specifier {
-		case imap.PartSpecifierNone:
-			return sectionPartial(raw, bs.Partial)
-		case imap.PartSpecifierHeader:
-			return sectionPartial(raw[:bodyOffset(raw)], bs.Partial)
-		case imap.PartSpecifierText:
-			return sectionPartial(raw[bodyOffset(raw):], bs.Partial)
-		}
-	}
-	b := imapserver.ExtractBodySection(bytes.NewReader(raw), bs)
-	if b == nil {
-		// A part that does not exist is the empty string.
+	p := tree().Find(bs.Part)
+	if p == nil {
 		return []byte{}
 	}
-	return b
+	e := p // what HEADER and TEXT refer to
+	if len(bs.Part) > 0 {
+		e = p.Encapsulated()
+	}
+	var b []byte
+	switch bs.Specifier {
+	case imap.PartSpecifierNone:
+		b = p.Body()
+	case imap.PartSpecifierMIME:
+		b = p.HeaderBytes()
+	case imap.PartSpecifierText:
+		b = e.Body()
+	case imap.PartSpecifierHeader:
+		switch {
+		case len(bs.HeaderFields) > 0:
+			b = e.FilterHeader(bs.HeaderFields, false)
+		case len(bs.HeaderFieldsNot) > 0:
+			b = e.FilterHeader(bs.HeaderFieldsNot, true)
+		default:
+			b = e.HeaderBytes()
+		}
+	}
+	return sectionPartial(b, bs.Partial)
 }
 
 // headerFieldsSection writes BODY[HEADER.FIELDS (...)] or
@@ -642,90 +640,60 @@ func headerFieldsSection(hs []directapi.MessageHeader, bs *imap.FetchItemBodySec
 	return b.Bytes()
 }
 
-// Limits of bodyStructureOf against hostile nesting.
-const (
-	maxMIMEDepth = 20
-	maxMIMEParts = 1000
-)
-
-// bodyStructureOf is BODYSTRUCTURE (RFC 9051 §7.5.2), in the shape of
-// go-imap's ExtractBodyStructure but safe to write back for any input:
-// every node carries its extension data (go-imap's writer needs it), a
-// missing Content-Type is RFC 2045 §5.2's text/plain; charset=us-ascii
-// (message/rfc822 inside multipart/digest, RFC 2046 §5.1.5), and a
-// multipart whose parts cannot be found is shown as the text it is, since
-// a multipart without children cannot be written at all.
-func bodyStructureOf(raw []byte) imap.BodyStructure {
-	n := 0
-	h, body := splitEntity(raw)
-	return mimeStructure(h, body, "", 0, &n)
-}
-
-// splitEntity parses the header of an entity (what can be read of it) and
-// returns it with the body.
-func splitEntity(b []byte) (textproto.Header, []byte) {
-	end := bodyOffset(b)
-	h, _ := textproto.ReadHeader(bufio.NewReader(bytes.NewReader(b[:end])))
-	return h, b[end:]
-}
-
-func mimeStructure(h textproto.Header, body []byte, parentType string, depth int, n *int) imap.BodyStructure {
-	*n++
-	mediaType, params, explicit := mediaTypeOf(h)
-	if !explicit && parentType == "multipart/digest" {
-		mediaType, params = "message/rfc822", nil
+// bodyStructureOf is BODYSTRUCTURE and BODY (RFC 3501 §7.4.2, RFC 9051
+// §7.5.2) of a message tree, every field and the extension data: go-imap's
+// writer needs the extension data on every node. The tree has applied
+// RFC 2045 §5.2's default (text/plain; charset=us-ascii) where the
+// Content-Type is missing or unreadable, RFC 2046 §5.1.5's message/rfc822
+// inside multipart/digest, and read a multipart whose parts cannot be
+// found as the text it is, since a multipart without children cannot be
+// written at all.
+func bodyStructureOf(p *mimeconv.Part) imap.BodyStructure {
+	var disp *imap.BodyStructureDisposition
+	if d, params := p.Disposition(); d != "" {
+		disp = &imap.BodyStructureDisposition{Value: d, Params: params}
 	}
-	typ, sub, _ := strings.Cut(mediaType, "/")
-	if typ == "multipart" && depth < maxMIMEDepth {
-		mp := &imap.BodyStructureMultiPart{Subtype: sub}
-		mr := textproto.NewMultipartReader(bytes.NewReader(body), params["boundary"])
-		for *n < maxMIMEParts {
-			p, err := mr.NextPart()
-			if err != nil {
-				break
-			}
-			b, err := io.ReadAll(p)
-			if err != nil {
-				break
-			}
-			mp.Children = append(mp.Children, mimeStructure(p.Header, b, mediaType, depth+1, n))
+	if p.Children != nil {
+		mp := &imap.BodyStructureMultiPart{
+			Subtype: p.Subtype,
+			Extended: &imap.BodyStructureMultiPartExt{
+				Params:      p.Params,
+				Disposition: disp,
+				Language:    p.Languages(),
+				Location:    p.Header.Get("Content-Location"),
+			},
 		}
-		if len(mp.Children) > 0 {
-			mp.Extended = &imap.BodyStructureMultiPartExt{
-				Params:      params,
-				Disposition: dispositionOf(h),
-				Language:    languagesOf(h),
-				Location:    h.Get("Content-Location"),
-			}
-			return mp
+		for _, c := range p.Children {
+			mp.Children = append(mp.Children, bodyStructureOf(c))
 		}
-		typ, sub, params = "text", "plain", map[string]string{"charset": "us-ascii"}
+		return mp
 	}
-	isMsg := typ == "message" && (sub == "rfc822" || sub == "global")
-	if isMsg && depth >= maxMIMEDepth {
-		typ, sub, isMsg = "application", "octet-stream", false
+	typ, sub, params := p.Type, p.Subtype, p.Params
+	if typ == "message" && (sub == "rfc822" || sub == "global") && p.Message == nil {
+		// Nested beyond the tree's limits: body-type-msg needs the
+		// envelope and structure of the message, which were not read.
+		typ, sub, params = "application", "octet-stream", nil
 	}
 	sp := &imap.BodyStructureSinglePart{
 		Type:        typ,
 		Subtype:     sub,
 		Params:      params,
-		ID:          h.Get("Content-Id"),
-		Description: h.Get("Content-Description"),
-		Encoding:    h.Get("Content-Transfer-Encoding"),
-		Size:        uint32(min(len(body), maxUID)),
+		ID:          p.Header.Get("Content-Id"),
+		Description: p.Header.Get("Content-Description"),
+		Encoding:    p.Encoding,
+		Size:        uint32(min(len(p.Body()), maxUID)),
 		Extended: &imap.BodyStructureSinglePartExt{
-			Disposition: dispositionOf(h),
-			Language:    languagesOf(h),
-			Location:    h.Get("Content-Location"),
+			Disposition: disp,
+			Language:    p.Languages(),
+			Location:    p.Header.Get("Content-Location"),
 		},
 	}
-	lines := int64(bytes.Count(body, []byte("\n")))
+	lines := int64(p.Lines())
 	switch {
-	case isMsg:
-		nh, nbody := splitEntity(body)
+	case typ == "message" && p.Message != nil:
 		sp.MessageRFC822 = &imap.BodyStructureMessageRFC822{
-			Envelope:      envelopeOf(lookupTextproto(nh)),
-			BodyStructure: mimeStructure(nh, nbody, "", depth+1, n),
+			Envelope:      envelopeOf(p.Message.Header),
+			BodyStructure: bodyStructureOf(p.Message),
 			NumLines:      lines,
 		}
 	case typ == "text":
@@ -734,162 +702,22 @@ func mimeStructure(h textproto.Header, body []byte, parentType string, depth int
 	return sp
 }
 
-// mediaTypeOf reads Content-Type; explicit is false when it is missing or
-// unreadable, which RFC 2045 §5.2 makes text/plain; charset=us-ascii.
-// Parameters that cannot be read are dropped, the type kept.
-func mediaTypeOf(h textproto.Header) (mediaType string, params map[string]string, explicit bool) {
-	t, params, ok := parseMIMEParams(h.Get("Content-Type"))
-	if !ok || !isMIMEType(t) {
-		return "text/plain", map[string]string{"charset": "us-ascii"}, false
-	}
-	return t, params, true
-}
-
-// parseMIMEParams reads a value with parameters (Content-Type,
-// Content-Disposition), decoding the RFC 2047 words some mailers put in
-// parameter values.
-func parseMIMEParams(v string) (string, map[string]string, bool) {
-	if strings.TrimSpace(v) == "" {
-		return "", nil, false
-	}
-	t, params, err := mime.ParseMediaType(v)
-	switch {
-	case err == mime.ErrInvalidMediaParameter:
-		params = nil
-	case err != nil:
-		return "", nil, false
-	}
-	for k, p := range params {
-		params[k] = decodeHeaderWords(p)
-	}
-	return t, params, true
-}
-
-func isMIMEType(t string) bool {
-	typ, sub, ok := strings.Cut(t, "/")
-	return ok && typ != "" && sub != "" && !strings.ContainsAny(t, " \t;\"")
-}
-
-func dispositionOf(h textproto.Header) *imap.BodyStructureDisposition {
-	disp, params, ok := parseMIMEParams(h.Get("Content-Disposition"))
-	if !ok || !isMIMEToken(disp) {
-		return nil
-	}
-	return &imap.BodyStructureDisposition{Value: disp, Params: params}
-}
-
-func isMIMEToken(s string) bool {
-	return !strings.ContainsAny(s, " \t;\"()<>@,:\\/[]?=")
-}
-
-func languagesOf(h textproto.Header) []string {
-	v := h.Get("Content-Language")
-	if v == "" {
-		return nil
-	}
-	var out []string
-	for _, l := range strings.Split(v, ",") {
-		if l = strings.TrimSpace(l); l != "" {
-			out = append(out, l)
-		}
-	}
-	return out
-}
-
 // binarySection is BINARY[part] (RFC 3516 §4.2): the part's body with its
 // Content-Transfer-Encoding undone, and nothing else (no charset
 // conversion). BINARY[] is the message as it is: a message has no
-// transfer encoding of its own. An encoding the server cannot undo is NO
-// [UNKNOWN-CTE].
-func binarySection(raw []byte, part []int) ([]byte, error) {
+// transfer encoding of its own. A part that does not exist is the empty
+// string; an encoding the tree cannot undo is NO [UNKNOWN-CTE].
+func binarySection(raw []byte, tree func() *mimeconv.Part, part []int) ([]byte, error) {
 	if len(part) == 0 {
 		return raw, nil
 	}
-	hdr := imapserver.ExtractBodySection(bytes.NewReader(raw), &imap.FetchItemBodySection{Part: part, Specifier: imap.PartSpecifierMIME})
-	if hdr == nil {
-		return []byte{}, nil // no such part
+	p := tree().Find(part)
+	if p == nil {
+		return []byte{}, nil
 	}
-	body := imapserver.ExtractBodySection(bytes.NewReader(raw), &imap.FetchItemBodySection{Part: part})
-	h, _ := splitEntity(hdr)
-	if t, _, _ := mediaTypeOf(h); strings.HasPrefix(t, "multipart/") {
-		return body, nil // RFC 2045 §6.4: multiparts are never encoded
+	b, err := p.Decoded()
+	if err != nil {
+		return nil, no(imap.ResponseCodeUnknownCTE, "Cannot undo the transfer encoding "+p.Encoding+" of this part")
 	}
-	switch cte := strings.ToLower(strings.TrimSpace(h.Get("Content-Transfer-Encoding"))); cte {
-	case "", "7bit", "8bit", "binary":
-		return body, nil
-	case "base64":
-		return decodeBase64(body), nil
-	case "quoted-printable":
-		return decodeQuotedPrintable(body), nil
-	default:
-		return nil, no(imap.ResponseCodeUnknownCTE, "Cannot undo the transfer encoding "+cte+" of this part")
-	}
-}
-
-// decodeBase64 decodes as RFC 2045 §6.8 says: characters outside the
-// base64 alphabet are ignored, as is what follows the padding.
-func decodeBase64(b []byte) []byte {
-	clean := make([]byte, 0, len(b))
-	for _, c := range b {
-		switch {
-		case c == '=':
-			goto done
-		case 'A' <= c && c <= 'Z', 'a' <= c && c <= 'z', '0' <= c && c <= '9', c == '+', c == '/':
-			clean = append(clean, c)
-		}
-	}
-done:
-	if len(clean)%4 == 1 {
-		clean = clean[:len(clean)-1] // a lone sextet carries no whole byte
-	}
-	out := make([]byte, base64.RawStdEncoding.DecodedLen(len(clean)))
-	n, _ := base64.RawStdEncoding.Decode(out, clean)
-	return out[:n]
-}
-
-// decodeQuotedPrintable decodes as RFC 2045 §6.7 says, leniently: trailing
-// white space goes, "=" at the end of a line joins it to the next, "=XX"
-// is a byte and any other "=" is kept as it is. Line ends stay as written.
-func decodeQuotedPrintable(b []byte) []byte {
-	out := make([]byte, 0, len(b))
-	for len(b) > 0 {
-		line, eol := b, []byte(nil)
-		if i := bytes.IndexByte(b, '\n'); i >= 0 {
-			line, b = b[:i], b[i+1:]
-			eol = []byte("\n")
-			if len(line) > 0 && line[len(line)-1] == '\r' {
-				line, eol = line[:len(line)-1], []byte("\r\n")
-			}
-		} else {
-			b = nil
-		}
-		line = bytes.TrimRight(line, " \t")
-		if len(line) > 0 && line[len(line)-1] == '=' {
-			line, eol = line[:len(line)-1], nil // soft line break
-		}
-		for i := 0; i < len(line); i++ {
-			if line[i] == '=' && i+2 < len(line) && qpIsHex(line[i+1]) && qpIsHex(line[i+2]) {
-				out = append(out, qpUnhex(line[i+1])<<4|qpUnhex(line[i+2]))
-				i += 2
-				continue
-			}
-			out = append(out, line[i])
-		}
-		out = append(out, eol...)
-	}
-	return out
-}
-
-func qpIsHex(c byte) bool {
-	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
-}
-
-func qpUnhex(c byte) byte {
-	switch {
-	case c <= '9':
-		return c - '0'
-	case c <= 'F':
-		return c - 'A' + 10
-	}
-	return c - 'a' + 10
+	return b, nil
 }

@@ -1,12 +1,8 @@
 package imapbackend
 
 import (
-	"bytes"
 	"cmp"
 	"context"
-	"io"
-	"mime"
-	"net/mail"
 	"slices"
 	"strings"
 	"time"
@@ -14,9 +10,6 @@ import (
 
 	"github.com/emersion/go-imap/v2"
 	"github.com/emersion/go-imap/v2/imapserver"
-	gomessage "github.com/emersion/go-message"
-	"github.com/emersion/go-message/charset"
-	"github.com/emersion/go-message/textproto"
 
 	"github.com/directbridge/directbridge/directapi"
 	"github.com/directbridge/directbridge/mailstore"
@@ -485,29 +478,20 @@ func (sm *searchMsg) headers() ([]directapi.MessageHeader, bool) {
 }
 
 // sentDateIn is SENTSINCE/SENTBEFORE/SENTON: the date of the Date header
-// as written, in its own zone (RFC 9051 §6.4.4). When the field cannot be
-// read, the provider's sent date (from its own, more lenient parser) is
-// used in UTC; a message with no sent date at all matches none of them.
+// as written, in its own zone (RFC 9051 §6.4.4), read as ENVELOPE reads it.
+// When the field cannot be read, the provider's sent date (from its own,
+// possibly more lenient parser) is used in UTC; a message with no sent
+// date at all matches none of them.
 func (sm *searchMsg) sentDateIn(since, before time.Time) tri {
 	hs, ok := sm.headers()
 	if !ok {
 		return triUnknown
 	}
-	for _, h := range hs {
-		if equalFold(h.Name, "Date") {
-			if t, err := mail.ParseDate(strings.TrimSpace(h.Value)); err == nil {
-				return triFrom(dateWithin(t, since, before))
-			}
-			break
-		}
+	if t := headerOf(hs).Envelope().Date; !t.IsZero() {
+		return triFrom(dateWithin(t, since, before))
 	}
 	if metaKnown(sm.meta) && !sm.meta.SentDate.IsZero() {
 		return triFrom(dateWithin(sm.meta.SentDate.UTC(), since, before))
-	}
-	if sm.raw != nil {
-		if p, err := mimeconv.Parse(sm.raw, mimeconv.ParseOptions{SkipBodies: true}); err == nil && !p.SentDate.IsZero() {
-			return triFrom(dateWithin(p.SentDate, since, before))
-		}
 	}
 	return triFalse
 }
@@ -527,14 +511,14 @@ func (sm *searchMsg) headerHas(name, value string) tri {
 		if !equalFold(h.Name, name) {
 			continue
 		}
-		if want == "" || strings.Contains(searchFold(decodeHeaderWords(h.Value)), want) {
+		if want == "" || strings.Contains(searchFold(mimeconv.DecodeWords(h.Value)), want) {
 			return triTrue
 		}
 		if address {
 			// The addresses themselves, whatever comments or quoting
 			// the field has (imaptest's search-addresses).
 			for _, a := range addressTexts(h.Value) {
-				if strings.Contains(searchFold(decodeHeaderWords(a)), want) {
+				if strings.Contains(searchFold(a), want) {
 					return triTrue
 				}
 			}
@@ -576,7 +560,7 @@ func (sm *searchMsg) textHas(s string) tri {
 	if sm.meta != nil || sm.raw != nil {
 		if hs, ok := topHeaders(sm.meta, sm.raw); ok {
 			for _, h := range hs {
-				if strings.Contains(searchFold(h.Name+": "+decodeHeaderWords(h.Value)), want) {
+				if strings.Contains(searchFold(h.Name+": "+mimeconv.DecodeWords(h.Value)), want) {
 					return triTrue
 				}
 			}
@@ -604,20 +588,6 @@ func searchFold(s string) string {
 	return strings.Map(func(r rune) rune { return unicode.ToLower(unicode.ToUpper(r)) }, s)
 }
 
-var searchWordDecoder = &mime.WordDecoder{CharsetReader: charset.Reader}
-
-// decodeHeaderWords decodes RFC 2047 encoded-words in a header value; a value
-// that cannot be decoded is searched as written.
-func decodeHeaderWords(v string) string {
-	if !strings.Contains(v, "=?") {
-		return v
-	}
-	if d, err := searchWordDecoder.DecodeHeader(v); err == nil {
-		return d
-	}
-	return v
-}
-
 // searchTexts is the searchable text of a message, case-folded: the
 // decoded text parts (and the headers of attached messages, which are
 // body text of the message that carries them), and the MIME headers of
@@ -630,72 +600,36 @@ type searchTexts struct {
 func (sm *searchMsg) bodyTexts() *searchTexts {
 	if sm.texts == nil {
 		sm.texts = &searchTexts{}
-		func() {
-			defer func() {
-				// Malformed mail is searched as far as it can be read.
-				_ = recover()
-			}()
-			n := 0
-			h, body := splitEntity(sm.raw)
-			sm.texts.walk(h, body, "", true, 0, &n)
-		}()
+		root, _ := mimeconv.ParseTree(sm.raw, mimeconv.ParseOptions{}) // cut short beyond the limits, still whole
+		sm.texts.collect(root, true)
 	}
 	return sm.texts
 }
 
-// walk collects the text of one MIME entity: text/* leaves decoded
-// (transfer encoding and charset), multiparts part by part, attached
-// messages with their headers. Other leaves (images, PDFs, ...) hold no
-// text to search. top is the message itself, whose header TEXT matches
-// separately.
-func (t *searchTexts) walk(h textproto.Header, body []byte, parentType string, top bool, depth int, n *int) {
-	*n++
-	if depth > maxMIMEDepth || *n > maxMIMEParts {
-		return
-	}
+// collect gathers the text of one part of the message tree: text/* leaves
+// decoded (transfer encoding and charset), multiparts part by part,
+// attached messages with their headers. Other leaves (images, PDFs, ...)
+// hold no text to search. top is a message, whose header is not a MIME
+// header: the message's own header matches TEXT separately, and an
+// attached message's header is body text of the message that carries it.
+// The tree's depth is bounded, and so is the recursion.
+func (t *searchTexts) collect(p *mimeconv.Part, top bool) {
 	if !top {
-		for f := h.Fields(); f.Next(); {
-			t.mimeHeaders = append(t.mimeHeaders, searchFold(f.Key()+": "+decodeHeaderWords(f.Value())))
+		for _, f := range p.Header {
+			t.mimeHeaders = append(t.mimeHeaders, searchFold(f.Name+": "+mimeconv.DecodeWords(f.Value)))
 		}
-	}
-	mediaType, params, explicit := mediaTypeOf(h)
-	if !explicit && parentType == "multipart/digest" {
-		mediaType = "message/rfc822"
 	}
 	switch {
-	case strings.HasPrefix(mediaType, "multipart/"):
-		mr := textproto.NewMultipartReader(bytes.NewReader(body), params["boundary"])
-		parts := 0
-		for {
-			p, err := mr.NextPart()
-			if err != nil {
-				break
-			}
-			b, err := io.ReadAll(p)
-			if err != nil {
-				break
-			}
-			parts++
-			t.walk(p.Header, b, mediaType, false, depth+1, n)
+	case p.Children != nil:
+		for _, c := range p.Children {
+			t.collect(c, false)
 		}
-		if parts == 0 {
-			t.body = append(t.body, searchFold(string(body)))
+	case p.Message != nil:
+		for _, f := range p.Message.Header {
+			t.body = append(t.body, searchFold(f.Name+": "+mimeconv.DecodeWords(f.Value)))
 		}
-	case mediaType == "message/rfc822" || mediaType == "message/global":
-		nh, nbody := splitEntity(body)
-		for f := nh.Fields(); f.Next(); {
-			t.body = append(t.body, searchFold(f.Key()+": "+decodeHeaderWords(f.Value())))
-		}
-		t.walk(nh, nbody, "", true, depth+1, n)
-	case strings.HasPrefix(mediaType, "text/"):
-		e, _ := gomessage.New(gomessage.Header{Header: h}, bytes.NewReader(body))
-		var b []byte
-		if e != nil {
-			b, _ = io.ReadAll(e.Body) // what decodes, up to any damage
-		}
-		if b == nil {
-			b = body
-		}
-		t.body = append(t.body, searchFold(strings.ToValidUTF8(string(b), "\uFFFD")))
+		t.collect(p.Message, true)
+	case p.Type == "text":
+		t.body = append(t.body, searchFold(p.Text()))
 	}
 }
