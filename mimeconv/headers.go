@@ -65,6 +65,20 @@ func customFields(hs []directapi.MessageHeader) ([]field, error) {
 	return fs, nil
 }
 
+// AddressFieldWritable reports whether Compose can write value as a custom
+// address-list field (Reply-To, Disposition-Notification-To): ASCII is
+// written as it is, and non-ASCII text must be an address-list Compose can
+// take apart, because RFC 2047 §5 allows encoded-words only in display
+// names there. The SMTP front asks it before passing such a field on, so
+// that it never accepts a message the provider would refuse.
+func AddressFieldWritable(value string) bool {
+	if isASCII(value) {
+		return true
+	}
+	_, err := mail.ParseAddressList(value)
+	return err == nil
+}
+
 // validFieldValue reports whether v can be a field body: valid UTF-8
 // (RFC 6532 §3.2) without control characters other than HTAB (RFC 5322
 // §2.2). CR and LF in particular would let a value inject header fields.

@@ -3,7 +3,6 @@ package smtpbackend
 import (
 	"bytes"
 	"errors"
-	"net/mail"
 	"strings"
 
 	"github.com/directbridge/directbridge/directapi"
@@ -353,22 +352,14 @@ func passThroughHeaders(hs []directapi.MessageHeader) ([]directapi.MessageHeader
 
 // addressWritable reports whether a Reply-To or Disposition-Notification-To
 // value (an address-list, RFC 5322 §3.6.2, RFC 8098 §2.1) can be written
-// back. Non-ASCII text may appear there only in display names, as RFC 2047
-// encoded-words (RFC 2047 §5), so the provider must take the list apart to
-// encode it; a non-ASCII value that is no address-list cannot be written.
-// Other fields are unstructured as far as the bridge knows and can always be
-// encoded whole.
+// back by the provider (mimeconv.AddressFieldWritable: non-ASCII text may
+// appear there only in display names, RFC 2047 §5). Other fields are
+// unstructured as far as the bridge knows and can always be encoded whole.
 func addressWritable(lowerName, value string) bool {
 	if lowerName != "reply-to" && lowerName != "disposition-notification-to" {
 		return true
 	}
-	for i := 0; i < len(value); i++ {
-		if value[i] >= 0x80 {
-			_, err := mail.ParseAddressList(value)
-			return err == nil
-		}
-	}
-	return true
+	return mimeconv.AddressFieldWritable(value)
 }
 
 // foldableField reports whether the field name: value can be written as a valid
