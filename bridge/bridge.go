@@ -109,7 +109,7 @@ func (b *Bridge) open() error {
 		BaseURL: apiURL,
 		// The budget (below) spends the rate, by priority and fairly
 		// between users; the client itself need not wait as well.
-		RateLimit:      1e9,
+		RateLimit:      restclient.Unlimited,
 		BatchSize:      b.cfg.APIBatchSize,
 		RequestTimeout: b.cfg.APITimeout,
 		Logger:         b.log.With("component", "restclient"),
@@ -131,7 +131,11 @@ func (b *Bridge) open() error {
 	if b.certs, err = loadCertSource(certFile, keyFile); err != nil {
 		return err
 	}
-	b.budget = upstream.NewBudget(b.cfg.APIRateLimit)
+	rate, err := b.cfg.RateLimit() // checked by Validate
+	if err != nil {
+		return err
+	}
+	b.budget = upstream.NewBudget(rate)
 	provider := upstream.WithBudget(restclient.Upstream(b.client), b.budget)
 	verifier := mailbox.NewVerifier(provider, 0) // shared: an IMAP login and an SMTP AUTH cost one check
 	b.imap, err = imapbackend.New(imapbackend.Config{
@@ -292,6 +296,11 @@ func (b *Bridge) banner() {
 		}
 	} else {
 		fmt.Fprintf(w, "  provider:      %s\n", b.cfg.APIURL)
+	}
+	if rate := b.budget.Rate(); rate > 0 {
+		fmt.Fprintf(w, "  budget:        %g requests/s to the provider\n", rate)
+	} else {
+		fmt.Fprintln(w, "  budget:        unlimited requests to the provider")
 	}
 	for _, l := range b.listeners {
 		fmt.Fprintf(w, "  %-28s %s\n", l.name+":", l.l.Addr())

@@ -2,9 +2,11 @@ package bridge
 
 import (
 	"fmt"
+	"math"
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -43,7 +45,8 @@ type Config struct {
 	IMAPMaxConns    int           `envconfig:"IMAP_MAX_CONNECTIONS_PER_USER" default:"20" desc:"most IMAP connections of one user"`
 	ExpungePolicy   string        `envconfig:"EXPUNGE" default:"trash" desc:"what IMAP EXPUNGE does outside INBOX.Trash: trash (move to INBOX.Trash, recoverable) or forever"`
 
-	APIRateLimit float64       `envconfig:"API_RATE_LIMIT" default:"100" desc:"most REST requests per second to the provider"`
+	// APIRateLimit is the provider budget; read it with RateLimit.
+	APIRateLimit string        `envconfig:"API_RATE_LIMIT" desc:"the provider budget: most REST requests per second to the provider, shared by all users, or unlimited (also 0); unset: unlimited on the embedded sandbox, 100 with a real provider (DIRECTBRIDGE_API_URL), the bridge's own courtesy default since the provider's documents state no rate limit"`
 	APIBatchSize int           `envconfig:"API_BATCH_SIZE" default:"500" desc:"most UIDs per REST request"`
 	APITimeout   time.Duration `envconfig:"API_TIMEOUT" default:"60s" desc:"time limit of one REST request"`
 
@@ -54,6 +57,41 @@ type Config struct {
 	// The embedded sandbox, used when APIURL is empty; its variables are
 	// DIRECTBRIDGE_SANDBOX_*.
 	SandboxConfig
+}
+
+// DefaultProviderRate is the provider budget, in requests per second, when
+// DIRECTBRIDGE_API_RATE_LIMIT is unset and DIRECTBRIDGE_API_URL names a
+// real provider. The provider's documents state no rate limit ("Limits":
+// "not shown"); this is the bridge's own courtesy to a provider, not a
+// limit the provider published. The embedded sandbox is not rate limited
+// unless the variable says so.
+const DefaultProviderRate = 100
+
+// Unlimited is the spelling of DIRECTBRIDGE_API_RATE_LIMIT (besides 0)
+// for no provider budget at all.
+const Unlimited = "unlimited"
+
+// RateLimit returns the provider budget in requests per second, 0 meaning
+// unlimited: DIRECTBRIDGE_API_RATE_LIMIT when set (a positive number, or
+// 0 or "unlimited"), else unlimited for the embedded sandbox and
+// DefaultProviderRate for a real provider. One budget covers every request
+// to the provider (upstream.Budget spends it by priority and fairly
+// between users).
+func (c *Config) RateLimit() (float64, error) {
+	v := strings.TrimSpace(c.APIRateLimit)
+	switch {
+	case v == "" && c.APIURL == "":
+		return 0, nil
+	case v == "":
+		return DefaultProviderRate, nil
+	case strings.EqualFold(v, Unlimited):
+		return 0, nil
+	}
+	r, err := strconv.ParseFloat(v, 64)
+	if err != nil || r < 0 || math.IsNaN(r) || math.IsInf(r, 0) {
+		return 0, fmt.Errorf("DIRECTBRIDGE_API_RATE_LIMIT: %q is not a number of requests per second, 0 or unlimited", c.APIRateLimit)
+	}
+	return r, nil
 }
 
 // SandboxConfig is the embedded sandbox's part of Config.
@@ -101,7 +139,7 @@ func (c *Config) Validate() []error {
 		bad("DIRECTBRIDGE_SMTP_MAX_RECIPIENTS must be positive")
 	}
 	if c.APIBatchSize < 1 || c.APIBatchSize > 500 {
-		bad("DIRECTBRIDGE_API_BATCH_SIZE must be between 1 and 500 (the provider's guideline)")
+		bad("DIRECTBRIDGE_API_BATCH_SIZE must be between 1 and 500")
 	}
 	if c.PollInterval < time.Second {
 		bad("DIRECTBRIDGE_POLL_INTERVAL must be at least 1s")
@@ -118,8 +156,8 @@ func (c *Config) Validate() []error {
 	if c.APITimeout <= 0 {
 		bad("DIRECTBRIDGE_API_TIMEOUT must be positive")
 	}
-	if c.APIRateLimit <= 0 {
-		bad("DIRECTBRIDGE_API_RATE_LIMIT must be positive")
+	if _, err := c.RateLimit(); err != nil {
+		errs = append(errs, err)
 	}
 	errs = append(errs, c.validateAdmin()...)
 	return errs

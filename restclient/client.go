@@ -9,6 +9,7 @@ import (
 	"github.com/directbridge/directbridge/directapi"
 	"io"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -19,9 +20,13 @@ import (
 	"time"
 )
 
-// Defaults taken from the provider's usage guidelines.
+// Defaults. The provider's documents state no limits ("Rate limits ...:
+// not shown", messaging-rest.md and registration-rest.md, "Limits"), so
+// these are the client's own choices, modest enough for any provider.
 const (
-	DefaultRateLimit       = 100 // requests per second per client
+	// DefaultRateLimit, in requests per second, is a courtesy to a
+	// provider that published no rate limit, not a limit it published.
+	DefaultRateLimit       = 100
 	DefaultRateBurst       = 10
 	DefaultMaxConnsPerHost = 10 // keep-alive connections per client
 	DefaultBatchSize       = 500
@@ -29,6 +34,9 @@ const (
 	DefaultRequestTimeout  = 60 * time.Second
 	DefaultMaxResponseSize = 512 << 20
 )
+
+// Unlimited as Options.RateLimit lifts the client's rate limit.
+const Unlimited = -1.0
 
 // Options configure a Client. The zero value of every field means its default.
 type Options struct {
@@ -39,7 +47,11 @@ type Options struct {
 	RegistrationBaseURL string
 	// HTTPClient replaces the pooled client built from the options below.
 	HTTPClient *http.Client
-	// RateLimit is the most requests per second; negative means unlimited.
+	// RateLimit is the most requests per second the client sends; 0 means
+	// DefaultRateLimit, and Unlimited (any negative value, or +Inf) means
+	// no limit at all: no bucket, no waiting. A process that spends its
+	// requests through a scheduler of its own (the bridge's
+	// upstream.Budget) gives the client Unlimited.
 	RateLimit float64
 	// RateBurst is how many requests may go at once after a quiet spell.
 	RateBurst int
@@ -134,10 +146,15 @@ func New(opts Options) (*Client, error) {
 		c.userAgent = "directbridge"
 	}
 	rate := opts.RateLimit
-	if rate == 0 {
+	switch {
+	case math.IsNaN(rate):
+		return nil, errors.New("restclient: RateLimit is not a number")
+	case rate == 0:
 		rate = DefaultRateLimit
 	}
-	c.limiter = newLimiter(c.clock, rate, orDefault(opts.RateBurst, DefaultRateBurst))
+	if rate > 0 && !math.IsInf(rate, 1) {
+		c.limiter = newLimiter(c.clock, rate, orDefault(opts.RateBurst, DefaultRateBurst))
+	}
 	if c.http == nil {
 		conns := orDefault(opts.MaxConnsPerHost, DefaultMaxConnsPerHost)
 		tr := http.DefaultTransport.(*http.Transport).Clone()
@@ -261,7 +278,8 @@ func (c *Client) do(ctx context.Context, req request, out envelope) error {
 	}
 }
 
-// retryDelay applies the provider's guidelines: 429 backs off 1 s, 2 s, 4 s
+// retryDelay is the client's retry policy (the documents show none): 429
+// backs off 1 s, 2 s, 4 s
 // (or Retry-After); 503 waits 30 to 60 s (or Retry-After); other 5xx and
 // transport failures back off 1 s, 2 s, 4 s. Requests of class once are
 // retried only when they surely were not processed.

@@ -28,17 +28,23 @@
 // and in log/slog; errors never include URLs (which hold session ids) or
 // bodies.
 //
-// # Usage guidelines built in
+// # Courtesy built in
 //
-// The provider asks for at most 100 requests per second per client,
-// keep-alive connections (5 to 10), batches of 100 to 500 items, back-off
-// on 429 (1 s, 2 s, 4 s), a 30 to 60 s pause on 503 and up to 3 retries on
-// 500 to 504. Accordingly: a token-bucket rate limiter (Options.RateLimit,
-// default 100/s), a pooled transport with Options.MaxConnsPerHost (default
+// The documents publish no usage limits: rate limits, size limits and the
+// most UIDs per request are "not shown" (messaging-rest.md and
+// registration-rest.md, "Limits"), and they say nothing of connections,
+// back-off or retries. The client therefore chooses for itself what any
+// provider should find reasonable: a token-bucket rate limiter
+// (Options.RateLimit, default 100 requests/s, the client's own courtesy
+// default, not a published limit; Unlimited lifts it and no bucket is
+// kept at all), a pooled transport with Options.MaxConnsPerHost (default
 // 10) keep-alive connections, UID, smtpId and raw-message lists split into
 // batches of Options.BatchSize (default 500), and up to Options.MaxRetries
-// (default 3) retries with those delays, honouring Retry-After. A retry
-// that would outlast the caller's context deadline is not attempted.
+// (default 3) retries: 1 s, 2 s, 4 s after 429, transport failures and
+// 5xx other than 503, 30 to 60 s after 503, honouring Retry-After. A retry that would outlast the caller's
+// context deadline is not attempted. The bridge spends its requests
+// through upstream.Budget (DIRECTBRIDGE_API_RATE_LIMIT) and runs this
+// client Unlimited.
 //
 // Only operations that are safe to repeat are retried after a request may
 // have reached the provider: reads, counts, status, folder listing,

@@ -8,10 +8,11 @@ import (
 
 // limiter is a token bucket: rate tokens per second, at most burst saved up.
 // It is small and local (rather than golang.org/x/time/rate) so that tests
-// drive it with the client's fake clock.
+// drive it with the client's fake clock. An Unlimited client keeps none;
+// a nil *limiter never waits.
 type limiter struct {
 	clock Clock
-	rate  float64 // tokens per second; <= 0 means unlimited
+	rate  float64 // tokens per second; <= 0 never waits
 	burst float64
 
 	mu     sync.Mutex

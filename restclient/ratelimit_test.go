@@ -3,10 +3,16 @@ package restclient
 import (
 	"context"
 	"errors"
+	"io"
+	"math"
+	"net/http"
+	"net/http/httptest"
 	"slices"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/directbridge/directbridge/directapi"
 )
 
 // fakeClock implements Clock. Sleep returns at once, advancing the fake time
@@ -250,20 +256,75 @@ func TestClientRateLimitOptions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.limiter.rate != DefaultRateLimit || c.limiter.burst != DefaultRateBurst {
-		t.Fatalf("default limiter rate %v burst %v; want %v and %v", c.limiter.rate, c.limiter.burst, DefaultRateLimit, DefaultRateBurst)
+	if c.limiter == nil || c.limiter.rate != DefaultRateLimit || c.limiter.burst != DefaultRateBurst {
+		t.Fatalf("default limiter %+v; want rate %v burst %v", c.limiter, DefaultRateLimit, DefaultRateBurst)
 	}
-	c, err = New(Options{BaseURL: "http://x", Clock: fc, RateLimit: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for range 100 {
-		if err := c.limiter.wait(context.Background()); err != nil {
+	// Unlimited, any negative rate and +Inf keep no bucket at all.
+	for _, rate := range []float64{Unlimited, -5, math.Inf(1)} {
+		c, err = New(Options{BaseURL: "http://x", Clock: fc, RateLimit: rate})
+		if err != nil {
 			t.Fatal(err)
 		}
+		if c.limiter != nil {
+			t.Errorf("RateLimit %v: a limiter of rate %v; want none", rate, c.limiter.rate)
+		}
 	}
-	if s := fc.Sleeps(); len(s) != 0 {
-		t.Fatalf("negative RateLimit slept %v; want unlimited", s)
+	if _, err := New(Options{BaseURL: "http://x", RateLimit: math.NaN()}); err == nil {
+		t.Error("RateLimit NaN accepted")
+	}
+}
+
+// TestUnlimitedClientMakesNoWaits: an Unlimited client sends 300 requests
+// as fast as they are answered, never sleeping on its (fake) clock; the
+// same requests with a rate of 50/s sleep, which shows the clock sees
+// every wait.
+func TestUnlimitedClientMakesNoWaits(t *testing.T) {
+	var mu sync.Mutex
+	served := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		served++
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"success":true,"code":0,"message":"","uids":[1,2]}`)
+	}))
+	defer srv.Close()
+	auth := directapi.Authentication{Username: "alice@direct.example", Password: "pw"}
+	for _, tc := range []struct {
+		rate   float64
+		sleeps bool
+	}{{Unlimited, false}, {50, true}} {
+		fc := newFakeClock()
+		c, err := New(Options{BaseURL: srv.URL, Clock: fc, RateLimit: tc.rate})
+		if err != nil {
+			t.Fatal(err)
+		}
+		mu.Lock()
+		served = 0
+		mu.Unlock()
+		var wg sync.WaitGroup
+		for range 3 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for range 100 {
+					if uids, err := c.GetUIDs(context.Background(), auth, "INBOX"); err != nil || len(uids) != 2 {
+						t.Errorf("GetUIDs: %v %v", uids, err)
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		mu.Lock()
+		n := served
+		mu.Unlock()
+		if n != 300 {
+			t.Errorf("rate %v: provider served %d requests, want 300", tc.rate, n)
+		}
+		if got := len(fc.Sleeps()); (got > 0) != tc.sleeps {
+			t.Errorf("rate %v: the client slept %d times; want sleeps %v", tc.rate, got, tc.sleeps)
+		}
 	}
 }
 
