@@ -16,7 +16,7 @@
 //
 // Reproduce (from the repository root):
 //
-//	go run ./cmd/directbridge-bench -out BENCHMARKS.md            # full run, about 25 minutes on 2 cores
+//	go run ./cmd/directbridge-bench -out BENCHMARKS.md            # full run, 15-25 minutes on 2 cores
 //	go run ./cmd/directbridge-bench -quick -out /tmp/bench.md      # small sizes, under a minute, what CI runs
 //	go run ./cmd/directbridge-bench -run 'sync10k|idle' -out /tmp/b.md
 //	go run ./cmd/directbridge-bench -rev cd284d7 -out /tmp/before.md  # measure an older commit
