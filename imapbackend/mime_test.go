@@ -91,6 +91,10 @@ func TestMIMEFormerDisagreements(t *testing.T) {
 				t.Errorf("%s: BODY[%d] %q; want %q", msgs[tc.seq-1].name, i+1, got, want)
 			}
 		}
+		// n.1 of a leaf is the leaf, as Dovecot and go-imap answer it.
+		if got := string(fsFetch(t, c, imap.SeqSetNum(tc.seq), &imap.FetchOptions{BodySection: []*imap.FetchItemBodySection{body(1, 1)}})[0].FindBodySection(body(1, 1))); got != tc.parts[0] {
+			t.Errorf("%s: BODY[1.1] %q", msgs[tc.seq-1].name, got)
+		}
 		mp, ok := m.BodyStructure.(*imap.BodyStructureMultiPart)
 		if !ok || len(mp.Children) != len(tc.parts) || mp.Extended.Params["boundary"] != "b" {
 			t.Errorf("%s: BODYSTRUCTURE %#v", msgs[tc.seq-1].name, m.BodyStructure)

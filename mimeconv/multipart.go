@@ -45,7 +45,9 @@ func splitMultipart(body []byte, boundary string) [][2]int {
 		}
 		pos = next
 	}
-	if start >= 0 && start <= len(body) {
+	if start >= 0 && start < len(body) {
+		// No close delimiter: the last part runs to the end, unless the
+		// last delimiter ends the body (then it was meant to close).
 		parts = append(parts, [2]int{start, len(body)})
 	}
 	return parts

@@ -21,8 +21,10 @@ var ErrUnknownEncoding = errors.New("mimeconv: unknown content-transfer-encoding
 // The numbering: the body parts of a multipart are numbered 1, 2, ...; a
 // message that is not multipart has one part, 1, which is the message
 // itself (even when it is of type message/rfc822); a message/rfc822 part's sub-parts are those of the message it
-// encapsulates, numbered as for a message; any other part has no
-// sub-parts.
+// encapsulates, numbered as for a message. Any other part has, leniently,
+// one sub-part 1, itself, as for a message that is not multipart (RFC 3501
+// gives such parts no sub-parts; Dovecot and go-imap answer x.1 this way,
+// and clients that number every leaf from 1 rely on it).
 func (p *Part) Find(path []int) *Part {
 	cur := p
 	for i, n := range path {
@@ -34,6 +36,8 @@ func (p *Part) Find(path []int) *Part {
 			subs = cur.Children
 		case cur.Message != nil:
 			subs = cur.Message.topParts()
+		default:
+			subs = []*Part{cur} // as Dovecot and go-imap read it: x.1 of a leaf is x
 		}
 		if n < 1 || n > len(subs) {
 			return nil

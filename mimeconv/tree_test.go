@@ -94,10 +94,14 @@ func TestTreeSections(t *testing.T) {
 			t.Errorf("Find(%v): body %q mime %q", tc.path, p.Body(), p.HeaderBytes())
 		}
 	}
-	for _, path := range [][]int{{3}, {0}, {1, 1}, {2, 3}, {2, 1, 1}, {-1}} {
+	for _, path := range [][]int{{3}, {0}, {1, 2}, {2, 3}, {2, 1, 2}, {-1}} {
 		if p := root.Find(path); p != nil {
 			t.Errorf("Find(%v) = %s; want none", path, p.MediaType())
 		}
+	}
+	// x.1 of a leaf is x, as Dovecot answers it.
+	if root.Find([]int{1, 1}) != root.Find([]int{1}) || root.Find([]int{2, 1, 1, 1}) != root.Find([]int{2, 1}) {
+		t.Errorf("x.1 of a leaf")
 	}
 	// HEADER, HEADER.FIELDS and TEXT of the message/rfc822 part are those
 	// of the message it holds (RFC 3501 §6.4.5).
@@ -114,7 +118,7 @@ func TestTreeSections(t *testing.T) {
 
 	// A message that is not multipart has one part: itself.
 	single := mustTree(t, "Subject: x\r\n\r\nbody\r\n")
-	if single.Find([]int{1}) != single || single.Find([]int{2}) != nil || single.Find([]int{1, 1}) != nil {
+	if single.Find([]int{1}) != single || single.Find([]int{2}) != nil || single.Find([]int{1, 1}) != single {
 		t.Errorf("single part numbering")
 	}
 	// A message that is itself message/rfc822: part 1 is its body, and
@@ -161,6 +165,11 @@ func TestTreeFormerDisagreements(t *testing.T) {
 	t.Run("missing close delimiter", func(t *testing.T) {
 		root := mustTree(t, "Content-Type: multipart/mixed; boundary=b\r\n\r\n--b\r\n\r\none\r\n--b\r\n\r\ntwo\r\n")
 		if len(root.Children) != 2 || string(root.Children[1].Body()) != "two\r\n" {
+			t.Fatalf("%d children", len(root.Children))
+		}
+		// A delimiter at the very end was meant to close: no empty part.
+		root = mustTree(t, "Content-Type: multipart/mixed; boundary=b\r\n\r\n--b\r\n\r\none\r\n--b\r\n")
+		if len(root.Children) != 1 {
 			t.Fatalf("%d children", len(root.Children))
 		}
 	})
