@@ -2,6 +2,7 @@ package imapbackend
 
 import (
 	"context"
+	"errors"
 	"io"
 	"strings"
 	"time"
@@ -21,16 +22,13 @@ const sentFolder = "INBOX.Sent"
 // slow client without catching a deliberate re-filing much later.
 const sentDedupeWindow = 10 * time.Minute
 
-// Append stores a message (APPEND, RFC 9051 §6.3.12) with SaveRawMessages,
-// then sets its flags, and answers APPENDUID (RFC 4315 §3) when the new
-// UID is certain.
-//
-// The provider answers SaveRawMessages without a UID, so the bridge reads
-// the folder's UIDs before and after: one new UID above the previous
-// maximum is the message (UIDs grow and are never reused). When another
-// message arrived at the same moment, the Message-ID decides; when that
-// cannot either, the answer is a plain OK, without APPENDUID and without
-// the flags: a wrong UID would be worse than none.
+// Append stores a message (APPEND, RFC 9051 §6.3.12) with one
+// SaveRawMessages call. The provider answers without a UID: the folder's
+// next refresh finds it and gives it the flags asked for (arrivals.go),
+// shared by every APPEND made meanwhile. An APPEND to the folder this
+// connection has selected makes that refresh at once and answers
+// APPENDUID (RFC 4315 §3) and EXISTS; another one answers a plain OK,
+// which UIDPLUS allows, rather than pay a second call per message.
 //
 // The provider saves messages unread and with the time of saving as their
 // date: \Seen is set afterwards when asked for, and the internal date the
@@ -84,79 +82,38 @@ func (s *session) Append(mailbox string, r imap.LiteralReader, options *imap.App
 		}
 	}
 
-	prev, err := s.folderMax(ctx, folder)
+	// The folder's mirror, loaded if need be (and refreshed if older
+	// than freshness), to note the arrival in: its next refresh finds the
+	// UID and sets the flags (arrivals.go).
+	m, err := s.acquireFolder(ctx, folder)
 	if err != nil {
+		if errors.Is(err, errNoSuchMailbox) {
+			return nil, errTryCreate // RFC 9051 §6.3.12
+		}
 		return nil, err
 	}
-	c := s.srv.cfg.Provider
-	if err := c.Save(ctx, s.auth, folder, [][]byte{raw}); err != nil {
-		if uidMissing(err) {
-			if _, gerr := c.UIDs(ctx, s.auth, folder); noFolder(gerr) {
-				return nil, errTryCreate
-			}
-		}
+	defer s.srv.hub.release(m)
+	if err := s.srv.cfg.Provider.Save(ctx, s.auth, folder, [][]byte{raw}); err != nil {
 		return nil, imapError(err)
 	}
-	return s.placeAppended(ctx, folder, prev, msgID, seen, kept), nil
-}
-
-// placeAppended finds the UID of a message just saved to folder (whose
-// largest UID was prev before), sets its flags and returns the APPENDUID
-// data, or nil when the UID is not certain. The message is saved already:
-// failures are logged, never answered as NO (the client would append it
-// again).
-func (s *session) placeAppended(ctx context.Context, folder string, prev int64, msgID string, seen bool, kept []imap.Flag) *imap.AppendData {
-	log := s.srv.cfg.Logger
-	newUIDs, dm, err := s.uidsAbove(ctx, folder, prev)
-	if err != nil {
-		log.Warn("imap append: reading the new UID failed", "user", s.auth.Username, "err", err)
-		return nil
+	a := &arrival{at: time.Now(), msgID: msgID, size: len(raw), seen: seen, kept: kept}
+	m.expect(a)
+	if m != s.sel {
+		s.appended = true
+		return nil, nil
 	}
-	var uid int64
-	switch {
-	case len(newUIDs) == 1:
-		uid = newUIDs[0]
-	case len(newUIDs) > 1 && msgID != "":
-		details, err := s.srv.cfg.Provider.Metadata(ctx, s.auth, folder)
-		if err != nil {
-			log.Warn("imap append: reading metadata failed", "user", s.auth.Username, "err", err)
-			return nil
-		}
-		if dm != nil {
-			dm.fillMeta(details)
-		}
-		for _, d := range details {
-			if d.UID > prev && d.MsgID == msgID {
-				if uid != 0 {
-					return nil // two new messages with this Message-ID
-				}
-				uid = d.UID
-			}
-		}
+	// The selected folder: the answer brings the EXISTS and APPENDUID.
+	if err := m.sync(ctx); err != nil {
+		s.srv.cfg.Logger.Warn("imap refresh after append failed", "user", s.auth.Username, "err", err)
+		return nil, nil // saved: never NO, or the client saves it again
 	}
-	if uid <= 0 || uid > maxUID {
-		log.Info("imap append: new UID not determined", "user", s.auth.Username, "new", len(newUIDs))
-		return nil
+	m.mu.Lock()
+	validity := m.validity
+	m.mu.Unlock()
+	if uid := m.placed(a); uid != 0 {
+		return &imap.AppendData{UID: uid, UIDValidity: validity}, nil
 	}
-	validity, err := s.folderValidity(ctx, folder, dm)
-	if err != nil {
-		log.Warn("imap append: state store", "err", err)
-		return nil
-	}
-	up := flagUpdate{uid: imap.UID(uid)}
-	if seen {
-		up.seen = &seen
-	}
-	if len(kept) > 0 {
-		up.kept, up.setKept = kept, true
-	}
-	if up.seen != nil || up.setKept {
-		_, err := s.applyFlags(ctx, folder, validity, dm, []flagUpdate{up}, nil)
-		if err != nil {
-			log.Warn("imap append: setting flags failed", "user", s.auth.Username, "err", err)
-		}
-	}
-	return &imap.AppendData{UID: imap.UID(uid), UIDValidity: validity}
+	return nil, nil
 }
 
 // appendSent handles the APPEND to INBOX.Sent of a message the bridge

@@ -2,10 +2,7 @@ package imapbackend
 
 import (
 	"context"
-	"fmt"
 	"slices"
-	"strings"
-	"time"
 
 	"github.com/emersion/go-imap/v2"
 	"github.com/emersion/go-imap/v2/imapserver"
@@ -91,12 +88,8 @@ func (s *session) transfer(w *imapserver.MoveWriter, numSet imap.NumSet, destNam
 	if len(msgs) == 0 {
 		return nil, nil
 	}
-	// Before taking the refresh lock, so that other commands on this
-	// folder need not wait for them: the Message-IDs (after a MOVE the
-	// source has no metadata for them; a failure costs only the COPYUID)
-	// and the destination's largest UID.
-	metaErr := s.ensureMeta(ctx, msgs)
-	prev, err := s.folderMax(ctx, dest)
+	// The destination's largest UID, from what the bridge knows of it.
+	prev, dm, err := s.destMax(ctx, dest)
 	if err != nil {
 		return nil, err
 	}
@@ -143,19 +136,20 @@ func (s *session) transfer(w *imapserver.MoveWriter, numSet imap.NumSet, destNam
 		return nil, nil // every message vanished meanwhile: nothing to copy
 	}
 
-	// What travels: the kept flags and the Message-IDs, in UID order.
-	m.mu.Lock()
+	// What travels: the flags, and the metadata when known, in UID order.
 	src := make([]copied, 0, len(done))
 	for _, msg := range msgs {
 		if slices.Contains(done, msg.uid) {
-			cp := copied{uid: msg.uid, flags: keptOf(s.flagsOf(msg.uid))}
-			if metaErr == nil && metaKnown(msg.meta) {
-				cp.print = fingerprint(msg.meta)
+			fl := s.flagsOf(msg.uid)
+			cp := copied{uid: msg.uid, flags: keptOf(fl), seen: hasSeen(fl)}
+			m.mu.Lock()
+			if metaKnown(msg.meta) {
+				cp.meta = msg.meta
 			}
+			m.mu.Unlock()
 			src = append(src, cp)
 		}
 	}
-	m.mu.Unlock()
 	if sameFolder {
 		if err := c.Delete(ctx, s.auth, m.name, uidList(done), true); err != nil {
 			// The copies are made and the originals still there: the
@@ -168,7 +162,7 @@ func (s *session) transfer(w *imapserver.MoveWriter, numSet imap.NumSet, destNam
 		s.removeMessages(ctx, m, srcValidity, done)
 	}
 
-	data := s.placeCopies(ctx, dest, prev, src)
+	data := s.placeCopies(ctx, dest, prev, dm, src)
 	if move && data != nil {
 		if err := w.WriteCopyData(data); err != nil {
 			return nil, imapError(err)
@@ -180,164 +174,121 @@ func (s *session) transfer(w *imapserver.MoveWriter, numSet imap.NumSet, destNam
 // copied is one message that went to another folder.
 type copied struct {
 	uid   imap.UID
-	print string // fingerprint of its metadata, "" when unknown
-	flags []imap.Flag
+	flags []imap.Flag // kept flags (not \Seen)
+	seen  bool        // \Seen, which the provider's copy keeps
+	meta  *directapi.MessageDetail
 }
 
 // placeCopies finds the new UIDs of messages copied or moved to dest
-// (whose largest UID was prev before), gives them the kept flags of their
-// sources and returns the COPYUID data, or nil when the new UIDs cannot be
-// told for certain. The messages are in dest already: failures here are
-// logged, never answered as NO (a client would copy them again).
-func (s *session) placeCopies(ctx context.Context, dest string, prev int64, src []copied) *imap.CopyData {
-	newUIDs, dm, err := s.uidsAbove(ctx, dest, prev)
+// (whose largest UID was prev before) with one GetUIDs, gives them the
+// kept flags of their sources and returns the COPYUID data, or nil when
+// the new UIDs cannot be told for certain. The messages are in dest
+// already: failures here are logged, never answered as NO (a client would
+// copy them again).
+//
+// Pairing: when exactly as many UIDs appeared above prev as messages were
+// copied, they are the copies, in the order of the source UIDs: the
+// provider's UIDs follow the order messages arrive in a folder, and a copy
+// files them in the order of the request (the sandbox does; COPYUID, RFC
+// 4315 §3, pairs the same way). Anything else, such as a message delivered
+// to the destination at the same moment, gets a plain OK: UIDPLUS lets a
+// server leave COPYUID out, and a wrong COPYUID would make a client attach
+// its local copies and flags to the wrong messages.
+//
+// When the destination has a mirror, the copies are put into it directly
+// (flags and metadata known), so connections watching it see them at
+// once without another refresh.
+func (s *session) placeCopies(ctx context.Context, dest string, prev int64, dm *mirror, src []copied) *imap.CopyData {
+	log := s.srv.cfg.Logger
+	pids, err := s.srv.cfg.Provider.UIDs(ctx, s.auth, dest)
 	if err != nil {
-		s.srv.cfg.Logger.Warn("imap copy: reading the new UIDs failed", "user", s.auth.Username, "err", err)
+		log.Warn("imap copy: reading the new UIDs failed", "user", s.auth.Username, "err", err)
 		return nil
 	}
-	pairs := s.matchByMessageID(ctx, dest, dm, src, newUIDs)
-	if pairs == nil {
+	var newUIDs []imap.UID
+	var top int64
+	for _, p := range pids {
+		top = max(top, p)
+		if p > prev && p <= maxUID {
+			newUIDs = append(newUIDs, imap.UID(p))
+		}
+	}
+	slices.Sort(newUIDs)
+	if top > 0 && top <= maxUID {
+		// The next COPY into an unwatched folder knows where it stood.
+		if err := s.srv.cfg.Store.SeenUIDs(ctx, s.auth.Username, dest, uint32(top)); err != nil {
+			log.Warn("imap copy: state store", "err", err)
+		}
+	}
+	if len(newUIDs) != len(src) {
+		log.Info("imap copy: new UIDs not paired", "user", s.auth.Username, "copied", len(src), "new", len(newUIDs))
+		if dm != nil {
+			dm.sync(ctx)
+		}
 		return nil
 	}
 	validity, err := s.folderValidity(ctx, dest, dm)
 	if err != nil {
-		s.srv.cfg.Logger.Warn("imap copy: state store", "err", err)
+		log.Warn("imap copy: state store", "err", err)
 		return nil
 	}
-	var ups []flagUpdate
+	kept := map[uint32][]string{}
 	for i, cp := range src {
 		if len(cp.flags) > 0 {
-			ups = append(ups, flagUpdate{uid: pairs[i], kept: cp.flags, setKept: true})
+			kept[uint32(newUIDs[i])] = flagStrings(cp.flags)
 		}
 	}
-	if len(ups) > 0 {
-		_, err := s.applyFlags(ctx, dest, validity, dm, ups, nil)
-		if err != nil {
-			s.srv.cfg.Logger.Warn("imap copy: carrying flags failed", "user", s.auth.Username, "err", err)
+	if len(kept) > 0 {
+		if err := s.srv.cfg.Store.SetFlags(ctx, s.auth.Username, dest, validity, kept); err != nil {
+			log.Warn("imap copy: carrying flags failed", "user", s.auth.Username, "err", err)
 		}
+	}
+	if dm != nil {
+		dm.addCopies(ctx, newUIDs, src)
 	}
 	data := &imap.CopyData{UIDValidity: validity}
 	for i, cp := range src {
 		data.SourceUIDs.AddNum(cp.uid)
-		data.DestUIDs.AddNum(pairs[i])
+		data.DestUIDs.AddNum(newUIDs[i])
 	}
 	return data
 }
 
-// matchByMessageID pairs source messages with the new UIDs of their
-// copies: only when there are exactly as many new UIDs as sources, the
-// metadata of every source is known, and the destination's metadata (one
-// GetMessageMetaData call) shows, in order, messages with the same
-// fingerprint (size and header fields, Message-ID included). Otherwise
-// nil.
-func (s *session) matchByMessageID(ctx context.Context, dest string, dm *mirror, src []copied, newUIDs []int64) []imap.UID {
-	if len(newUIDs) != len(src) {
-		return nil
-	}
-	for _, cp := range src {
-		if cp.print == "" {
-			return nil
-		}
-	}
-	for _, u := range newUIDs {
-		if u <= 0 || u > maxUID {
-			return nil
-		}
-	}
-	details, err := s.srv.cfg.Provider.Metadata(ctx, s.auth, dest)
-	if err != nil {
-		s.srv.cfg.Logger.Warn("imap copy: reading destination metadata failed", "user", s.auth.Username, "err", err)
-		return nil
-	}
-	if dm != nil {
-		dm.fillMeta(details)
-	}
-	byUID := make(map[int64]string, len(details))
-	for i := range details {
-		byUID[details[i].UID] = fingerprint(&details[i])
-	}
-	out := make([]imap.UID, len(src))
-	for i, cp := range src {
-		if byUID[newUIDs[i]] != cp.print {
-			return nil
-		}
-		out[i] = imap.UID(newUIDs[i])
-	}
-	return out
-}
-
-// fingerprint sums up what metadata tells of a message's content: its
-// size and its header fields as the provider lists them.
-func fingerprint(d *directapi.MessageDetail) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "%d\x00%s\x00%s\x00%s", d.Size, d.MsgID, d.Subject, d.Sender)
-	for _, h := range d.Headers {
-		b.WriteString("\x00" + h.Name + ":" + h.Value)
-	}
-	return b.String()
-}
-
-// folderMax returns the largest UID a folder has had: from its mirror
-// when that was refreshed a moment ago, else with GetUIDs. A folder that
-// does not exist is NO [TRYCREATE] (RFC 9051 §6.4.7, §6.3.12).
-func (s *session) folderMax(ctx context.Context, folder string) (int64, error) {
+// destMax returns the largest UID a destination folder is known to have
+// had, without asking the provider when the bridge knows: from the
+// folder's mirror, or from the state store's record of the largest UID
+// seen (which placeCopies keeps up to date). Only a folder the bridge has
+// never looked at costs a GetUIDs; one that does not exist is NO
+// [TRYCREATE] (RFC 9051 §6.4.7).
+func (s *session) destMax(ctx context.Context, folder string) (int64, *mirror, error) {
 	if dm := s.srv.hub.peek(s.auth.Username, folder); dm != nil {
 		dm.mu.Lock()
-		fresh := dm.loaded && dm.gone == nil && time.Since(dm.syncedAt) <= freshness
-		newest := int64(dm.uidNext) - 1
+		ok := dm.loaded && dm.gone == nil
+		next := dm.uidNext
 		dm.mu.Unlock()
-		if fresh {
-			return newest, nil
+		if ok {
+			return int64(next) - 1, dm, nil
 		}
+	}
+	st, err := s.srv.cfg.Store.Folder(ctx, s.auth.Username, folder)
+	if err != nil {
+		return 0, nil, imapError(err)
+	}
+	if st.UIDNext > 1 {
+		return int64(st.UIDNext) - 1, nil, nil
 	}
 	pids, err := s.srv.cfg.Provider.UIDs(ctx, s.auth, folder)
 	if err != nil {
 		if noFolder(err) {
-			return 0, errTryCreate
+			return 0, nil, errTryCreate
 		}
-		return 0, imapError(err)
+		return 0, nil, imapError(err)
 	}
 	var top int64
 	for _, p := range pids {
 		top = max(top, p)
 	}
-	return top, nil
-}
-
-// uidsAbove returns a folder's UIDs above prev, in order. When the folder
-// has a mirror, the mirror is refreshed and read, so connections that
-// have the folder selected see the new messages at once (and it costs no
-// extra call); the mirror is returned then.
-func (s *session) uidsAbove(ctx context.Context, folder string, prev int64) ([]int64, *mirror, error) {
-	var out []int64
-	if dm := s.srv.hub.peek(s.auth.Username, folder); dm != nil {
-		if err := dm.sync(ctx); err == nil {
-			dm.mu.Lock()
-			ok := dm.loaded && dm.gone == nil
-			if ok {
-				for _, u := range dm.mb.UIDs() {
-					if int64(u) > prev {
-						out = append(out, int64(u))
-					}
-				}
-			}
-			dm.mu.Unlock()
-			if ok {
-				return out, dm, nil
-			}
-		}
-	}
-	pids, err := s.srv.cfg.Provider.UIDs(ctx, s.auth, folder)
-	if err != nil {
-		return nil, nil, err
-	}
-	for _, p := range pids {
-		if p > prev {
-			out = append(out, p)
-		}
-	}
-	slices.Sort(out)
-	return slices.Compact(out), nil, nil
+	return top, nil, nil
 }
 
 // folderValidity is a folder's UIDVALIDITY: its mirror's, or the state

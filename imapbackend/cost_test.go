@@ -6,7 +6,9 @@ package imapbackend_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/emersion/go-imap/v2"
 
@@ -87,4 +89,154 @@ func splitLines(s string) []string {
 		}
 	}
 	return append(out, s[start:])
+}
+
+// TestSequentialAppendsCost: a client filing a hundred messages one APPEND
+// after another into a folder (Thunderbird copying to Sent, an EHR filing
+// documents) costs one SaveRawMessages each, and the UID discovery is
+// shared: at most 120 calls in all. Every message then shows, with its
+// flags.
+func TestSequentialAppendsCost(t *testing.T) {
+	const n = 100
+	e := newEnv(t, options{})
+	c := e.login(alice, alicePW)
+	if err := c.Create("INBOX.Filed", nil).Wait(); err != nil {
+		t.Fatal(err)
+	}
+	e.sandbox.ResetCalls()
+	for i := range n {
+		if _, err := appendMsg(c, "INBOX.Filed", testMessage(fmt.Sprintf("filed%03d", i)), `\Seen`, "$Filed"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d := mustSelectFolder(t, c, "INBOX.Filed")
+	calls := e.sandbox.TotalCalls()
+	t.Logf("%d APPENDs and a SELECT cost %d calls: %v", n, calls, e.sandbox.CallCounts())
+	if calls > 120 {
+		t.Errorf("%d calls for %d APPENDs; want at most 120", calls, n)
+	}
+	if d.NumMessages != n {
+		t.Fatalf("SELECT shows %d messages; want %d", d.NumMessages, n)
+	}
+	var all imap.SeqSet
+	all.AddRange(1, n)
+	msgs, err := c.Fetch(all, &imap.FetchOptions{Flags: true, Envelope: true}).Collect()
+	if err != nil || len(msgs) != n {
+		t.Fatalf("FETCH: %d, %v", len(msgs), err)
+	}
+	for i, m := range msgs {
+		if want := fmt.Sprintf("filed%03d", i); m.Envelope == nil || m.Envelope.Subject != want {
+			t.Fatalf("message %d: envelope %+v; want subject %s", i+1, m.Envelope, want)
+		}
+		if fl := slices.DeleteFunc(m.Flags, func(f imap.Flag) bool { return f == `\Recent` }); !slices.Equal(fl, []imap.Flag{"$Filed", imap.FlagSeen}) {
+			t.Fatalf("message %d: flags %v; want [$Filed \\Seen]", i+1, m.Flags)
+		}
+	}
+	if n := e.unread(alice, "INBOX.Filed"); n != 0 {
+		t.Errorf("%d unread at the provider; want none", n)
+	}
+}
+
+// TestNewMailMetadataCost: the ENVELOPE of a message that arrives after
+// a folder was listed is loaded for the new message only, never by
+// listing the folder's metadata again.
+func TestNewMailMetadataCost(t *testing.T) {
+	e := newEnv(t, options{pollInterval: 20 * time.Millisecond})
+	fill(t, e, "INBOX", 500)
+	c := e.watch(alice, alicePW)
+	mustSelectFolder(t, c.Client, "INBOX")
+	var all imap.SeqSet
+	all.AddRange(1, 500)
+	if _, err := c.Fetch(all, &imap.FetchOptions{UID: true, Envelope: true}).Collect(); err != nil {
+		t.Fatal(err)
+	}
+	e.deliver(alice, "INBOX", testMessage("late arrival"))
+	// The poller finds it (the poll is not what is counted).
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		if err := c.Noop().Wait(); err != nil {
+			t.Fatal(err)
+		}
+		if _, exists, _ := c.take(); slices.Contains(exists, 501) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no EXISTS for the new message")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	e.sandbox.ResetCalls()
+	msgs, err := c.Fetch(imap.SeqSetNum(501), &imap.FetchOptions{UID: true, Envelope: true}).Collect()
+	if err != nil || len(msgs) != 1 || msgs[0].Envelope.Subject != "late arrival" {
+		t.Fatalf("FETCH of the new message: %+v, %v", msgs, err)
+	}
+	calls := e.sandbox.CallCounts()
+	delete(calls, "GetUIDs") // the poller's, meanwhile
+	delete(calls, "GetUnreadMessageCount")
+	if n := calls["GetMessageMetaData"]; n != 0 {
+		t.Errorf("the folder's metadata was listed again (%v)", e.sandbox.CallCounts())
+	}
+	if n := calls["SearchMessagesMetadataByReceivedDate"]; n != 1 || len(calls) != 1 {
+		t.Errorf("ENVELOPE of one new message cost %v; want one SearchMessagesMetadataByReceivedDate", calls)
+	}
+}
+
+// TestCopyMoveCost: COPY and MOVE into a folder the bridge knows cost at
+// most two calls each (the copy or move, and one GetUIDs to pair the new
+// UIDs for COPYUID), and the flags travel.
+func TestCopyMoveCost(t *testing.T) {
+	e := newEnv(t, options{})
+	fill(t, e, "INBOX", 10)
+	c := e.login(alice, alicePW)
+	if err := c.Create("INBOX.Archive", nil).Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Status("INBOX.Archive", &imap.StatusOptions{NumMessages: true}).Wait(); err != nil {
+		t.Fatal(err)
+	}
+	mustSelectFolder(t, c, "INBOX")
+	storeFlags(t, c, imap.SeqSetNum(1, 2), imap.StoreFlagsAdd, true, imap.FlagFlagged, "$Work")
+	for _, tc := range []struct {
+		name string
+		run  func() (*imap.CopyData, error)
+	}{
+		{"COPY", func() (*imap.CopyData, error) { return c.Copy(imap.SeqSetNum(1, 2, 3), "INBOX.Archive").Wait() }},
+		{"MOVE", func() (*imap.CopyData, error) {
+			d, err := c.Move(imap.SeqSetNum(1, 2), "INBOX.Archive").Wait()
+			if d == nil || err != nil {
+				return nil, err
+			}
+			dest, _ := d.DestUIDs.(imap.UIDSet)
+			return &imap.CopyData{UIDValidity: d.UIDValidity, DestUIDs: dest}, nil
+		}},
+	} {
+		e.sandbox.ResetCalls()
+		data, err := tc.run()
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if calls := e.sandbox.TotalCalls(); calls > 2 {
+			t.Errorf("%s cost %d calls (%v); want at most 2", tc.name, calls, e.sandbox.CallCounts())
+		}
+		if data == nil || len(data.DestUIDs) == 0 {
+			t.Fatalf("%s: no COPYUID", tc.name)
+		}
+	}
+	d := mustSelectFolder(t, c, "INBOX.Archive")
+	if d.NumMessages != 5 {
+		t.Fatalf("Archive has %d messages; want 5", d.NumMessages)
+	}
+	msgs, err := c.Fetch(imap.SeqSet{{Start: 1, Stop: 5}}, &imap.FetchOptions{Flags: true, Envelope: true}).Collect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	flagged := 0
+	for _, m := range msgs {
+		if slices.Contains(m.Flags, imap.FlagFlagged) && slices.Contains(m.Flags, "$Work") {
+			flagged++
+		}
+	}
+	// Messages 1 and 2 were flagged: copied once, moved once.
+	if flagged != 4 {
+		t.Errorf("%d copies carry \\Flagged $Work; want 4", flagged)
+	}
 }

@@ -353,16 +353,6 @@ func (s *session) fetchMarkSeen(ctx context.Context, chunk []*fetchMsg) error {
 	return nil
 }
 
-func compareUID(a, b imap.UID) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
-}
-
 // fetchFlags takes the flags to answer with, canonical as the mirror keeps
 // them (mbsync and offlineimap undo lower-case system flags), with
 // \Recent where this session has it.

@@ -703,6 +703,10 @@ func TestFetchProviderFaults(t *testing.T) {
 		{"MarkMessagesAsReadByUIDs", sandbox.Fault{Status: 500}, &imap.FetchOptions{BodySection: []*imap.FetchItemBodySection{{}}}},
 	} {
 		e.sandbox.InjectFault(tc.op, tc.fault)
+		if tc.op == "GetMessageMetaData" {
+			// Metadata comes by listing or by UID, whichever is cheaper.
+			e.sandbox.InjectFault("GetMessagesByUIDs", tc.fault)
+		}
 		start := time.Now()
 		seq := imap.SeqSetNum(uint32(i) + 1)
 		_, err := c.Fetch(seq, tc.o).Collect()

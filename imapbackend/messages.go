@@ -159,12 +159,13 @@ func (s *session) ensureMeta(ctx context.Context, msgs []*message) error {
 //
 // Cost: the first time, one GetMessageMetaData for the whole folder (a
 // round trip is the unit of cost, and listings want every message
-// anyway). Afterwards, when only a few messages lack metadata (new mail,
-// APPENDs, copies), it is never listed again: one
-// SearchMessagesMetadataByReceivedDate over the time since the last
-// listing (less metaSkew, for the provider's clock) finds new mail and
-// APPENDs; the few still missing, such as copies, which keep the received
-// date of their original, come by GetMessagesByUIDs.
+// anyway). Afterwards, when only a few messages lack metadata, the folder
+// is never listed again: messages that arrived since the last listing
+// (new mail, APPENDs) are found with one SearchMessagesMetadataByReceivedDate
+// over the time since then (less metaSkew, for the provider's clock), and
+// the few left, such as copies, which keep the received date of their
+// original, or old messages the unread list at SELECT did not bring, by
+// GetMessagesByUIDs.
 func (m *mirror) loadMeta(ctx context.Context, c upstream.Provider, msgs []*message) ([]*message, error) {
 	m.mu.Lock()
 	if msgs == nil {
@@ -176,58 +177,85 @@ func (m *mirror) loadMeta(ctx context.Context, c upstream.Provider, msgs []*mess
 		}
 	}
 	var missing []int64
+	newer := false
 	for _, msg := range msgs {
 		if !metaKnown(msg.meta) && !msg.expunged {
 			missing = append(missing, int64(msg.uid))
+			newer = newer || msg.uid >= m.metaFrom
 		}
 	}
 	auth, since, total := m.auth, m.metaAt, len(m.byUID)
+	next := m.uidNext
 	m.mu.Unlock()
 	if len(missing) == 0 {
 		return m.missedMeta(msgs), nil
 	}
 	start := time.Now()
-	if since.IsZero() || len(missing) > fewMissingMeta || 4*len(missing) > total {
+	listAll := func() error {
 		details, err := c.Metadata(ctx, auth, m.name)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		m.fillMeta(details)
-	} else {
+		m.mu.Lock()
+		if start.After(m.metaAt) {
+			m.metaAt, m.metaFrom = start, next
+		}
+		m.mu.Unlock()
+		return nil
+	}
+	if since.IsZero() || len(missing) > fewMissingMeta || 4*len(missing) > total {
+		if err := listAll(); err != nil {
+			return nil, err
+		}
+		return m.missedMeta(msgs), nil
+	}
+	if newer {
 		details, err := c.MetadataReceived(ctx, auth, m.name, since.Add(-metaSkew), start.Add(metaSkew))
 		if err != nil {
 			return nil, err
 		}
 		m.fillMeta(details)
-		var still []int64
 		m.mu.Lock()
-		for _, u := range missing {
-			if msg := m.byUID[imap.UID(u)]; msg != nil && !metaKnown(msg.meta) && !msg.expunged {
-				still = append(still, u)
-			}
+		if start.After(m.metaAt) {
+			m.metaAt, m.metaFrom = start, next
 		}
 		m.mu.Unlock()
-		if len(still) > 0 {
-			details, err := c.Messages(ctx, auth, m.name, still)
-			if err != nil {
-				return nil, err
-			}
-			m.fillMeta(details)
+	}
+	var still []int64
+	m.mu.Lock()
+	for _, u := range missing {
+		if msg := m.byUID[imap.UID(u)]; msg != nil && !metaKnown(msg.meta) && !msg.expunged {
+			still = append(still, u)
 		}
 	}
-	m.mu.Lock()
-	if start.After(m.metaAt) {
-		m.metaAt = start
-	}
 	m.mu.Unlock()
+	switch {
+	case len(still) == 0:
+	case len(still) > fewByUID:
+		// GetMessagesByUIDs answers whole messages: many are cheaper
+		// listed.
+		if err := listAll(); err != nil {
+			return nil, err
+		}
+	default:
+		details, err := c.Messages(ctx, auth, m.name, still)
+		if err != nil {
+			return nil, err
+		}
+		m.fillMeta(details)
+	}
 	return m.missedMeta(msgs), nil
 }
 
 // Limits of loading metadata by received date rather than listing the
 // folder: more missing than this (or than a quarter of the folder) is
 // listed whole; metaSkew widens the window for the provider's clock.
+// fewByUID bounds the messages asked by UID (whole messages, bodies and
+// attachments included).
 const (
 	fewMissingMeta = 200
+	fewByUID       = 20
 	metaSkew       = 5 * time.Minute
 )
 

@@ -58,6 +58,11 @@ type mirror struct {
 	// the provider no longer lists them: an earlier refresh's answer must
 	// not bring them back, nor take them for a renumbering.
 	removed map[imap.UID]uint64
+	// added holds UIDs this bridge put into the mirror itself (copies,
+	// arrivals.go) at the version it did, until a refresh that started
+	// later lists them: an earlier refresh's answer lacks them but must
+	// not take them for expunged.
+	added map[imap.UID]uint64
 	// flight is the refresh under way, if any; lastStart is when the
 	// last successful one started.
 	flight    *refreshFlight
@@ -66,6 +71,11 @@ type mirror struct {
 	// by received date): messages that arrived since are found with
 	// SearchMessagesMetadataByReceivedDate from it on (meta.go).
 	metaAt   time.Time
+	metaFrom imap.UID // UIDNEXT when metaAt was taken: older messages were listed
+	// pending are messages saved by APPEND whose UIDs the next refresh
+	// finds (arrivals.go); settle is the refresh timer after the last.
+	pending  []*arrival
+	settle   *time.Timer
 	refs     int
 	evict    *time.Timer // pending forget after the last release
 	dropped  bool        // forgotten by the hub; acquire takes a new one
@@ -239,27 +249,31 @@ func (m *mirror) doRefresh(ctx context.Context) error {
 	}
 
 	m.mu.Lock()
-	stillUnread, added := 0, 0
+	stillUnread := 0
+	var added []imap.UID
 	for _, u := range uids {
 		if fl, ok := m.mb.Flags(u); ok {
 			if !hasSeen(fl) {
 				stillUnread++
 			}
-		} else if _, gone := m.removed[u]; !gone {
-			added++
+		} else if _, gone := m.removed[u]; !gone && u >= m.uidNext {
+			added = append(added, u)
 		}
 	}
 	changed := m.version != v0
 	m.mu.Unlock()
+	// Messages this bridge saved (APPEND) get their flags now.
+	readNow := m.placeArrivals(ctx, added)
 
 	var unreadSet map[imap.UID]bool
-	if !changed && unread != stillUnread+added {
+	// The count was read before the arrivals were marked read.
+	if !changed && unread != stillUnread+len(added) {
 		if unreadSet, err = m.unreadUIDs(ctx, auth); err != nil {
 			return err
 		}
 	}
 	var kept map[uint32][]string
-	if added > 0 {
+	if len(added) > 0 {
 		// Flags stored for a UID before the mirror saw it (COPY, MOVE
 		// and APPEND set them on the new UIDs) show at once. Read before
 		// taking the lock: no store I/O under it.
@@ -270,7 +284,7 @@ func (m *mirror) doRefresh(ctx context.Context) error {
 			return err
 		}
 	}
-	return m.apply(ctx, v0, uids, unread, unreadSet, kept)
+	return m.apply(ctx, v0, uids, unread, unreadSet, kept, readNow)
 }
 
 // unreadUIDs asks the provider which messages are unread. The answer holds
@@ -329,12 +343,17 @@ func (m *mirror) load(ctx context.Context, auth directapi.Authentication, uids [
 		return err
 	}
 	m.mu.Lock()
+	m.syncedAt = time.Now()
 	m.validity = st.UIDValidity
 	m.uidNext = imap.UID(st.UIDNext)
 	m.mb, m.byUID = mb, byUID
+	// Messages that arrive from now on lack metadata and are found by
+	// received date (loadMeta); the unread ones came with the load.
+	m.metaAt = m.syncedAt
 	m.loaded = true
 	m.syncedAt = time.Now()
 	largest := m.raiseUIDNextLocked(uids)
+	m.metaFrom = m.uidNext
 	m.mu.Unlock()
 	m.fillMeta(details)
 	return m.saveUIDNext(ctx, largest)
@@ -372,7 +391,7 @@ func (m *mirror) saveUIDNext(ctx context.Context, largest uint32) error {
 // state of the answers is not applied (the next refresh brings it).
 // kept is the stored flags of the folder, read when new messages were
 // expected.
-func (m *mirror) apply(ctx context.Context, v0 uint64, uids []imap.UID, unread int, unreadSet map[imap.UID]bool, keptFlags map[uint32][]string) error {
+func (m *mirror) apply(ctx context.Context, v0 uint64, uids []imap.UID, unread int, unreadSet map[imap.UID]bool, keptFlags map[uint32][]string, readNow map[imap.UID]bool) error {
 	m.mu.Lock()
 	changed := m.version != v0
 	if changed {
@@ -404,9 +423,14 @@ func (m *mirror) apply(ctx context.Context, v0 uint64, uids []imap.UID, unread i
 			return errFolderGone
 		}
 	}
+	for u, at := range m.added {
+		if keep[u] || at <= v0 {
+			delete(m.added, u)
+		}
+	}
 	var gone []imap.UID
 	for _, u := range m.mb.UIDs() {
-		if !keep[u] {
+		if _, mine := m.added[u]; !keep[u] && !mine {
 			gone = append(gone, u)
 		}
 	}
@@ -431,7 +455,8 @@ func (m *mirror) apply(ctx context.Context, v0 uint64, uids []imap.UID, unread i
 			continue
 		}
 		m.byUID[u] = &message{uid: u}
-		add = append(add, seqview.NewMessage{UID: u, Flags: withSeen(canonicalFlags(keptFlags[uint32(u)]), unreadSet != nil && !unreadSet[u])})
+		read := readNow[u] || unreadSet != nil && !unreadSet[u]
+		add = append(add, seqview.NewMessage{UID: u, Flags: withSeen(canonicalFlags(keptFlags[uint32(u)]), read)})
 	}
 	m.mb.SetFlags(nil, changes...)
 	if err := m.mb.Add(add...); err != nil {
@@ -504,16 +529,6 @@ func equalFold(a, b string) bool {
 		}
 	}
 	return true
-}
-
-// gainedFlags reports a flag in after that is not in before.
-func gainedFlags(before, after []imap.Flag) bool {
-	for _, f := range after {
-		if !slices.Contains(before, f) {
-			return true
-		}
-	}
-	return false
 }
 
 // markGoneLocked records that the folder was deleted or renumbered; the

@@ -25,6 +25,9 @@ type session struct {
 	view      *seqview.View // this connection's view of sel
 	readOnly  bool
 	searchRes imap.UIDSet // SEARCHRES "$" (RFC 5182)
+	// appended: the command that just ran was APPEND, whose arrival the
+	// poll after it leaves to be found with the next ones (arrivals.go).
+	appended bool
 }
 
 var (
@@ -104,6 +107,10 @@ func (s *session) Select(name string, options *imap.SelectOptions) (*imap.Select
 	if err != nil {
 		return nil, err
 	}
+	if err := m.findArrivals(ctx); err != nil {
+		s.srv.hub.release(m)
+		return nil, imapError(err)
+	}
 	m.mu.Lock()
 	mb := m.mb
 	m.mu.Unlock()
@@ -129,11 +136,22 @@ func (s *session) Unselect() error {
 // Poll writes pending updates after every command; when the folder was
 // deleted or renumbered under the connection, it says BYE (RFC 9051 §7.1.5).
 func (s *session) Poll(w *imapserver.UpdateWriter, allowExpunge bool) error {
+	appended := s.appended
+	s.appended = false
 	if s.sel == nil {
 		return nil
 	}
 	if err := s.goneCheck(); err != nil {
 		return err
+	}
+	if !appended && s.sel.expecting() {
+		// Appends are waiting to be found: show them now (one refresh
+		// for all of them, shared by every connection).
+		ctx, cancel := s.ctx()
+		if err := s.sel.sync(ctx); err != nil {
+			s.srv.cfg.Logger.Warn("imap refresh after append failed", "user", s.auth.Username, "err", err)
+		}
+		cancel()
 	}
 	s.maybeRefresh()
 	return s.byeIfGone(s.view.Poll(w, allowExpunge))

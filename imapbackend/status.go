@@ -53,6 +53,9 @@ func (s *session) statusOf(ctx context.Context, folder string, o *imap.StatusOpt
 		return nil, err
 	}
 	defer s.srv.hub.release(m)
+	if err := m.findArrivals(ctx); err != nil {
+		return nil, imapError(err)
+	}
 	if o.Size || o.DeletedStorage {
 		// No placeholders here: a later FETCH asks again for what is missing.
 		if _, err := m.loadMeta(ctx, s.srv.cfg.Provider, nil); err != nil {

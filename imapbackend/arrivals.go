@@ -1,0 +1,221 @@
+package imapbackend
+
+import (
+	"context"
+	"slices"
+	"time"
+
+	"github.com/directbridge/directbridge/seqview"
+	"github.com/emersion/go-imap/v2"
+)
+
+// APPEND costs one provider call (SaveRawMessages), which answers without
+// the new UID. Instead of asking for the folder's UIDs after every
+// APPEND (two calls per message, and a client appending a hundred
+// messages one after the other pays two hundred), the saved message is
+// noted as an arrival the folder expects, and the next refresh, shared by
+// every APPEND made meanwhile, finds the new UIDs: arrivals are paired
+// with them in the order they were saved (the provider's UIDs follow the
+// order messages arrive), and get the flags the client asked for then.
+//
+// The refresh comes at the next command of any connection on the folder
+// other than APPEND, from the poller, or appendSettle after the last
+// APPEND, whichever is first; so a client sees its message (EXISTS) at
+// its next command, as after any APPEND to the selected folder (RFC 9051
+// §6.3.12), and an IDLE client within appendSettle.
+//
+// An APPEND to the folder the connection itself has selected is the
+// exception: the client expects the EXISTS in the APPEND's answer (RFC
+// 9051 §6.3.12, and imaptest checks it), so the refresh is made at once
+// and the answer carries APPENDUID (RFC 4315 §3). Otherwise APPENDUID, a
+// SHOULD, is not given: it would cost the second call. Clients find their
+// message by other means (mbsync by its X-TUID header, Thunderbird by
+// Message-ID), and a STATUS or SELECT of the folder refreshes it first.
+
+// appendSettle is how long after an APPEND the folder is refreshed when
+// nothing else did it first.
+const appendSettle = 300 * time.Millisecond
+
+// arrivalTTL is how long an arrival waits for a refresh to find it.
+const arrivalTTL = 2 * time.Minute
+
+// arrival is a message saved to the folder whose UID is not known yet.
+type arrival struct {
+	at    time.Time
+	msgID string
+	size  int
+	seen  bool
+	kept  []imap.Flag
+	uid   imap.UID // set (under the mirror's mu) when a refresh placed it
+}
+
+// expect notes an arrival and makes sure a refresh comes soon.
+func (m *mirror) expect(a *arrival) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.pending = append(m.pending, a)
+	if m.settle == nil {
+		m.settle = time.AfterFunc(appendSettle, m.settled)
+	} else {
+		m.settle.Reset(appendSettle)
+	}
+}
+
+// settled refreshes the folder after appends, so watchers see them.
+func (m *mirror) settled() {
+	m.mu.Lock()
+	m.settle = nil
+	waiting := len(m.pending) > 0 && !m.dropped
+	m.mu.Unlock()
+	if !waiting {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), m.hub.cfg.CallTimeout)
+	defer cancel()
+	if err := m.sync(ctx); err != nil {
+		m.hub.cfg.Logger.Warn("imap refresh after append failed", "user", m.user, "err", err)
+	}
+}
+
+// findArrivals refreshes the folder if appends wait to be found: STATUS
+// and SELECT show them.
+func (m *mirror) findArrivals(ctx context.Context) error {
+	if !m.expecting() {
+		return nil
+	}
+	return m.sync(ctx)
+}
+
+// expecting reports arrivals not found yet.
+func (m *mirror) expecting() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.pending) > 0
+}
+
+// placed returns the UID a refresh gave the arrival, or 0.
+func (m *mirror) placed(a *arrival) imap.UID {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return a.uid
+}
+
+// placeArrivals pairs the arrivals with the new UIDs a refresh found
+// (ascending) and records their flags: the kept flags in the state store
+// (so the refresh shows them at once), \Seen at the provider. It returns
+// the UIDs made read. Pairing is by order when there are as many new
+// UIDs as arrivals; when more (mail came in as well), by Message-ID and
+// size from the metadata of the new messages; arrivals not placed wait for
+// the next refresh, up to arrivalTTL. Failures are logged: the messages
+// are saved, and only their flags are at stake.
+func (m *mirror) placeArrivals(ctx context.Context, newUIDs []imap.UID) (read map[imap.UID]bool) {
+	m.mu.Lock()
+	pending := m.pending
+	validity, auth := m.validity, m.auth
+	m.mu.Unlock()
+	if len(pending) == 0 || len(newUIDs) == 0 {
+		return nil
+	}
+	pairs := map[int]imap.UID{} // index in pending -> UID
+	if len(newUIDs) == len(pending) {
+		for i, u := range newUIDs {
+			pairs[i] = u
+		}
+	} else if len(newUIDs) > len(pending) {
+		details, err := m.hub.cfg.Provider.Messages(ctx, auth, m.name, uidList(newUIDs))
+		if err != nil {
+			m.hub.cfg.Logger.Warn("imap append: reading new messages failed", "user", m.user, "err", err)
+			return nil
+		}
+		m.fillMeta(details)
+		taken := map[int64]bool{}
+		for i, a := range pending {
+			if a.msgID == "" {
+				continue
+			}
+			for _, d := range details {
+				if !taken[d.UID] && d.MsgID == a.msgID && (d.Size < 0 || d.Size == a.size) {
+					taken[d.UID] = true
+					pairs[i] = imap.UID(d.UID)
+					break
+				}
+			}
+		}
+	}
+	keptFlags := map[uint32][]string{}
+	var readUIDs []int64
+	for i, u := range pairs {
+		a := pending[i]
+		if len(a.kept) > 0 {
+			keptFlags[uint32(u)] = flagStrings(a.kept)
+		}
+		if a.seen {
+			readUIDs = append(readUIDs, int64(u))
+		}
+	}
+	m.mu.Lock()
+	now := time.Now()
+	for i, u := range pairs {
+		pending[i].uid = u
+	}
+	m.pending = slices.DeleteFunc(slices.Clone(m.pending), func(a *arrival) bool {
+		return a.uid != 0 || now.Sub(a.at) > arrivalTTL
+	})
+	m.mu.Unlock()
+	if len(keptFlags) > 0 {
+		if err := m.hub.cfg.Store.SetFlags(ctx, m.user, m.name, validity, keptFlags); err != nil {
+			m.hub.cfg.Logger.Warn("imap append: storing flags failed", "user", m.user, "err", err)
+		}
+	}
+	if len(readUIDs) > 0 {
+		if err := m.hub.cfg.Provider.SetRead(ctx, auth, m.name, readUIDs, true); err != nil {
+			m.hub.cfg.Logger.Warn("imap append: marking read failed", "user", m.user, "err", err)
+			return nil
+		}
+		read = make(map[imap.UID]bool, len(readUIDs))
+		for _, u := range readUIDs {
+			read[imap.UID(u)] = true
+		}
+	}
+	return read
+}
+
+// addCopies puts messages this bridge just copied or moved into the folder
+// (newUIDs, ascending, paired with src) into the mirror, with the flags
+// and metadata of their sources, when they are the next UIDs it has not
+// seen; otherwise it leaves them to the next refresh. A refresh whose
+// answer was read before (and so lacks them) does not take them for
+// expunged (see added and apply).
+func (m *mirror) addCopies(ctx context.Context, newUIDs []imap.UID, src []copied) {
+	m.mu.Lock()
+	if !m.loaded || m.gone != nil || len(newUIDs) == 0 || newUIDs[0] < m.uidNext {
+		m.mu.Unlock()
+		return
+	}
+	m.version++
+	if m.added == nil {
+		m.added = map[imap.UID]uint64{}
+	}
+	add := make([]seqview.NewMessage, 0, len(newUIDs))
+	for i, u := range newUIDs {
+		msg := &message{uid: u}
+		if d := src[i].meta; d != nil {
+			c := *d
+			c.UID, c.Folder = int64(u), m.name
+			msg.meta = &c
+		}
+		m.byUID[u] = msg
+		m.added[u] = m.version
+		add = append(add, seqview.NewMessage{UID: u, Flags: withSeen(src[i].flags, src[i].seen)})
+	}
+	if err := m.mb.Add(add...); err != nil {
+		m.mu.Unlock()
+		m.hub.cfg.Logger.Warn("imap copy: showing the copies failed", "user", m.user, "err", err)
+		return
+	}
+	largest := m.raiseUIDNextLocked(newUIDs)
+	m.mu.Unlock()
+	if err := m.saveUIDNext(ctx, largest); err != nil {
+		m.hub.cfg.Logger.Warn("imap copy: state store", "err", err)
+	}
+}
