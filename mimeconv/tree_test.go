@@ -116,6 +116,16 @@ func TestTreeSections(t *testing.T) {
 		t.Errorf("2.TEXT %q", sub.Body())
 	}
 
+	// HEADER.FIELDS are the fields as written, folding and all, and bare
+	// LF stays bare LF: sections are sliced, never re-serialised.
+	folded := mustTree(t, "Subject: a\n  long one\nX-A: 1\nFrom: b@x\n\nbody")
+	if got := string(folded.FilterHeader([]string{"subject", "from"}, false)); got != "Subject: a\n  long one\nFrom: b@x\n\r\n" {
+		t.Errorf("HEADER.FIELDS of a folded field %q", got)
+	}
+	if got := folded.Header.Get("Subject"); got != "a long one" {
+		t.Errorf("unfolded value %q", got)
+	}
+
 	// A message that is not multipart has one part: itself.
 	single := mustTree(t, "Subject: x\r\n\r\nbody\r\n")
 	if single.Find([]int{1}) != single || single.Find([]int{2}) != nil || single.Find([]int{1, 1}) != single {
@@ -356,7 +366,7 @@ func checkTree(t *testing.T, raw []byte, root *Part, opts ParseOptions) {
 			t.Fatalf("children of a %s", p.MediaType())
 		}
 		for _, f := range p.Header {
-			if f.end < f.start || !bytes.Contains(p.HeaderBytes(), p.buf[f.start:f.end]) {
+			if f.end < f.start || f.start < p.start || f.end > p.bodyStart {
 				t.Fatalf("field %q outside the header", f.Name)
 			}
 		}
