@@ -426,12 +426,21 @@ func topHeaders(meta *directapi.MessageDetail, raw []byte) ([]directapi.MessageH
 // needs more than its whole bytes; the tree is bounded and tolerant of any
 // input, so nothing here can fail on malformed mail.
 func renderFetch(fm *fetchMsg, o *imap.FetchOptions) error {
-	var root *mimeconv.Part
-	tree := func() *mimeconv.Part {
-		if root == nil {
+	var root, top *mimeconv.Part
+	// tree(true) is the whole tree; tree(false) may be the message's
+	// header only, enough for BODY[HEADER] and BODY[TEXT], which clients
+	// listing a folder ask for message after message.
+	tree := func(whole bool) *mimeconv.Part {
+		switch {
+		case root != nil:
+			return root
+		case whole:
 			root, _ = mimeconv.ParseTree(fm.raw, mimeconv.ParseOptions{}) // cut short beyond the limits, still whole
+			return root
+		case top == nil:
+			top, _ = mimeconv.ParseTree(fm.raw, mimeconv.ParseOptions{SkipBodies: true})
 		}
-		return root
+		return top
 	}
 	hdrs := func() []directapi.MessageHeader {
 		if !fm.hdrsDone {
@@ -454,7 +463,7 @@ func renderFetch(fm *fetchMsg, o *imap.FetchOptions) error {
 		fm.env = envelopeOf(headerOf(hdrs()))
 	}
 	if o.BodyStructure != nil {
-		fm.bs = bodyStructureOf(tree())
+		fm.bs = bodyStructureOf(tree(true))
 	}
 	fm.sections = make([][]byte, len(o.BodySection))
 	for i, bs := range o.BodySection {
@@ -573,11 +582,11 @@ func sectionPartial(b []byte, p *imap.SectionPartial) []byte {
 // are what the message holds. HEADER, HEADER.FIELDS(.NOT) and TEXT after
 // a part number refer to the message a message/rfc822 part encapsulates.
 // A part that does not exist is the empty string.
-func bodySection(raw []byte, tree func() *mimeconv.Part, bs *imap.FetchItemBodySection) []byte {
+func bodySection(raw []byte, tree func(whole bool) *mimeconv.Part, bs *imap.FetchItemBodySection) []byte {
 	if len(bs.Part) == 0 && bs.Specifier == imap.PartSpecifierNone {
 		return sectionPartial(raw, bs.Partial) // no parsing needed
 	}
-	p := tree().Find(bs.Part)
+	p := tree(len(bs.Part) > 0).Find(bs.Part)
 	if p == nil {
 		return []byte{}
 	}
@@ -697,11 +706,11 @@ func bodyStructureOf(p *mimeconv.Part) imap.BodyStructure {
 // conversion). BINARY[] is the message as it is: a message has no
 // transfer encoding of its own. A part that does not exist is the empty
 // string; an encoding the tree cannot undo is NO [UNKNOWN-CTE].
-func binarySection(raw []byte, tree func() *mimeconv.Part, part []int) ([]byte, error) {
+func binarySection(raw []byte, tree func(whole bool) *mimeconv.Part, part []int) ([]byte, error) {
 	if len(part) == 0 {
 		return raw, nil
 	}
-	p := tree().Find(part)
+	p := tree(true).Find(part)
 	if p == nil {
 		return []byte{}, nil
 	}
