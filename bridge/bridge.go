@@ -145,6 +145,7 @@ func (b *Bridge) open() error {
 		TLSConfig:         b.certs.tlsConfig(),
 		AllowInsecureAuth: b.cfg.AllowInsecureAuth,
 		PollInterval:      b.cfg.PollInterval,
+		Budget:            b.budget,
 		CacheBytes:        b.cfg.IMAPCacheBytes,
 		AppendLimit:       b.cfg.IMAPAppendLimit,
 		MaxConnsPerUser:   b.cfg.IMAPMaxConns,
@@ -155,6 +156,7 @@ func (b *Bridge) open() error {
 	if err != nil {
 		return err
 	}
+	b.obs.engine(b.imap, b.budget)
 	b.smtp, err = smtpbackend.New(smtpbackend.Config{
 		Provider:          provider,
 		Verifier:          verifier,

@@ -39,7 +39,7 @@ type Config struct {
 	SMTPMaxMessageBytes int64 `envconfig:"SMTP_MAX_MESSAGE_BYTES" default:"52428800" desc:"largest message accepted by SMTP, in bytes (advertised as SIZE)"`
 	SMTPMaxRecipients   int   `envconfig:"SMTP_MAX_RECIPIENTS" default:"100" desc:"most recipients of one SMTP message"`
 
-	PollInterval    time.Duration `envconfig:"POLL_INTERVAL" default:"30s" desc:"how often the provider is asked for changes of a folder someone has open (one poll per user and folder, shared by all connections)"`
+	PollInterval    time.Duration `envconfig:"POLL_INTERVAL" default:"5s" desc:"how often the provider is asked for changes of a folder someone has open (one poll per user and folder, shared by all connections); stretched so that polls take at most half of the request budget"`
 	IMAPCacheBytes  int64         `envconfig:"IMAP_CACHE_BYTES" default:"67108864" desc:"memory for raw messages cached by the IMAP front (never written to disk)"`
 	IMAPAppendLimit uint32        `envconfig:"IMAP_APPEND_LIMIT" default:"52428800" desc:"largest IMAP APPEND, in bytes (advertised as APPENDLIMIT)"`
 	IMAPMaxConns    int           `envconfig:"IMAP_MAX_CONNECTIONS_PER_USER" default:"20" desc:"most IMAP connections of one user"`

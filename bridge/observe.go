@@ -14,6 +14,7 @@ import (
 	"github.com/directbridge/directbridge/metrics"
 	"github.com/directbridge/directbridge/restclient"
 	"github.com/directbridge/directbridge/smtpbackend"
+	"github.com/directbridge/directbridge/upstream"
 )
 
 // MetricsListener is the name of the metrics and health listener, for Addr.
@@ -54,6 +55,16 @@ func (o *observer) imapMetrics() imapbackend.Metrics {
 		return nil
 	}
 	return o.metrics.IMAP()
+}
+
+// engine registers the gauges of the IMAP engine's polling and of the
+// provider budget.
+func (o *observer) engine(imap *imapbackend.Server, budget *upstream.Budget) {
+	if o == nil {
+		return
+	}
+	o.metrics.Polling(imap.PollStats)
+	o.metrics.Budget(budget)
 }
 
 func (o *observer) smtpMetrics() smtpbackend.Metrics {

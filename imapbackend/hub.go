@@ -2,17 +2,22 @@ package imapbackend
 
 import (
 	"context"
+	"math/rand/v2"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/directbridge/directbridge/directapi"
+	"github.com/directbridge/directbridge/upstream"
 )
 
 // hub holds the mirrors of all users' folders, so that every connection of
 // a user that selects a folder shares one mirror and one poller.
 type hub struct {
 	cfg *Config
+
+	polled atomic.Int64 // mirrors with a poller (held by a connection)
 
 	mu      sync.Mutex
 	mirrors map[string]*mirror
@@ -53,6 +58,7 @@ func (h *hub) acquire(ctx context.Context, auth directapi.Authentication, name s
 			m.evict = nil
 		}
 		if m.refs == 1 {
+			h.polled.Add(1)
 			m.stopPoll = make(chan struct{})
 			go m.poll(m.stopPoll)
 		}
@@ -81,6 +87,7 @@ func (h *hub) release(m *mirror) {
 	if m.refs > 0 {
 		return
 	}
+	h.polled.Add(-1)
 	if m.stopPoll != nil {
 		close(m.stopPoll)
 		m.stopPoll = nil
@@ -144,25 +151,70 @@ func (h *hub) peek(user, name string) *mirror {
 	return h.mirrors[mirrorKey(user, name)]
 }
 
-// poll refreshes the mirror every PollInterval until stop closes. Errors
-// are logged and the next tick tries again; connections keep the state
-// they have.
+// callsPerPoll is what one poll costs when nothing changed (GetUIDs and
+// GetUnreadMessageCount).
+const callsPerPoll = 2
+
+// pollInterval is how often each watched folder is polled: the configured
+// interval, stretched when the polls of every watched folder together
+// would take more than their share of the provider budget (half of it,
+// see upstream.Budget.PollShare). The stretch shows in metrics
+// (PollStats).
+func (h *hub) pollInterval() time.Duration {
+	base := h.cfg.PollInterval
+	share := h.cfg.Budget.PollShare()
+	if share <= 0 {
+		return base
+	}
+	need := time.Duration(float64(h.polled.Load()) * callsPerPoll / share * float64(time.Second))
+	return max(base, need)
+}
+
+// PollStats reports how many folders are polled and how often each is,
+// for metrics: an interval above the configured one means the provider
+// budget stretched it.
+func (s *Server) PollStats() (folders int, interval time.Duration) {
+	return int(s.hub.polled.Load()), s.hub.pollInterval()
+}
+
+// poll refreshes the mirror while stop is open: a pollInterval after the
+// last refresh, whoever made it (a NOOP's refresh counts as a poll), with
+// a little jitter so that folders watched since the same moment do not
+// all ask at once. Polls go to the provider at the budget's lowest
+// priority. Errors are logged and the next round tries again;
+// connections keep the state they have.
 func (m *mirror) poll(stop chan struct{}) {
-	t := time.NewTicker(m.hub.cfg.PollInterval)
-	defer t.Stop()
+	first := true
 	for {
+		interval := m.hub.pollInterval()
+		m.mu.Lock()
+		wait := interval - time.Since(m.lastStart)
+		m.mu.Unlock()
+		if first {
+			wait = interval
+			first = false
+		}
+		wait += time.Duration(rand.Int64N(int64(interval)/10 + 1))
+		t := time.NewTimer(max(wait, 10*time.Millisecond))
 		select {
 		case <-stop:
+			t.Stop()
 			return
 		case <-t.C:
-			// The call timeout, not the interval: a short interval must not
-			// make every poll of a slow provider fail; the next tick waits.
-			ctx, cancel := context.WithTimeout(context.Background(), m.hub.cfg.CallTimeout)
-			err := m.sync(ctx)
-			cancel()
-			if err != nil {
-				m.hub.cfg.Logger.Warn("imap poll failed", "user", m.user, "err", err)
-			}
+		}
+		m.mu.Lock()
+		recent := time.Since(m.lastStart) < interval*9/10
+		m.mu.Unlock()
+		if recent {
+			continue
+		}
+		// The call timeout, not the interval: a short interval must not
+		// make every poll of a slow provider fail; the next round waits.
+		ctx, cancel := context.WithTimeout(context.Background(), m.hub.cfg.CallTimeout)
+		err := m.sync(upstream.WithPriority(ctx, upstream.Poll))
+		cancel()
+		if err != nil {
+			m.hub.cfg.Logger.Warn("imap poll failed", "user", m.user, "err", err)
 		}
 	}
 }

@@ -19,7 +19,9 @@ import (
 
 // Defaults of Config.
 const (
-	DefaultPollInterval    = 30 * time.Second
+	// DefaultPollInterval brings new mail to an IDLE client within 5 s
+	// (10 s at worst with a poll under way); see hub.pollInterval.
+	DefaultPollInterval    = 5 * time.Second
 	DefaultCacheBytes      = 64 << 20
 	DefaultAppendLimit     = 50 << 20
 	DefaultMaxConnsPerUser = 20
@@ -38,7 +40,12 @@ type Config struct {
 	TLSConfig *tls.Config
 	// AllowInsecureAuth allows LOGIN without TLS on non-loopback listeners.
 	AllowInsecureAuth bool
-	PollInterval      time.Duration
+	// PollInterval is how often a folder someone has selected is polled;
+	// the budget may stretch it (hub.pollInterval).
+	PollInterval time.Duration
+	// Budget is the provider budget the Provider spends, if any: polls
+	// are paced to take at most its poll share.
+	Budget *upstream.Budget
 	// CacheBytes bounds the in-memory cache of raw messages (health data:
 	// memory only, never disk).
 	CacheBytes int64

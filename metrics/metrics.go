@@ -15,12 +15,14 @@ package metrics
 import (
 	"errors"
 	"net/http"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/directbridge/directbridge/restclient"
+	"github.com/directbridge/directbridge/upstream"
 )
 
 // Namespace prefixes every metric name of the bridge.
@@ -311,4 +313,44 @@ func (m *SMTP) Command(name, result string) {
 // Message counts a submitted message's result: sent, refused or temporary.
 func (m *SMTP) Message(result string) {
 	m.r.smtpMessages.WithLabelValues(oneOf(result, MessageSent, MessageRefused, MessageTemporary)).Inc()
+}
+
+// Polling registers directbridge_poll_folders (folders polled because a
+// connection has them selected) and directbridge_poll_interval_seconds
+// (how often each is polled now). An interval above the configured one
+// means the provider budget stretched it: polls never take more than half
+// of the budget. Call it at most once.
+func (r *Registry) Polling(stats func() (folders int, interval time.Duration)) {
+	r.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: Namespace, Name: "poll_folders",
+		Help: "Folders polled for changes (selected by at least one connection).",
+	}, func() float64 {
+		n, _ := stats()
+		return float64(n)
+	}))
+	r.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: Namespace, Name: "poll_interval_seconds",
+		Help: "Seconds between two polls of a folder now; above the configured interval when the provider budget stretches it.",
+	}, func() float64 {
+		_, d := stats()
+		return d.Seconds()
+	}))
+}
+
+// Budget registers directbridge_budget_granted_total and
+// directbridge_budget_wait_seconds_total, per priority (interactive,
+// readahead, poll): requests let through by the provider budget and the
+// time they waited for it. Call it at most once.
+func (r *Registry) Budget(b *upstream.Budget) {
+	for _, p := range []upstream.Priority{upstream.Interactive, upstream.ReadAhead, upstream.Poll} {
+		labels := prometheus.Labels{"priority": p.String()}
+		r.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Namespace: Namespace, Name: "budget_granted_total", ConstLabels: labels,
+			Help: "Provider requests let through by the request budget, by priority.",
+		}, func() float64 { return float64(b.Stats().Granted[p]) }))
+		r.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Namespace: Namespace, Name: "budget_wait_seconds_total", ConstLabels: labels,
+			Help: "Time provider requests waited for the request budget, by priority.",
+		}, func() float64 { return b.Stats().Waited[p].Seconds() }))
+	}
 }
