@@ -240,3 +240,24 @@ func TestCopyMoveCost(t *testing.T) {
 		t.Errorf("%d copies carry \\Flagged $Work; want 4", flagged)
 	}
 }
+
+// TestSelectAllUnreadCost: SELECT of a folder whose messages are all
+// unread (or all read) infers the read state from the counts: no
+// GetUnreadMessages, whose answer holds every message whole.
+func TestSelectAllUnreadCost(t *testing.T) {
+	e := newEnv(t, options{})
+	fill(t, e, "INBOX", 300)
+	c := e.login(alice, alicePW)
+	e.sandbox.ResetCalls()
+	d := mustSelectFolder(t, c, "INBOX")
+	if d.NumMessages != 300 {
+		t.Fatalf("SELECT: %+v", d)
+	}
+	st, err := c.Status("INBOX", &imap.StatusOptions{NumUnseen: true}).Wait()
+	if err != nil || st.NumUnseen == nil || *st.NumUnseen != 300 {
+		t.Fatalf("STATUS UNSEEN: %+v, %v; want 300", st, err)
+	}
+	if n := e.sandbox.Calls("GetUnreadMessages"); n != 0 {
+		t.Errorf("SELECT of an all-unread folder cost %v; want no GetUnreadMessages", e.sandbox.CallCounts())
+	}
+}

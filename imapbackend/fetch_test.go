@@ -568,10 +568,8 @@ func TestFetchCallCounts(t *testing.T) {
 	if len(msgs) != 2000 || msgs[1999].Envelope.Subject != "bulk1999" || msgs[0].RFC822Size != int64(len(testMessage("bulk0000"))) {
 		t.Fatalf("listing: %d answers", len(msgs))
 	}
-	// Every message is unread: SELECT's GetUnreadMessages brought the
-	// metadata already.
-	if e.sandbox.TotalCalls() != 0 {
-		t.Fatalf("listing calls %v; want none", e.sandbox.CallCounts())
+	if n := e.sandbox.Calls("GetMessageMetaData"); n != 1 || e.sandbox.TotalCalls() != 1 {
+		t.Fatalf("listing calls %v; want one GetMessageMetaData", e.sandbox.CallCounts())
 	}
 	e.sandbox.ResetCalls()
 	fsFetch(t, c, all, listing)

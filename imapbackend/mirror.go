@@ -317,7 +317,14 @@ func (m *mirror) load(ctx context.Context, auth directapi.Authentication, uids [
 	}
 	var unreadSet map[imap.UID]bool
 	var details []directapi.MessageDetail
-	if unread > 0 {
+	switch {
+	case unread >= len(uids):
+		// Every message is unread: nothing to ask.
+		unreadSet = make(map[imap.UID]bool, len(uids))
+		for _, u := range uids {
+			unreadSet[u] = true
+		}
+	case unread > 0:
 		// Whole messages: kept as metadata below.
 		if details, err = m.hub.cfg.Provider.Unread(ctx, auth, m.name); err != nil {
 			return err
