@@ -37,9 +37,8 @@ type FolderRef struct {
 }
 
 // Bodies serves raw messages: from the memory cache, else from the
-// provider, in batches of up to BatchSize with a few in flight, with
-// read-ahead for sequential readers, and with concurrent requests for the
-// same message sharing one download. Raw messages are health data: they
+// provider, in batches of up to BatchSize with a few in flight, and with
+// read-ahead for sequential readers. Raw messages are health data: they
 // stay in memory only.
 type Bodies struct {
 	up    upstream.Provider
@@ -159,8 +158,7 @@ func (b *Bodies) readAhead(ref FolderRef, uids, need []imap.UID, order Order) []
 }
 
 // download fetches uids from the provider in batches, a few in flight,
-// caching every answer; messages asked for by another caller already
-// are waited for rather than asked again.
+// caching every answer.
 func (b *Bodies) download(ctx context.Context, auth upstream.Auth, ref FolderRef, uids []imap.UID) (map[imap.UID][]byte, error) {
 	slices.Sort(uids)
 	uids = slices.Compact(uids)
