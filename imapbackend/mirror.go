@@ -17,7 +17,7 @@ import (
 // mirror is the bridge's view of one provider folder of one user, shared by
 // every connection that selects it: the UIDs, the read state, the flags the
 // bridge keeps, message metadata loaded when first needed, and the views
-// of the connections that have it selected (view.go). One poller per
+// of the connections that have it selected (package seqview). One poller per
 // mirror refreshes it while any connection watches it, so a hundred idle
 // connections on one folder cost one poll per interval.
 //
@@ -284,7 +284,7 @@ func (m *mirror) doRefresh(ctx context.Context) error {
 			return err
 		}
 	}
-	return m.apply(ctx, v0, uids, unread, unreadSet, kept, readNow)
+	return m.apply(ctx, v0, uids, unreadSet, kept, readNow)
 }
 
 // unreadUIDs asks the provider which messages are unread. The answer holds
@@ -388,17 +388,16 @@ func (m *mirror) saveUIDNext(ctx context.Context, largest uint32) error {
 	return m.hub.cfg.Store.SeenUIDs(ctx, m.user, m.name, largest)
 }
 
-// apply merges a fresh UID list and read state into the mirror, queueing
-// EXPUNGE, EXISTS, FETCH FLAGS and, when new messages bring keywords the
-// folder did not have, FLAGS updates (before the EXISTS: a client must
-// learn a keyword from FLAGS before a FETCH shows it). unreadSet nil means
-// "infer": messages already known keep their state, new ones are unread.
-// v0 is the mirror's version when the answers were asked for: when
-// commands changed the mirror since, their changes stand and the read
-// state of the answers is not applied (the next refresh brings it).
-// kept is the stored flags of the folder, read when new messages were
-// expected.
-func (m *mirror) apply(ctx context.Context, v0 uint64, uids []imap.UID, unread int, unreadSet map[imap.UID]bool, keptFlags map[uint32][]string, readNow map[imap.UID]bool) error {
+// apply merges a fresh UID list and read state into the folder's
+// seqview.Mailbox, which gives the views their EXPUNGE, EXISTS, FETCH
+// FLAGS and FLAGS. unreadSet nil means "infer": messages already known
+// keep their state, new ones are unread unless readNow (arrivals just
+// marked read). v0 is the mirror's version when the answers were asked
+// for: when commands changed the mirror since, their changes stand and
+// the read state of the answers is not applied (the next refresh brings
+// it). keptFlags is the stored flags of the folder, read when new
+// messages were expected.
+func (m *mirror) apply(ctx context.Context, v0 uint64, uids []imap.UID, unreadSet map[imap.UID]bool, keptFlags map[uint32][]string, readNow map[imap.UID]bool) error {
 	m.mu.Lock()
 	changed := m.version != v0
 	if changed {

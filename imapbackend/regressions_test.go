@@ -79,7 +79,7 @@ func TestFailedFirstLoadSharesOneMirror(t *testing.T) {
 }
 
 // TestConcurrentNoopsShareOneRefresh: maybeRefresh (session.go) and hub.acquire
-// decide "stale" before taking syncMu and never look again, so N
+// decided "stale" before taking the refresh lock and never looked again, so N
 // connections that NOOP together each run a full refresh, one after the
 // other. The doc comment promises one refresh per freshness period
 // "however many connections ask"; with a slow provider the last NOOP

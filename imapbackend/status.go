@@ -39,7 +39,7 @@ func (s *session) Status(name string, options *imap.StatusOptions) (*imap.Status
 // and dereferences its pointer.
 //
 //   - RECENT counts the messages no read-write session has been shown yet
-//     (RFC 3501 §2.3.2; see view.go).
+//     (RFC 3501 §2.3.2; see seqview).
 //   - SIZE (RFC 8438) is the sum of the provider's message sizes, which
 //     needs the folder's metadata: one GetMessageMetaData call, kept in the
 //     mirror for FETCH RFC822.SIZE afterwards.
