@@ -226,9 +226,22 @@ func (m *mirror) doRefresh(ctx context.Context) error {
 	m.mu.Unlock()
 
 	c := m.hub.cfg.Provider
+	// The two reads go out together: a refresh costs one round trip of
+	// time, not two.
+	var unread int
+	var unreadErr error
+	counted := make(chan struct{})
+	go func() {
+		defer close(counted)
+		unread, unreadErr = c.UnreadCount(ctx, auth, m.name)
+	}()
 	pids, err := c.UIDs(ctx, auth, m.name)
+	<-counted
 	if err != nil {
 		return err
+	}
+	if unreadErr != nil {
+		return unreadErr
 	}
 	uids := make([]imap.UID, 0, len(pids))
 	for _, p := range pids {
@@ -239,10 +252,6 @@ func (m *mirror) doRefresh(ctx context.Context) error {
 	}
 	slices.Sort(uids)
 	uids = slices.Compact(uids)
-	unread, err := c.UnreadCount(ctx, auth, m.name)
-	if err != nil {
-		return err
-	}
 
 	if !loaded {
 		return m.load(ctx, auth, uids, unread)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/directbridge/directbridge/directapi"
 	"github.com/directbridge/directbridge/seqview"
+	"github.com/directbridge/directbridge/upstream"
 )
 
 // session is one IMAP connection. Commands run one at a time per
@@ -204,14 +205,19 @@ func (s *session) maybeRefresh() {
 	m := s.sel
 	m.mu.Lock()
 	age := time.Since(m.syncedAt)
-	stale := m.loaded && !m.syncedAt.IsZero() && age > s.srv.cfg.PollInterval/3 && age > freshness
+	stale := m.loaded && !m.syncedAt.IsZero() && age > s.srv.cfg.PollInterval/3 && age > freshness && m.flight == nil
 	m.mu.Unlock()
 	if stale {
-		ctx, cancel := s.ctx()
-		defer cancel()
-		// Shared: a herd of NOOPs waits for one refresh. A failure leaves
-		// the state as it was; the poller tries again.
-		m.syncIfOlder(ctx, freshness)
+		// In the background: the command that ran is not held up by two
+		// round trips it did not ask for; what the refresh finds reaches
+		// the client at its next command or while it idles. Shared: a
+		// herd of NOOPs starts one refresh. A failure leaves the state as
+		// it was; the poller tries again.
+		go func() {
+			ctx, cancel := s.ctx()
+			defer cancel()
+			m.syncIfOlder(upstream.WithPriority(ctx, upstream.ReadAhead), freshness)
+		}()
 	}
 }
 

@@ -24,8 +24,11 @@ const (
 	// readAheadWindow is how many messages a sequential reader gets in one
 	// request: a client that fetches one message per command in UID order
 	// (JavaMail, mbsync, fetchmail, offlineimap) costs one request per
-	// readAheadWindow messages instead of one per message.
+	// readAheadWindow messages instead of one per message. A reader that
+	// keeps going gets up to maxReadAhead, as the cache allows (an eighth
+	// of it, at the sizes read so far).
 	readAheadWindow = 50
+	maxReadAhead    = 200
 )
 
 // FolderRef names one folder of one user under one UIDVALIDITY: the raw
@@ -51,8 +54,10 @@ type Bodies struct {
 // reader is what Bodies remembers of the last fetch in a folder, to see a
 // sequential reader coming.
 type reader struct {
-	next imap.UID // the UID after the last one fetched, in folder order
-	run  int      // how many single fetches in a row followed in order
+	next  imap.UID // the UID after the last one fetched, in folder order
+	run   int      // how many single fetches in a row followed in order
+	bytes int64    // bytes read ahead for it so far, and
+	count int64    // how many messages: their average bounds the window
 }
 
 type readerKey struct {
@@ -99,6 +104,9 @@ func (b *Bodies) Get(ctx context.Context, auth upstream.Auth, ref FolderRef, uid
 		return out, nil
 	}
 	got, err := b.download(ctx, auth, ref, append(need, extra...))
+	if len(extra) > 0 {
+		b.noteReadAhead(ref, extra, got)
+	}
 	for _, u := range need {
 		if raw, ok := got[u]; ok {
 			out[u] = raw
@@ -118,10 +126,17 @@ func (b *Bodies) readAhead(ref FolderRef, uids, need []imap.UID, order Order) []
 	}
 	k := readerKey{ref.User, strings.ToLower(ref.Folder)}
 	last := slices.Max(uids)
-	// The cache must hold the window with room to spare.
+	b.mu.Lock()
+	r := b.readers[k]
 	window := readAheadWindow
+	if r != nil && r.run >= readAheadWindow && r.count > 0 {
+		// A long sequential read: as large as an eighth of the cache
+		// holds at the average size so far.
+		window = int(min(maxReadAhead, max(readAheadWindow, b.cache.limit/8/max(r.bytes/r.count, 1))))
+	}
+	b.mu.Unlock()
 	if b.cache.limit < 8<<20 {
-		window = 10
+		window = 10 // the cache must hold the window with room to spare
 	}
 	following := order.After(last, window)
 	var next imap.UID
@@ -129,7 +144,7 @@ func (b *Bodies) readAhead(ref FolderRef, uids, need []imap.UID, order Order) []
 		next = following[0]
 	}
 	b.mu.Lock()
-	r := b.readers[k]
+	r = b.readers[k]
 	if r == nil {
 		if len(b.readers) > 10000 {
 			clear(b.readers) // bounded: a reader forgotten costs one request
@@ -155,6 +170,22 @@ func (b *Bodies) readAhead(ref FolderRef, uids, need []imap.UID, order Order) []
 		}
 	}
 	return extra
+}
+
+// noteReadAhead adds what was read ahead to its reader's average size.
+func (b *Bodies) noteReadAhead(ref FolderRef, extra []imap.UID, got map[imap.UID][]byte) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	r := b.readers[readerKey{ref.User, strings.ToLower(ref.Folder)}]
+	if r == nil {
+		return
+	}
+	for _, u := range extra {
+		if raw, ok := got[u]; ok {
+			r.bytes += int64(len(raw))
+			r.count++
+		}
+	}
 }
 
 // download fetches uids from the provider in batches, a few in flight,
