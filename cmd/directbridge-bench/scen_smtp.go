@@ -141,7 +141,7 @@ func runSMTP(ctx context.Context, b *bench, out *outcome) error {
 	rateSMTP := float64(n) / dSMTP.Seconds()
 	ratio := rateSMTP / rateDirect
 	out.notes = append(out.notes,
-		fmt.Sprintf("A sandbox process with two mailboxes; a bridge process against it, default settings, no added latency. Each message: 10 KB of plain text, one recipient in the sandbox."),
+		"A sandbox process with two mailboxes; a bridge process against it, default settings, no added latency. Each message: 10 KB of plain text, one recipient in the sandbox.",
 		fmt.Sprintf("Direct: %d goroutines call the provider's Send (REST) on the sandbox, %d messages in all: %s, %.1f messages/s.", k, n, secs(dDirect), rateDirect),
 		fmt.Sprintf("Through the bridge: %d go-smtp clients, each on its own connection, authenticated once (AUTH PLAIN), then MAIL, RCPT, DATA per message, %d messages in all: %s, %.1f messages/s; %d REST calls (%s).", k, n, secs(dSMTP), rateSMTP, restDelta(m0, m1), opsText(m0, m1)),
 		"One message each way per client is sent first, untimed, to warm connections and the bridge's credential check.")
