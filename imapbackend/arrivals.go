@@ -100,17 +100,25 @@ func (m *mirror) placed(a *arrival) imap.UID {
 	return a.uid
 }
 
-// placeArrivals pairs the arrivals with the new UIDs a refresh found
-// (ascending) and records their flags: the kept flags in the state store
-// (so the refresh shows them at once), \Seen at the provider. It returns
-// the UIDs made read. Pairing is by order when there are as many new
-// UIDs as arrivals; when more (mail came in as well), by Message-ID and
-// size from the metadata of the new messages; arrivals not placed wait for
-// the next refresh, up to arrivalTTL. Failures are logged: the messages
-// are saved, and only their flags are at stake.
-func (m *mirror) placeArrivals(ctx context.Context, newUIDs []imap.UID) (read map[imap.UID]bool) {
+// placeArrivals pairs the arrivals with the new UIDs a refresh that
+// started at started found (ascending) and records their flags: the kept
+// flags in the state store (so the refresh shows them at once), \Seen at
+// the provider. It returns the UIDs made read.
+//
+// Only arrivals saved before the refresh started are paired: those are
+// certainly among the UIDs it read; later ones wait for the next refresh.
+// Pairing is by order when there are as many new UIDs as such arrivals;
+// when more (mail came in as well), by Message-ID and size from the new
+// messages. Arrivals not placed wait up to arrivalTTL. Failures are
+// logged: the messages are saved, and only their flags are at stake.
+func (m *mirror) placeArrivals(ctx context.Context, newUIDs []imap.UID, started time.Time) (read map[imap.UID]bool) {
 	m.mu.Lock()
-	pending := m.pending
+	var pending []*arrival
+	for _, a := range m.pending {
+		if a.at.Before(started) {
+			pending = append(pending, a)
+		}
+	}
 	validity, auth := m.validity, m.auth
 	m.mu.Unlock()
 	if len(pending) == 0 || len(newUIDs) == 0 {

@@ -199,7 +199,7 @@ func (m *mirror) refresh(ctx context.Context, notBefore time.Time) error {
 		m.flight = f
 		m.mu.Unlock()
 
-		f.err = m.doRefresh(ctx)
+		f.err = m.doRefresh(ctx, f.started)
 		m.mu.Lock()
 		m.flight = nil
 		if f.err == nil {
@@ -220,7 +220,7 @@ func (m *mirror) refresh(ctx context.Context, notBefore time.Time) error {
 // messages unread" and asks otherwise. A change that keeps the count (one
 // message read and another unread between two polls, by another client)
 // is seen at the next count change.
-func (m *mirror) doRefresh(ctx context.Context) error {
+func (m *mirror) doRefresh(ctx context.Context, started time.Time) error {
 	m.mu.Lock()
 	auth, loaded, v0 := m.auth, m.loaded, m.version
 	m.mu.Unlock()
@@ -272,7 +272,7 @@ func (m *mirror) doRefresh(ctx context.Context) error {
 	changed := m.version != v0
 	m.mu.Unlock()
 	// Messages this bridge saved (APPEND) get their flags now.
-	readNow := m.placeArrivals(ctx, added)
+	readNow := m.placeArrivals(ctx, added, started)
 
 	var unreadSet map[imap.UID]bool
 	// The count was read before the arrivals were marked read.
