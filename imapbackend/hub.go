@@ -180,8 +180,8 @@ func (s *Server) PollStats() (folders int, interval time.Duration) {
 // poll refreshes the mirror while stop is open: a pollInterval after the
 // last refresh, whoever made it (a NOOP's refresh counts as a poll), with
 // a little jitter so that folders watched since the same moment do not
-// all ask at once. Polls go to the provider at the budget's lowest
-// priority. Errors are logged and the next round tries again;
+// all ask at once. Polls wait for the budget at its lowest priority, and
+// before the refresh starts (upstream.Budget.Prepay). Errors are logged and the next round tries again;
 // connections keep the state they have.
 func (m *mirror) poll(stop chan struct{}) {
 	first := true
@@ -211,7 +211,12 @@ func (m *mirror) poll(stop chan struct{}) {
 		// The call timeout, not the interval: a short interval must not
 		// make every poll of a slow provider fail; the next round waits.
 		ctx, cancel := context.WithTimeout(context.Background(), m.hub.cfg.CallTimeout)
-		err := m.sync(upstream.WithPriority(ctx, upstream.Poll))
+		// Paid for before the refresh starts: a client that joins it
+		// then waits for the provider only, never for polls' turn.
+		pctx, err := m.hub.cfg.Budget.Prepay(upstream.WithPriority(ctx, upstream.Poll), m.user, callsPerPoll)
+		if err == nil {
+			err = m.sync(pctx)
+		}
 		cancel()
 		if err != nil {
 			m.hub.cfg.Logger.Warn("imap poll failed", "user", m.user, "err", err)

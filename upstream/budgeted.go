@@ -26,6 +26,9 @@ type budgeted struct {
 var _ Provider = budgeted{}
 
 func (x budgeted) wait(ctx context.Context, op, user string) error {
+	if prepaid(ctx) {
+		return ctx.Err()
+	}
 	if err := x.b.Wait(ctx, strings.ToLower(user)); err != nil {
 		return Classify(op, ErrTemporary, err)
 	}

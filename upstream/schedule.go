@@ -2,7 +2,9 @@ package upstream
 
 import (
 	"context"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -291,4 +293,32 @@ func (b *Budget) Stats() BudgetStats {
 		}
 	}
 	return s
+}
+
+type prepaidKey struct{}
+
+// Prepay waits for n requests' worth of the budget for user, at the
+// priority ctx carries, and returns a context whose first n requests
+// through WithBudget do not wait again. A poller prepays its refresh
+// before it starts, so that a client that joins the refresh under way (a
+// SELECT sharing it) never waits behind polls in the budget's queue,
+// while polls still take no more than their share.
+func (b *Budget) Prepay(ctx context.Context, user string, n int) (context.Context, error) {
+	if b == nil || b.rate == 0 || n <= 0 {
+		return ctx, ctx.Err()
+	}
+	for range n {
+		if err := b.Wait(ctx, strings.ToLower(user)); err != nil {
+			return ctx, err
+		}
+	}
+	left := new(atomic.Int64)
+	left.Store(int64(n))
+	return context.WithValue(ctx, prepaidKey{}, left), nil
+}
+
+// prepaid takes one prepaid request from ctx, if it has any left.
+func prepaid(ctx context.Context) bool {
+	left, ok := ctx.Value(prepaidKey{}).(*atomic.Int64)
+	return ok && left.Add(-1) >= 0
 }

@@ -2,6 +2,7 @@ package upstream
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -144,5 +145,51 @@ func TestBudgetCanceledWaiterGivesUp(t *testing.T) {
 	cancel()
 	if err := b.Wait(ctx, "u"); err == nil {
 		t.Fatal("a canceled request was let through without a token")
+	}
+}
+
+// countingProvider counts UIDs calls; the rest of Provider is unused.
+type countingProvider struct {
+	Provider
+	calls int
+}
+
+func (p *countingProvider) UIDs(context.Context, Auth, string) ([]int64, error) {
+	p.calls++
+	return nil, nil
+}
+
+func TestPrepaidRequestsDoNotWaitAgain(t *testing.T) {
+	b := NewBudget(10)
+	drain(t, b)
+	p := &countingProvider{}
+	bp := WithBudget(p, b)
+	// Prepaying waits for the tokens (a second at 10/s for two polls'
+	// worth at the poll share); then both requests go at once, even
+	// with an empty budget.
+	ctx, err := b.Prepay(WithPriority(context.Background(), Poll), "u", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	drain(t, b)
+	done := make(chan error, 1)
+	go func() {
+		_, err1 := bp.UIDs(ctx, Auth{Username: "u"}, "INBOX")
+		_, err2 := bp.UIDs(ctx, Auth{Username: "u"}, "INBOX")
+		done <- errors.Join(err1, err2)
+	}()
+	select {
+	case err := <-done:
+		if err != nil || p.calls != 2 {
+			t.Fatalf("prepaid requests: %d calls, %v", p.calls, err)
+		}
+	case <-time.After(50 * time.Millisecond):
+		t.Fatal("prepaid requests waited for the budget")
+	}
+	// A third is not prepaid: it waits for a token.
+	short, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+	defer cancel()
+	if _, err := bp.UIDs(short, Auth{Username: "u"}, "INBOX"); err == nil {
+		t.Fatal("a request beyond the prepaid ones went without a token")
 	}
 }
