@@ -13,6 +13,7 @@ import (
 	"github.com/emersion/go-imap/v2"
 
 	"github.com/directbridge/directbridge/directapi"
+	"github.com/directbridge/directbridge/imapbackend"
 )
 
 // fill saves n small messages into folder at the provider in one call.
@@ -259,5 +260,57 @@ func TestSelectAllUnreadCost(t *testing.T) {
 	}
 	if n := e.sandbox.Calls("GetUnreadMessages"); n != 0 {
 		t.Errorf("SELECT of an all-unread folder cost %v; want no GetUnreadMessages", e.sandbox.CallCounts())
+	}
+}
+
+// TestReselectAfterEvictionCost: a folder forgotten after MirrorIdle is
+// loaded again without GetUnreadMessages when what the bridge knew of the
+// read state agrees with the counts (readmemo.go), and the read state
+// shown is right, for old and new messages alike.
+func TestReselectAfterEvictionCost(t *testing.T) {
+	e := newEnv(t, options{cfg: func(c *imapbackend.Config) { c.MirrorIdle = 20 * time.Millisecond }})
+	fill(t, e, "INBOX", 10)
+	c := e.login(alice, alicePW)
+	mustSelectFolder(t, c, "INBOX")
+	storeFlags(t, c, imap.SeqSetNum(2, 5, 7), imap.StoreFlagsAdd, true, imap.FlagSeen)
+	if err := c.Unselect().Wait(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond) // the mirror is forgotten
+	e.deliver(alice, "INBOX", testMessage("while away"))
+	e.sandbox.ResetCalls()
+	d := mustSelectFolder(t, c, "INBOX")
+	if d.NumMessages != 11 {
+		t.Fatalf("SELECT: %d messages", d.NumMessages)
+	}
+	if n := e.sandbox.Calls("GetUnreadMessages"); n != 0 {
+		t.Errorf("re-SELECT cost %v; want no GetUnreadMessages", e.sandbox.CallCounts())
+	}
+	var all imap.SeqSet
+	all.AddRange(1, 11)
+	msgs, err := c.Fetch(all, &imap.FetchOptions{Flags: true}).Collect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, m := range msgs {
+		want := i == 1 || i == 4 || i == 6
+		if got := slices.Contains(m.Flags, imap.FlagSeen); got != want {
+			t.Errorf("message %d: \\Seen %v; want %v", i+1, got, want)
+		}
+	}
+	// Read state changed elsewhere meanwhile: the counts disagree with
+	// the memo and the provider is asked.
+	if err := c.Unselect().Wait(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond)
+	uids, _ := e.client.GetUIDs(context.Background(), auth(alice), "INBOX")
+	if err := e.client.MarkMessagesAsReadByUIDs(context.Background(), auth(alice), "INBOX", uids[:1]); err != nil {
+		t.Fatal(err)
+	}
+	e.sandbox.ResetCalls()
+	mustSelectFolder(t, c, "INBOX")
+	if n := e.sandbox.Calls("GetUnreadMessages"); n != 1 {
+		t.Errorf("re-SELECT after a change elsewhere cost %v; want one GetUnreadMessages", e.sandbox.CallCounts())
 	}
 }

@@ -21,9 +21,12 @@ type hub struct {
 
 	mu      sync.Mutex
 	mirrors map[string]*mirror
+	memos   map[string]*readMemo // read state of forgotten mirrors (readmemo.go)
 }
 
-func newHub(cfg *Config) *hub { return &hub{cfg: cfg, mirrors: map[string]*mirror{}} }
+func newHub(cfg *Config) *hub {
+	return &hub{cfg: cfg, mirrors: map[string]*mirror{}, memos: map[string]*readMemo{}}
+}
 
 func mirrorKey(user, name string) string { return strings.ToLower(user) + "\x00" + name }
 
@@ -75,6 +78,8 @@ func (h *hub) acquire(ctx context.Context, auth directapi.Authentication, name s
 // long enough that re-selecting a folder is cheap, short enough that
 // message metadata (health data) and the user's password are not kept
 // for the life of the process.
+//
+// Config.MirrorIdle sets it; this is the default.
 const idleEviction = 10 * time.Minute
 
 // release drops a reference. The last one stops the poller; a mirror that
@@ -96,7 +101,7 @@ func (h *hub) release(m *mirror) {
 		m.dropLocked()
 		return
 	}
-	m.evict = time.AfterFunc(idleEviction, func() {
+	m.evict = time.AfterFunc(h.cfg.MirrorIdle, func() {
 		m.mu.Lock()
 		defer m.mu.Unlock()
 		if m.refs == 0 {
@@ -108,6 +113,7 @@ func (h *hub) release(m *mirror) {
 // dropLocked forgets the mirror and what it holds; called with m.mu held
 // (the hub's lock is taken inside it, the order renumberedLocked uses too).
 func (m *mirror) dropLocked() {
+	m.hub.saveMemo(m.user, m.name, m.memoLocked())
 	m.dropped = true
 	m.auth = directapi.Authentication{}
 	m.byUID, m.ghosts = nil, nil

@@ -333,6 +333,9 @@ func (m *mirror) load(ctx context.Context, auth directapi.Authentication, uids [
 		for _, u := range uids {
 			unreadSet[u] = true
 		}
+	case unread > 0 && m.inferFromMemo(st.UIDValidity, uids, unread, &unreadSet):
+		// What the bridge knew before it forgot the folder agrees with
+		// the counts (readmemo.go).
 	case unread > 0:
 		// Whole messages: kept as metadata below.
 		if details, err = m.hub.cfg.Provider.Unread(ctx, auth, m.name); err != nil {
@@ -373,6 +376,17 @@ func (m *mirror) load(ctx context.Context, auth directapi.Authentication, uids [
 	m.mu.Unlock()
 	m.fillMeta(details)
 	return m.saveUIDNext(ctx, largest)
+}
+
+// inferFromMemo sets *set from the folder's read memo when it agrees with
+// the provider's unread count.
+func (m *mirror) inferFromMemo(validity uint32, uids []imap.UID, unread int, set *map[imap.UID]bool) bool {
+	memo := m.hub.takeMemo(m.user, m.name, validity)
+	if memo == nil {
+		return false
+	}
+	*set = memo.infer(uids, unread)
+	return *set != nil
 }
 
 // raiseUIDNextLocked keeps UIDNEXT above every UID seen (uids ascending).

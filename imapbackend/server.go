@@ -43,6 +43,9 @@ type Config struct {
 	// PollInterval is how often a folder someone has selected is polled;
 	// the budget may stretch it (hub.pollInterval).
 	PollInterval time.Duration
+	// MirrorIdle is how long a folder no connection has open stays in
+	// memory (its UIDs, flags, metadata); 0 means 10 minutes.
+	MirrorIdle time.Duration
 	// Budget is the provider budget the Provider spends, if any: polls
 	// are paced to take at most its poll share.
 	Budget *upstream.Budget
@@ -124,6 +127,9 @@ func New(cfg Config) (*Server, error) {
 	cfg.AppendLimit = max(cfg.AppendLimit, minAppendLimit)
 	if cfg.MaxConnsPerUser <= 0 {
 		cfg.MaxConnsPerUser = DefaultMaxConnsPerUser
+	}
+	if cfg.MirrorIdle <= 0 {
+		cfg.MirrorIdle = idleEviction
 	}
 	if cfg.CallTimeout <= 0 {
 		cfg.CallTimeout = DefaultCallTimeout
