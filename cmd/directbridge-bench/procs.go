@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -320,6 +321,13 @@ func (b *bench) startBridge(ctx context.Context, name string, s bridgeSpec) (*br
 	bp := &bridgeProc{imapAddr: addrs[0], smtpAddr: addrs[1], metricsURL: "http://" + addrs[2] + "/metrics"}
 	if s.apiURL != "" {
 		env = append(env, "DIRECTBRIDGE_API_URL="+s.apiURL)
+		// A bridge pointed at a provider by URL gets the real-provider
+		// budget (100 requests/s) by default; the sandbox process stands
+		// in for the embedded one, which has none, unless the scenario
+		// sets a budget itself.
+		if !slices.ContainsFunc(s.env, func(e string) bool { return strings.HasPrefix(e, "DIRECTBRIDGE_API_RATE_LIMIT=") }) {
+			env = append(env, "DIRECTBRIDGE_API_RATE_LIMIT=unlimited")
+		}
 	} else {
 		sb, err := freeAddr()
 		if err != nil {

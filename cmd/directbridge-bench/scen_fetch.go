@@ -56,7 +56,7 @@ func runOneByOne(ctx context.Context, b *bench, out *outcome) error {
 	if err != nil {
 		return err
 	}
-	out.notes = append(out.notes, fmt.Sprintf("%d messages seeded into INBOX of a sandbox process by SaveRawMessages (%s); the bridge runs as another process pointed at it (DIRECTBRIDGE_API_URL), default settings, no added latency.", n, secs(s.seed)))
+	out.notes = append(out.notes, fmt.Sprintf("%d messages seeded into INBOX of a sandbox process by SaveRawMessages (%s); the bridge runs as another process pointed at it (DIRECTBRIDGE_API_URL), default settings but DIRECTBRIDGE_API_RATE_LIMIT=unlimited (as on its embedded sandbox), no added latency.", n, secs(s.seed)))
 	m0, err := s.br.scrape(ctx)
 	if err != nil {
 		return err
@@ -121,7 +121,7 @@ func runSync10k(ctx context.Context, b *bench, out *outcome) error {
 		return err
 	}
 	out.notes = append(out.notes,
-		fmt.Sprintf("%d messages seeded by SaveRawMessages into a sandbox process (%s); a reverse proxy in the benchmark holds every REST request %s before passing it to the sandbox; the bridge (its own process, default settings, so a REST budget of 100 requests/s today) talks to the proxy.", n, secs(s.seed), lat),
+		fmt.Sprintf("%d messages seeded by SaveRawMessages into a sandbox process (%s); a reverse proxy in the benchmark holds every REST request %s before passing it to the sandbox; the bridge (its own process, default settings but DIRECTBRIDGE_API_RATE_LIMIT=unlimited, as on its embedded sandbox) talks to the proxy.", n, secs(s.seed), lat),
 		fmt.Sprintf("Client (go-imap v2), timed from connect: LOGIN, SELECT INBOX, `UID FETCH 1:* (UID FLAGS INTERNALDATE RFC822.SIZE ENVELOPE BODYSTRUCTURE)` (%d answers), then one `UID FETCH` of the newest %d UIDs `(BODY.PEEK[])` (%d bodies, %.1f MB).", h.msgs, b.o.syncBodies, g.msgs, float64(g.bytes)/1e6),
 		fmt.Sprintf("%s, %d REST calls (%s).", secs(d), calls, ops))
 	out.rows[0].measured = fmt.Sprintf("%s (%d messages, %d bodies, %s added latency), %d REST calls", secs(d), n, g.msgs, lat, calls)
@@ -165,7 +165,7 @@ func runSync50k(ctx context.Context, b *bench, out *outcome) error {
 	}
 	sbRSS, sbHWM, _ := memStatus(s.sb.pid())
 	out.notes = append(out.notes,
-		fmt.Sprintf("%d messages seeded by SaveRawMessages into a sandbox process (%s); the bridge runs as its own process against it, default settings, no added latency.", n, secs(s.seed)),
+		fmt.Sprintf("%d messages seeded by SaveRawMessages into a sandbox process (%s); the bridge runs as its own process against it, default settings but DIRECTBRIDGE_API_RATE_LIMIT=unlimited (as on its embedded sandbox), no added latency.", n, secs(s.seed)),
 		fmt.Sprintf("Same client steps as scenario 3 (%d summaries, %d bodies, %.1f MB of bodies): %s, %d REST calls (%s).", h.msgs, g.msgs, float64(g.bytes)/1e6, secs(d), calls, ops),
 		fmt.Sprintf("Bridge memory from /proc/<pid>/status, 2 s after the sync with the client logged out: VmRSS %s (before the sync %s), peak VmHWM %s. The sandbox process, not counted: VmRSS %s, VmHWM %s.", mib(rss), mib(rss0), mib(hwm), mib(sbRSS), mib(sbHWM)))
 	out.rows[0].measured = prefix + fmt.Sprintf("%s; %s (peak %s) (%d messages)", secs(d), mib(rss), mib(hwm), n)

@@ -173,7 +173,7 @@ func runIdle(ctx context.Context, b *bench, out *outcome) error {
 	}
 	p50, p95, mx := percentile(lats, 0.5), percentile(lats, 0.95), percentile(lats, 1)
 	out.notes = append(out.notes,
-		fmt.Sprintf("%d users, each with one go-imap client that SELECTed INBOX and sits in IDLE, on a bridge process (%s, otherwise default settings) against a sandbox process, no added latency.", k, pollText),
+		fmt.Sprintf("%d users, each with one go-imap client that SELECTed INBOX and sits in IDLE, on a bridge process (%s, otherwise default settings) against a sandbox process (DIRECTBRIDGE_API_RATE_LIMIT=unlimited, as on the embedded sandbox), no added latency.", k, pollText),
 		fmt.Sprintf("%d messages in all, each sent to one of them by the provider's Send (REST, straight to the sandbox, as mail from outside arrives) after a random wait of 0-%s; latency = from Send's answer to the EXISTS the client read. %d samples in %s.", total, b.o.idleGap, len(lats), time.Since(t0).Round(time.Second)),
 		fmt.Sprintf("p50 %s, p95 %s, max %s; %d samples saw no EXISTS within %s (counted as %s).", secs(p50), secs(p95), secs(mx), timeouts, limit, limit))
 	m := secs(p95)
@@ -295,7 +295,7 @@ func runManyIdle(ctx context.Context, b *bench, out *outcome) error {
 	p50, p99, mx := percentile(lats, 0.5), percentile(lats, 0.99), percentile(lats, 1)
 	rt := p99.Seconds() / lat.Seconds()
 	out.notes = append(out.notes,
-		fmt.Sprintf("A sandbox process with %d idle mailboxes and one active one (%d messages); a reverse proxy adds %s to every REST request; the bridge runs with DIRECTBRIDGE_API_RATE_LIMIT=100, otherwise default settings (poll interval 30 s).", n, samples+20, lat),
+		fmt.Sprintf("A sandbox process with %d idle mailboxes and one active one (%d messages); a reverse proxy adds %s to every REST request; the bridge runs with DIRECTBRIDGE_API_RATE_LIMIT=100, otherwise default settings (poll interval 5 s).", n, samples+20, lat),
 		fmt.Sprintf("%d go-imap clients, one per idle user, LOGIN, SELECT INBOX and IDLE (16 connecting at a time: all connected in %s); 5 s later the active user SELECTs INBOX and fetches %d messages in random order, each once, `UID FETCH n (BODY[])` (not PEEK, so the bridge also sets \\Seen, as a mail client reading a message does), one every 200 ms plus the fetch time.", n, connectTime.Round(time.Second), len(lats)),
 		fmt.Sprintf("Active user's fetch latency: p50 %s, p99 %s, max %s; p99 = %.1f provider round trips of %s.", secs(p50), secs(p99), secs(mx), rt, lat),
 		fmt.Sprintf("REST requests during the %s measuring window: %d (%.0f/s) (%s).", window.Round(time.Second), restDelta(m0, m1), float64(restDelta(m0, m1))/window.Seconds(), opsText(m0, m1)))
