@@ -160,3 +160,29 @@ func TestAppendSentNoDuplicate(t *testing.T) {
 		t.Fatalf("INBOX.Sent has %d messages, APPENDUID %+v; want 2 and a new UID", n, other)
 	}
 }
+
+// TestAppendWithOtherMailArriving: when mail arrives in the folder
+// between an APPEND and the refresh that finds it, the appended message
+// is told apart by its Message-ID, and only it gets the flags asked for.
+func TestAppendWithOtherMailArriving(t *testing.T) {
+	e := newEnv(t, options{})
+	c := e.login(alice, alicePW)
+	if _, err := c.Status("INBOX", &imap.StatusOptions{NumMessages: true}).Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := appendMsg(c, "INBOX", testMessage("mine"), "$Mine", `\Seen`); err != nil {
+		t.Fatal(err)
+	}
+	e.deliver(alice, "INBOX", testMessage("theirs"))
+	mustSelectFolder(t, c, "INBOX")
+	msgs, err := c.Fetch(imap.SeqSet{{Start: 1, Stop: 2}}, &imap.FetchOptions{Flags: true, Envelope: true}).Collect()
+	if err != nil || len(msgs) != 2 {
+		t.Fatalf("FETCH: %d, %v", len(msgs), err)
+	}
+	for _, m := range msgs {
+		mine := m.Envelope.Subject == "mine"
+		if got := slices.Contains(m.Flags, "$Mine") && slices.Contains(m.Flags, imap.FlagSeen); got != mine {
+			t.Errorf("%q: flags %v", m.Envelope.Subject, m.Flags)
+		}
+	}
+}

@@ -108,8 +108,8 @@ func (m *mirror) placed(a *arrival) imap.UID {
 // Only arrivals saved before the refresh started are paired: those are
 // certainly among the UIDs it read; later ones wait for the next refresh.
 // Pairing is by order when there are as many new UIDs as such arrivals;
-// when more (mail came in as well), by Message-ID and size from the new
-// messages. Arrivals not placed wait up to arrivalTTL. Failures are
+// when more (mail came in as well), by Message-ID and size from the
+// metadata of what was received since. Arrivals not placed wait up to arrivalTTL. Failures are
 // logged: the messages are saved, and only their flags are at stake.
 func (m *mirror) placeArrivals(ctx context.Context, newUIDs []imap.UID, started time.Time) (read map[imap.UID]bool) {
 	m.mu.Lock()
@@ -130,7 +130,10 @@ func (m *mirror) placeArrivals(ctx context.Context, newUIDs []imap.UID, started 
 			pairs[i] = u
 		}
 	} else if len(newUIDs) > len(pending) {
-		details, err := m.hub.cfg.Provider.Messages(ctx, auth, m.name, uidList(newUIDs))
+		// The metadata of what arrived since the first of them was saved
+		// (APPENDs are received when saved); not the messages whole,
+		// which may be many.
+		details, err := m.hub.cfg.Provider.MetadataReceived(ctx, auth, m.name, pending[0].at.Add(-metaSkew), time.Now().Add(metaSkew))
 		if err != nil {
 			m.hub.cfg.Logger.Warn("imap append: reading new messages failed", "user", m.user, "err", err)
 			return nil
