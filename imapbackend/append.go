@@ -96,7 +96,7 @@ func (s *session) Append(mailbox string, r imap.LiteralReader, options *imap.App
 	if err := s.srv.cfg.Provider.Save(ctx, s.auth, folder, [][]byte{raw}); err != nil {
 		return nil, imapError(err)
 	}
-	a := &arrival{at: time.Now(), msgID: msgID, size: len(raw), seen: seen, kept: kept}
+	a := &arrival{at: time.Now(), msgID: msgID, size: len(raw), seen: seen, kept: kept, raw: raw}
 	m.expect(a)
 	if m != s.sel {
 		s.appended = true

@@ -186,3 +186,33 @@ func TestAppendWithOtherMailArriving(t *testing.T) {
 		}
 	}
 }
+
+// TestFetchAppendedAfterOtherSessionExpunged: a message saved through the
+// bridge and expunged by another session can still be fetched whole by a
+// session not told yet (RFC 2180 §4.1), as Dovecot allows: its bytes were
+// kept when it was saved; no NO [EXPUNGEISSUED] (imaptest's stress counts
+// those as errors).
+func TestFetchAppendedAfterOtherSessionExpunged(t *testing.T) {
+	e := newEnv(t, options{})
+	a := e.login(alice, alicePW)
+	b := e.login(alice, alicePW)
+	mustSelectFolder(t, a, "INBOX")
+	if _, err := appendMsg(a, "INBOX", testMessage("short-lived"), `\Deleted`); err != nil {
+		t.Fatal(err)
+	}
+	mustSelectFolder(t, b, "INBOX")
+	if _, err := a.Expunge().Collect(); err != nil {
+		t.Fatal(err)
+	}
+	body := &imap.FetchItemBodySection{Peek: true}
+	msgs, err := b.Fetch(imap.SeqSetNum(1), &imap.FetchOptions{UID: true, Flags: true, InternalDate: true, RFC822Size: true,
+		Envelope: true, BodySection: []*imap.FetchItemBodySection{body}}).Collect()
+	if err != nil || len(msgs) != 1 {
+		t.Fatalf("FETCH of the expunged message: %d answers, %v", len(msgs), err)
+	}
+	m := msgs[0]
+	if m.Envelope == nil || m.Envelope.Subject != "short-lived" || m.InternalDate.IsZero() ||
+		m.RFC822Size != int64(len(testMessage("short-lived"))) || string(m.FindBodySection(body)) != testMessage("short-lived") {
+		t.Fatalf("answer %+v", m)
+	}
+}

@@ -46,6 +46,7 @@ type arrival struct {
 	size  int
 	seen  bool
 	kept  []imap.Flag
+	raw   []byte   // the bytes saved, for the cache once the UID is known
 	uid   imap.UID // set (under the mirror's mu) when a refresh placed it
 }
 
@@ -166,8 +167,19 @@ func (m *mirror) placeArrivals(ctx context.Context, newUIDs []imap.UID, started 
 	}
 	m.mu.Lock()
 	now := time.Now()
+	ref := m.ref()
 	for i, u := range pairs {
-		pending[i].uid = u
+		a := pending[i]
+		a.uid = u
+		// The bytes are in hand: no download when a client fetches them,
+		// and a session still shown the message after another expunged
+		// it can fetch it (RFC 2180 §4.1), as with Dovecot.
+		m.hub.bodies.Put(ref, u, a.raw)
+		if m.savedAt == nil {
+			m.savedAt = map[imap.UID]time.Time{}
+		}
+		m.savedAt[u] = a.at
+		a.raw = nil
 	}
 	m.pending = slices.DeleteFunc(slices.Clone(m.pending), func(a *arrival) bool {
 		return a.uid != 0 || now.Sub(a.at) > arrivalTTL

@@ -234,7 +234,7 @@ func (s *session) fetchMeta(ctx context.Context, msgs []*fetchMsg, o *imap.Fetch
 	for _, fm := range msgs {
 		if !fm.live {
 			// Expunged: the provider has nothing more to give.
-			if needs.raw || o.RFC822Size || needs.headers {
+			if needs.raw || o.RFC822Size || needs.headers || o.InternalDate {
 				if raw, ok := s.srv.bodies.Cached(ref, fm.msg.uid); ok {
 					fm.raw = raw
 				}
@@ -258,6 +258,13 @@ func (s *session) fetchMeta(ctx context.Context, msgs []*fetchMsg, o *imap.Fetch
 	m.mu.Lock()
 	for _, fm := range msgs {
 		fm.meta = fm.msg.meta
+		if !fm.live && !metaKnown(fm.meta) && fm.raw != nil && !fm.msg.saved.IsZero() {
+			// Expunged before its metadata was loaded, but saved by this
+			// bridge: its size and internal date are known (RFC 2180
+			// §4.1: the session may still fetch it), its headers are in
+			// the bytes.
+			fm.meta = &directapi.MessageDetail{UID: int64(fm.msg.uid), Size: len(fm.raw), ReceivedDate: directapi.NewDate(fm.msg.saved)}
+		}
 	}
 	m.mu.Unlock()
 	for _, fm := range msgs {

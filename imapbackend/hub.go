@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/directbridge/directbridge/directapi"
+	"github.com/directbridge/directbridge/mailstore"
 	"github.com/directbridge/directbridge/upstream"
 )
 
@@ -22,6 +23,7 @@ type hub struct {
 	mu      sync.Mutex
 	mirrors map[string]*mirror
 	memos   map[string]*readMemo // read state of forgotten mirrors (readmemo.go)
+	bodies  *mailstore.Bodies    // the raw-message cache, for what APPEND saved
 }
 
 func newHub(cfg *Config) *hub {

@@ -75,6 +75,7 @@ type mirror struct {
 	// pending are messages saved by APPEND whose UIDs the next refresh
 	// finds (arrivals.go); settle is the refresh timer after the last.
 	pending  []*arrival
+	savedAt  map[imap.UID]time.Time // arrivals placed, until their handles exist
 	settle   *time.Timer
 	refs     int
 	evict    *time.Timer // pending forget after the last release
@@ -97,6 +98,7 @@ type message struct {
 	uid      imap.UID
 	meta     *directapi.MessageDetail // metadata, nil until loaded
 	expunged bool                     // gone from the folder; a ghost
+	saved    time.Time                // when this bridge saved it (APPEND), else zero
 }
 
 // maxGhosts bounds the handles of expunged messages kept for sessions
@@ -483,7 +485,8 @@ func (m *mirror) apply(ctx context.Context, v0 uint64, uids []imap.UID, unreadSe
 			}
 			continue
 		}
-		m.byUID[u] = &message{uid: u}
+		m.byUID[u] = &message{uid: u, saved: m.savedAt[u]}
+		delete(m.savedAt, u)
 		read := readNow[u] || unreadSet != nil && !unreadSet[u]
 		add = append(add, seqview.NewMessage{UID: u, Flags: withSeen(canonicalFlags(keptFlags[uint32(u)]), read)})
 	}

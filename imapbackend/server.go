@@ -144,6 +144,7 @@ func New(cfg Config) (*Server, error) {
 	s.hub = newHub(&s.cfg)
 	s.bodies = mailstore.NewBodies(cfg.Provider, cfg.CacheBytes)
 	s.bodies.OnLookup(cfg.Metrics.CacheLookup)
+	s.hub.bodies = s.bodies
 	return s, nil
 }
 

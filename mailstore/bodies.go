@@ -72,6 +72,12 @@ func NewBodies(up upstream.Provider, cacheBytes int64) *Bodies {
 // OnLookup sets a function told of every cache hit and miss (metrics).
 func (b *Bodies) OnLookup(f func(hit bool)) { b.cache.onLookup = f }
 
+// Put keeps raw as the bytes of uid: a message the bridge itself saved
+// (APPEND) need not be downloaded again.
+func (b *Bodies) Put(ref FolderRef, uid imap.UID, raw []byte) {
+	b.cache.put(rawKey{ref.User, ref.Folder, ref.Validity, uid}, raw)
+}
+
 // Cached returns the raw bytes of uid if they are in memory.
 func (b *Bodies) Cached(ref FolderRef, uid imap.UID) ([]byte, bool) {
 	return b.cache.get(rawKey{ref.User, ref.Folder, ref.Validity, uid})
