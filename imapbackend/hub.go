@@ -32,9 +32,10 @@ func newHub(cfg *Config) *hub {
 
 func mirrorKey(user, name string) string { return strings.ToLower(user) + "\x00" + name }
 
-// freshness is how old a mirror may be when a connection selects it or
-// asks its STATUS before it is refreshed first: clients that select in a
-// loop do not each cost a refresh.
+// freshness is how old a mirror nobody else has open may be when a
+// connection selects it or asks its STATUS before it is refreshed first:
+// clients that select in a loop do not each cost a refresh. A mirror
+// another connection has open is polled, and may be a poll interval old.
 const freshness = 2 * time.Second
 
 // acquire returns the user's mirror of folder name, refreshed if it is
@@ -57,6 +58,13 @@ func (h *hub) acquire(ctx context.Context, auth directapi.Authentication, name s
 			continue // forgotten between the look-up and now: take the new one
 		}
 		m.auth = auth
+		// A folder someone else has open is polled and holds every
+		// change made through the bridge already: fresh enough for a
+		// poll interval.
+		maxAge := freshness
+		if m.refs > 0 && m.loaded {
+			maxAge = max(freshness, h.pollInterval())
+		}
 		m.refs++
 		if m.evict != nil {
 			m.evict.Stop()
@@ -68,7 +76,7 @@ func (h *hub) acquire(ctx context.Context, auth directapi.Authentication, name s
 			go m.poll(m.stopPoll)
 		}
 		m.mu.Unlock()
-		if err := m.syncIfOlder(ctx, freshness); err != nil {
+		if err := m.syncIfOlder(ctx, maxAge); err != nil {
 			h.release(m)
 			return nil, err
 		}

@@ -78,12 +78,12 @@ func TestFailedFirstLoadSharesOneMirror(t *testing.T) {
 	}
 }
 
-// TestConcurrentNoopsShareOneRefresh: maybeRefresh (session.go) and hub.acquire
-// decided "stale" before taking the refresh lock and never looked again, so N
-// connections that NOOP together each run a full refresh, one after the
-// other. The doc comment promises one refresh per freshness period
-// "however many connections ask"; with a slow provider the last NOOP
-// waits N refreshes.
+// TestConcurrentNoopsShareOneRefresh: N connections that NOOP together
+// once each ran a full refresh, one after the other, and the last NOOP
+// waited N refreshes with a slow provider. NOOPs now refresh nothing
+// themselves (the poller finds changes at the provider; changes made
+// through the bridge are in the folder already): at most a poll happens
+// meanwhile.
 func TestConcurrentNoopsShareOneRefresh(t *testing.T) {
 	const conns = 8
 	// PollInterval/3 = 1 s < freshness (2 s): a NOOP refreshes after 2 s.

@@ -4,14 +4,12 @@ import (
 	"context"
 	"errors"
 	"strings"
-	"time"
 
 	"github.com/emersion/go-imap/v2"
 	"github.com/emersion/go-imap/v2/imapserver"
 
 	"github.com/directbridge/directbridge/directapi"
 	"github.com/directbridge/directbridge/seqview"
-	"github.com/directbridge/directbridge/upstream"
 )
 
 // session is one IMAP connection. Commands run one at a time per
@@ -154,7 +152,6 @@ func (s *session) Poll(w *imapserver.UpdateWriter, allowExpunge bool) error {
 		}
 		cancel()
 	}
-	s.maybeRefresh()
 	return s.byeIfGone(s.view.Poll(w, allowExpunge))
 }
 
@@ -196,29 +193,6 @@ func (s *session) goneCheckOf(m *mirror) error {
 		return gone
 	}
 	return nil
-}
-
-// maybeRefresh lets NOOP-driven clients see changes sooner than the poll
-// interval, without costing more than one refresh per freshness period
-// however many connections ask.
-func (s *session) maybeRefresh() {
-	m := s.sel
-	m.mu.Lock()
-	age := time.Since(m.syncedAt)
-	stale := m.loaded && !m.syncedAt.IsZero() && age > s.srv.cfg.PollInterval/3 && age > freshness && m.flight == nil
-	m.mu.Unlock()
-	if stale {
-		// In the background: the command that ran is not held up by two
-		// round trips it did not ask for; what the refresh finds reaches
-		// the client at its next command or while it idles. Shared: a
-		// herd of NOOPs starts one refresh. A failure leaves the state as
-		// it was; the poller tries again.
-		go func() {
-			ctx, cancel := s.ctx()
-			defer cancel()
-			m.syncIfOlder(upstream.WithPriority(ctx, upstream.ReadAhead), freshness)
-		}()
-	}
 }
 
 // folderName checks and normalises a mailbox name: INBOX in any case is
