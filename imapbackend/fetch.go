@@ -258,12 +258,18 @@ func (s *session) fetchMeta(ctx context.Context, msgs []*fetchMsg, o *imap.Fetch
 	m.mu.Lock()
 	for _, fm := range msgs {
 		fm.meta = fm.msg.meta
-		if !fm.live && !metaKnown(fm.meta) && fm.raw != nil && !fm.msg.saved.IsZero() {
-			// Expunged before its metadata was loaded, but saved by this
-			// bridge: its size and internal date are known (RFC 2180
-			// §4.1: the session may still fetch it), its headers are in
-			// the bytes.
-			fm.meta = &directapi.MessageDetail{UID: int64(fm.msg.uid), Size: len(fm.raw), ReceivedDate: directapi.NewDate(fm.msg.saved)}
+		if !metaKnown(fm.meta) && !fm.msg.saved.IsZero() {
+			// Expunged (here or, a moment ago, at the provider) before its
+			// metadata was loaded, but saved by this bridge: its bytes
+			// are in the cache, its size and internal date are known (RFC
+			// 2180 §4.1: a session not told yet may still fetch it), its
+			// headers are in the bytes.
+			if fm.raw == nil {
+				fm.raw, _ = s.srv.bodies.Cached(ref, fm.msg.uid)
+			}
+			if fm.raw != nil {
+				fm.meta = &directapi.MessageDetail{UID: int64(fm.msg.uid), Size: len(fm.raw), ReceivedDate: directapi.NewDate(fm.msg.saved)}
+			}
 		}
 	}
 	m.mu.Unlock()
