@@ -93,10 +93,11 @@ func (s *session) Append(mailbox string, r imap.LiteralReader, options *imap.App
 		return nil, err
 	}
 	defer s.srv.hub.release(m)
+	sent := time.Now()
 	if err := s.srv.cfg.Provider.Save(ctx, s.auth, folder, [][]byte{raw}); err != nil {
 		return nil, imapError(err)
 	}
-	a := &arrival{at: time.Now(), msgID: msgID, size: len(raw), seen: seen, kept: kept, raw: raw}
+	a := &arrival{sent: sent, at: time.Now(), msgID: msgID, size: len(raw), seen: seen, kept: kept, raw: raw}
 	m.expect(a)
 	if m != s.sel {
 		s.appended = true

@@ -41,7 +41,8 @@ const arrivalTTL = 2 * time.Minute
 
 // arrival is a message saved to the folder whose UID is not known yet.
 type arrival struct {
-	at    time.Time
+	sent  time.Time // when SaveRawMessages was asked
+	at    time.Time // when it answered
 	msgID string
 	size  int
 	seen  bool
@@ -94,6 +95,18 @@ func (m *mirror) expecting() bool {
 	return len(m.pending) > 0
 }
 
+// sequential reports arrivals each saved after the one before was
+// answered: the provider numbered them in that order. Saves that overlapped
+// could have been numbered either way.
+func sequential(as []*arrival) bool {
+	for i := 1; i < len(as); i++ {
+		if as[i].sent.Before(as[i-1].at) {
+			return false
+		}
+	}
+	return true
+}
+
 // placed returns the UID a refresh gave the arrival, or 0.
 func (m *mirror) placed(a *arrival) imap.UID {
 	m.mu.Lock()
@@ -126,11 +139,11 @@ func (m *mirror) placeArrivals(ctx context.Context, newUIDs []imap.UID, started 
 		return nil
 	}
 	pairs := map[int]imap.UID{} // index in pending -> UID
-	if len(newUIDs) == len(pending) {
+	if len(newUIDs) == len(pending) && sequential(pending) {
 		for i, u := range newUIDs {
 			pairs[i] = u
 		}
-	} else if len(newUIDs) > len(pending) {
+	} else if len(newUIDs) >= len(pending) {
 		// The metadata of what arrived since the first of them was saved
 		// (APPENDs are received when saved); not the messages whole,
 		// which may be many.
@@ -140,17 +153,25 @@ func (m *mirror) placeArrivals(ctx context.Context, newUIDs []imap.UID, started 
 			return nil
 		}
 		m.fillMeta(details)
-		taken := map[int64]bool{}
+		// Only a pairing that cannot be wrong: one arrival and one new
+		// message with that Message-ID and size (clients that append the
+		// same message twice at once get their flags from no one).
+		isNew := make(map[int64]bool, len(newUIDs))
+		for _, u := range newUIDs {
+			isNew[int64(u)] = true
+		}
 		for i, a := range pending {
-			if a.msgID == "" {
+			if a.msgID == "" || slices.ContainsFunc(pending, func(b *arrival) bool { return b != a && b.msgID == a.msgID }) {
 				continue
 			}
+			var match []int64
 			for _, d := range details {
-				if !taken[d.UID] && d.MsgID == a.msgID && (d.Size < 0 || d.Size == a.size) {
-					taken[d.UID] = true
-					pairs[i] = imap.UID(d.UID)
-					break
+				if isNew[d.UID] && d.MsgID == a.msgID && (d.Size < 0 || d.Size == a.size) {
+					match = append(match, d.UID)
 				}
+			}
+			if len(match) == 1 {
+				pairs[i] = imap.UID(match[0])
 			}
 		}
 	}
