@@ -20,7 +20,7 @@ const (
 	// parallelBatches is how many batches of one large request are in
 	// flight at once: enough to hide the round trip, few enough that one
 	// client's SEARCH BODY does not take the whole budget.
-	parallelBatches = 3
+	parallelBatches = 4
 	// readAheadWindow is how many messages a sequential reader gets in one
 	// request: a client that fetches one message per command in UID order
 	// (JavaMail, mbsync, fetchmail, offlineimap) costs one request per
