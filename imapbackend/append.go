@@ -103,8 +103,9 @@ func (s *session) Append(mailbox string, r imap.LiteralReader, options *imap.App
 		s.appended = true
 		return nil, nil
 	}
-	// The selected folder: the answer brings the EXISTS and APPENDUID.
-	if err := m.sync(ctx); err != nil {
+	// The selected folder: the answer brings the EXISTS and APPENDUID,
+	// found with the folder's UIDs alone.
+	if err := m.discover(ctx); err != nil {
 		s.srv.cfg.Logger.Warn("imap refresh after append failed", "user", s.auth.Username, "err", err)
 		return nil, nil // saved: never NO, or the client saves it again
 	}

@@ -314,3 +314,27 @@ func TestReselectAfterEvictionCost(t *testing.T) {
 		t.Errorf("re-SELECT after a change elsewhere cost %v; want one GetUnreadMessages", e.sandbox.CallCounts())
 	}
 }
+
+// TestAppendToSelectedCost: an APPEND to the folder the connection has
+// selected answers EXISTS and APPENDUID for two calls: the save, and the
+// folder's UIDs (the read state of the other messages did not change).
+func TestAppendToSelectedCost(t *testing.T) {
+	e := newEnv(t, options{})
+	fill(t, e, "INBOX", 5)
+	c := e.watch(alice, alicePW)
+	mustSelectFolder(t, c.Client, "INBOX")
+	e.sandbox.ResetCalls()
+	data, err := appendMsg(c.Client, "INBOX", testMessage("selected"), `\Flagged`)
+	if err != nil || data == nil || data.UID == 0 {
+		t.Fatalf("APPEND: %+v, %v", data, err)
+	}
+	if calls := e.sandbox.CallCounts(); e.sandbox.TotalCalls() != 2 || calls["SaveRawMessages"] != 1 || calls["GetUIDs"] != 1 {
+		t.Errorf("APPEND to the selected folder cost %v; want SaveRawMessages and GetUIDs", calls)
+	}
+	if _, exists, _ := c.take(); !slices.Contains(exists, 6) {
+		t.Fatalf("EXISTS after APPEND: %v; want 6", exists)
+	}
+	if got := flagsByUID(t, c.Client, data.UID)[data.UID]; !slices.Contains(got, imap.FlagFlagged) {
+		t.Fatalf("flags %v; want \\Flagged", got)
+	}
+}

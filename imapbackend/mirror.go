@@ -67,6 +67,7 @@ type mirror struct {
 	// last successful one started.
 	flight    *refreshFlight
 	lastStart time.Time
+	lastLight time.Time // when the last light refresh (discover) started
 	// metaAt is when metadata was last listed for the folder (whole or
 	// by received date): messages that arrived since are found with
 	// SearchMessagesMetadataByReceivedDate from it on (meta.go).
@@ -86,6 +87,7 @@ type mirror struct {
 
 // refreshFlight is one refresh under way, which other callers can wait for.
 type refreshFlight struct {
+	light   bool // UIDs only (discover)
 	started time.Time
 	done    chan struct{}
 	err     error
@@ -161,25 +163,33 @@ var errUIDTooLarge = errors.New("imapbackend: provider UID beyond 32 bits")
 
 // sync refreshes the mirror with a refresh that starts now or later.
 func (m *mirror) sync(ctx context.Context) error {
-	return m.refresh(ctx, time.Now())
+	return m.refresh(ctx, time.Now(), false)
+}
+
+// discover is a refresh that reads the UIDs only (one call): enough to
+// find what this bridge just saved, whose read state it knows. A full
+// refresh started later serves too.
+func (m *mirror) discover(ctx context.Context) error {
+	return m.refresh(ctx, time.Now(), true)
 }
 
 // syncIfOlder refreshes the mirror unless a refresh that started less
 // than maxAge ago succeeded: connections that ask at once share one
 // refresh instead of each making its own in turn.
 func (m *mirror) syncIfOlder(ctx context.Context, maxAge time.Duration) error {
-	return m.refresh(ctx, time.Now().Add(-maxAge))
+	return m.refresh(ctx, time.Now().Add(-maxAge), false)
 }
 
 // refresh makes sure a refresh that started at notBefore or later has
 // succeeded: it returns at once if the last one did, waits for the one
 // under way if that one qualifies, and otherwise (after any under way)
 // makes one itself. Only one runs at a time, and nobody holds a lock that
-// commands need while it talks to the provider.
-func (m *mirror) refresh(ctx context.Context, notBefore time.Time) error {
+// commands need while it talks to the provider. A light refresh (UIDs
+// only, see discover) serves only callers that asked for no more.
+func (m *mirror) refresh(ctx context.Context, notBefore time.Time, light bool) error {
 	for {
 		m.mu.Lock()
-		if m.loaded && !m.lastStart.Before(notBefore) {
+		if m.loaded && (!m.lastStart.Before(notBefore) || light && !m.lastLight.Before(notBefore)) {
 			m.mu.Unlock()
 			return nil
 		}
@@ -192,19 +202,23 @@ func (m *mirror) refresh(ctx context.Context, notBefore time.Time) error {
 			}
 			// A failed refresh is not shared: its error may be its
 			// caller's (a canceled command) or a blip; try again.
-			if f.err == nil && !f.started.Before(notBefore) {
+			if f.err == nil && !f.started.Before(notBefore) && (light || !f.light) {
 				return nil
 			}
 			continue
 		}
-		f := &refreshFlight{started: time.Now(), done: make(chan struct{})}
+		f := &refreshFlight{started: time.Now(), done: make(chan struct{}), light: light && m.loaded}
 		m.flight = f
 		m.mu.Unlock()
 
-		f.err = m.doRefresh(ctx, f.started)
+		f.err = m.doRefresh(ctx, f.started, f.light)
 		m.mu.Lock()
 		m.flight = nil
-		if f.err == nil {
+		switch {
+		case f.err != nil:
+		case f.light:
+			m.lastLight = f.started
+		default:
 			m.lastStart = f.started
 		}
 		m.mu.Unlock()
@@ -222,20 +236,22 @@ func (m *mirror) refresh(ctx context.Context, notBefore time.Time) error {
 // messages unread" and asks otherwise. A change that keeps the count (one
 // message read and another unread between two polls, by another client)
 // is seen at the next count change.
-func (m *mirror) doRefresh(ctx context.Context, started time.Time) error {
+func (m *mirror) doRefresh(ctx context.Context, started time.Time, light bool) error {
 	m.mu.Lock()
 	auth, loaded, v0 := m.auth, m.loaded, m.version
 	m.mu.Unlock()
 
 	c := m.hub.cfg.Provider
 	// The two reads go out together: a refresh costs one round trip of
-	// time, not two.
+	// time, not two. A light one reads the UIDs only.
 	var unread int
 	var unreadErr error
 	counted := make(chan struct{})
 	go func() {
 		defer close(counted)
-		unread, unreadErr = c.UnreadCount(ctx, auth, m.name)
+		if !light {
+			unread, unreadErr = c.UnreadCount(ctx, auth, m.name)
+		}
 	}()
 	pids, err := c.UIDs(ctx, auth, m.name)
 	<-counted
@@ -277,8 +293,10 @@ func (m *mirror) doRefresh(ctx context.Context, started time.Time) error {
 	readNow := m.placeArrivals(ctx, added, started)
 
 	var unreadSet map[imap.UID]bool
-	// The count was read before the arrivals were marked read.
-	if !changed && unread != stillUnread+len(added) {
+	// The count was read before the arrivals were marked read. A light
+	// refresh has no count: known messages keep their state, new ones
+	// are unread unless just marked read.
+	if !light && !changed && unread != stillUnread+len(added) {
 		if unreadSet, err = m.unreadUIDs(ctx, auth); err != nil {
 			return err
 		}
