@@ -74,7 +74,7 @@ func (m *mirror) settled() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), m.hub.cfg.CallTimeout)
 	defer cancel()
-	if err := m.sync(ctx); err != nil {
+	if err := m.discover(ctx); err != nil {
 		m.hub.cfg.Logger.Warn("imap refresh after append failed", "user", m.user, "err", err)
 	}
 }
@@ -85,7 +85,7 @@ func (m *mirror) findArrivals(ctx context.Context) error {
 	if !m.expecting() {
 		return nil
 	}
-	return m.sync(ctx)
+	return m.discover(ctx)
 }
 
 // expecting reports arrivals not found yet.

@@ -147,7 +147,7 @@ func (s *session) Poll(w *imapserver.UpdateWriter, allowExpunge bool) error {
 		// Appends are waiting to be found: show them now (one refresh
 		// for all of them, shared by every connection).
 		ctx, cancel := s.ctx()
-		if err := s.sel.sync(ctx); err != nil {
+		if err := s.sel.discover(ctx); err != nil {
 			s.srv.cfg.Logger.Warn("imap refresh after append failed", "user", s.auth.Username, "err", err)
 		}
 		cancel()
