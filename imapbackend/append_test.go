@@ -2,7 +2,9 @@ package imapbackend_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -214,5 +216,67 @@ func TestFetchAppendedAfterOtherSessionExpunged(t *testing.T) {
 	if m.Envelope == nil || m.Envelope.Subject != "short-lived" || m.InternalDate.IsZero() ||
 		m.RFC822Size != int64(len(testMessage("short-lived"))) || string(m.FindBodySection(body)) != testMessage("short-lived") {
 		t.Fatalf("answer %+v", m)
+	}
+}
+
+// TestConcurrentAppendsSameMessageID: connections appending at once, as
+// imaptest's stress does, messages that share a Message-ID but differ in
+// body and flags: each message gets its own flags, its bytes are kept
+// (a FETCH of every body costs no download), and a session not yet told
+// of an expunge by another still fetches the expunged messages whole.
+func TestConcurrentAppendsSameMessageID(t *testing.T) {
+	const conns, each = 4, 5
+	e := newEnv(t, options{})
+	reader := e.login(alice, alicePW)
+	mustSelectFolder(t, reader, "INBOX")
+	raw := func(c, i int) string {
+		return "From: bob@direct.example\r\nSubject: same\r\nMessage-ID: <same@direct.example>\r\n\r\nbody " +
+			strconv.Itoa(c) + "-" + strconv.Itoa(i) + "\r\n"
+	}
+	errs := make(chan error, conns)
+	for c := range conns {
+		cl := e.login(alice, alicePW)
+		go func() {
+			for i := range each {
+				if _, err := appendMsg(cl, "INBOX", raw(c, i), imap.Flag(fmt.Sprintf("$c%di%d", c, i)), imap.FlagDeleted); err != nil {
+					errs <- err
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range conns {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := reader.Noop().Wait(); err != nil {
+		t.Fatal(err)
+	}
+	expunger := e.login(alice, alicePW)
+	mustSelectFolder(t, expunger, "INBOX")
+	if _, err := expunger.Expunge().Collect(); err != nil {
+		t.Fatal(err)
+	}
+	e.sandbox.ResetCalls()
+	body := &imap.FetchItemBodySection{Peek: true}
+	msgs, err := reader.Fetch(imap.SeqSet{{Start: 1, Stop: 0}}, &imap.FetchOptions{Flags: true,
+		BodySection: []*imap.FetchItemBodySection{body}}).Collect()
+	if err != nil || len(msgs) != conns*each {
+		t.Fatalf("FETCH after another session's EXPUNGE: %d messages, %v", len(msgs), err)
+	}
+	for _, m := range msgs {
+		b := string(m.FindBodySection(body))
+		var c, i int
+		if _, err := fmt.Sscanf(b[strings.Index(b, "body "):], "body %d-%d", &c, &i); err != nil {
+			t.Fatalf("body %q: %v", b, err)
+		}
+		if want := imap.Flag(fmt.Sprintf("$c%di%d", c, i)); !slices.Contains(m.Flags, want) {
+			t.Errorf("message %d-%d: flags %v, want %s", c, i, m.Flags, want)
+		}
+	}
+	if n := e.sandbox.Calls("GetRawMessagesByUIDs"); n != 0 {
+		t.Errorf("%d downloads of bodies saved through the bridge; want 0", n)
 	}
 }

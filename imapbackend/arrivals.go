@@ -1,11 +1,14 @@
 package imapbackend
 
 import (
+	"bytes"
 	"context"
 	"slices"
 	"time"
 
+	"github.com/directbridge/directbridge/mailstore"
 	"github.com/directbridge/directbridge/seqview"
+	"github.com/directbridge/directbridge/upstream"
 	"github.com/emersion/go-imap/v2"
 )
 
@@ -121,10 +124,11 @@ func (m *mirror) placed(a *arrival) imap.UID {
 //
 // Only arrivals saved before the refresh started are paired: those are
 // certainly among the UIDs it read; later ones wait for the next refresh.
-// Pairing is by order when there are as many new UIDs as such arrivals;
-// when more (mail came in as well), by Message-ID and size from the
-// metadata of what was received since. Arrivals not placed wait up to arrivalTTL. Failures are
-// logged: the messages are saved, and only their flags are at stake.
+// Pairing is by order when there are as many new UIDs as such arrivals
+// and the saves did not overlap; otherwise (concurrent APPENDs, or mail
+// came in as well) by content, then by Message-ID and size. Arrivals not
+// placed wait up to arrivalTTL. Failures are logged: the messages are
+// saved, and only their flags are at stake.
 func (m *mirror) placeArrivals(ctx context.Context, newUIDs []imap.UID, started time.Time) (read map[imap.UID]bool) {
 	m.mu.Lock()
 	var pending []*arrival
@@ -144,35 +148,9 @@ func (m *mirror) placeArrivals(ctx context.Context, newUIDs []imap.UID, started 
 			pairs[i] = u
 		}
 	} else if len(newUIDs) >= len(pending) {
-		// The metadata of what arrived since the first of them was saved
-		// (APPENDs are received when saved); not the messages whole,
-		// which may be many.
-		details, err := m.hub.cfg.Provider.MetadataReceived(ctx, auth, m.name, pending[0].at.Add(-metaSkew), time.Now().Add(metaSkew))
-		if err != nil {
-			m.hub.cfg.Logger.Warn("imap append: reading new messages failed", "user", m.user, "err", err)
-			return nil
-		}
-		m.fillMeta(details)
-		// Only a pairing that cannot be wrong: one arrival and one new
-		// message with that Message-ID and size (clients that append the
-		// same message twice at once get their flags from no one).
-		isNew := make(map[int64]bool, len(newUIDs))
-		for _, u := range newUIDs {
-			isNew[int64(u)] = true
-		}
-		for i, a := range pending {
-			if a.msgID == "" || slices.ContainsFunc(pending, func(b *arrival) bool { return b != a && b.msgID == a.msgID }) {
-				continue
-			}
-			var match []int64
-			for _, d := range details {
-				if isNew[d.UID] && d.MsgID == a.msgID && (d.Size < 0 || d.Size == a.size) {
-					match = append(match, d.UID)
-				}
-			}
-			if len(match) == 1 {
-				pairs[i] = imap.UID(match[0])
-			}
+		pairs = m.pairByContent(ctx, auth, pending, newUIDs)
+		if len(pairs) < len(pending) {
+			m.pairByMetadata(ctx, auth, pending, newUIDs, pairs)
 		}
 	}
 	keptFlags := map[uint32][]string{}
@@ -261,5 +239,80 @@ func (m *mirror) addCopies(ctx context.Context, newUIDs []imap.UID, src []copied
 	m.mu.Unlock()
 	if err := m.saveUIDNext(ctx, largest); err != nil {
 		m.hub.cfg.Logger.Warn("imap copy: state store", "err", err)
+	}
+}
+
+// maxContentPairing bounds the new messages downloaded to pair arrivals by
+// content: one batch of the body cache.
+const maxContentPairing = mailstore.BatchSize
+
+// pairByContent pairs arrivals with new UIDs whose bytes are the bytes
+// saved, in one download of the new messages (which the body cache keeps:
+// clients that append mostly read what they appended, and a session still
+// shown a message another one expunged can then fetch it, RFC 2180 §4.1).
+// Identical messages appended at once are paired in the order saved; any
+// of them serves, as their bytes are the same. A provider that rewrites
+// what it saves (adds a header, say) pairs nothing here, and the caller
+// falls back to the metadata.
+func (m *mirror) pairByContent(ctx context.Context, auth upstream.Auth, pending []*arrival, newUIDs []imap.UID) map[int]imap.UID {
+	pairs := map[int]imap.UID{}
+	if len(newUIDs) > maxContentPairing {
+		return pairs
+	}
+	m.mu.Lock()
+	ref := m.ref()
+	m.mu.Unlock()
+	got, err := m.hub.bodies.Get(ctx, auth, ref, newUIDs, nil)
+	if err != nil {
+		m.hub.cfg.Logger.Warn("imap append: reading new messages failed", "user", m.user, "err", err)
+		return pairs
+	}
+	taken := make(map[imap.UID]bool, len(pending))
+	for i, a := range pending {
+		for _, u := range newUIDs {
+			if raw, ok := got[u]; ok && !taken[u] && len(raw) == len(a.raw) && bytes.Equal(raw, a.raw) {
+				pairs[i] = u
+				taken[u] = true
+				break
+			}
+		}
+	}
+	return pairs
+}
+
+// pairByMetadata pairs the arrivals pairs lacks, where that cannot be
+// wrong: one arrival and one new message with its Message-ID and size
+// (clients that append the same message twice at once get their flags
+// from no one). It reads the metadata of what arrived since the first of
+// them was saved (APPENDs are received when saved), not the messages
+// whole, which may be many.
+func (m *mirror) pairByMetadata(ctx context.Context, auth upstream.Auth, pending []*arrival, newUIDs []imap.UID, pairs map[int]imap.UID) {
+	details, err := m.hub.cfg.Provider.MetadataReceived(ctx, auth, m.name, pending[0].at.Add(-metaSkew), time.Now().Add(metaSkew))
+	if err != nil {
+		m.hub.cfg.Logger.Warn("imap append: reading new messages failed", "user", m.user, "err", err)
+		return
+	}
+	m.fillMeta(details)
+	free := make(map[int64]bool, len(newUIDs))
+	for _, u := range newUIDs {
+		free[int64(u)] = true
+	}
+	for _, u := range pairs {
+		delete(free, int64(u))
+	}
+	for i, a := range pending {
+		if _, ok := pairs[i]; ok || a.msgID == "" || slices.ContainsFunc(pending, func(b *arrival) bool { return b != a && b.msgID == a.msgID }) {
+			continue
+		}
+		var match []int64
+		for _, d := range details {
+			if free[d.UID] && d.MsgID == a.msgID && (d.Size < 0 || d.Size == a.size) {
+				match = append(match, d.UID)
+			}
+		}
+		if len(match) == 1 {
+			pairs[i] = imap.UID(match[0])
+			delete(free, match[0])
+		}
 	}
 }
