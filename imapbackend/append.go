@@ -93,12 +93,13 @@ func (s *session) Append(mailbox string, r imap.LiteralReader, options *imap.App
 		return nil, err
 	}
 	defer s.srv.hub.release(m)
-	sent := time.Now()
-	if err := s.srv.cfg.Provider.Save(ctx, s.auth, folder, [][]byte{raw}); err != nil {
+	a := &arrival{sent: time.Now(), msgID: msgID, size: len(raw), seen: seen, kept: kept, raw: raw}
+	m.saving(a)
+	err = s.srv.cfg.Provider.Save(ctx, s.auth, folder, [][]byte{raw})
+	m.saveEnded(a, err == nil)
+	if err != nil {
 		return nil, imapError(err)
 	}
-	a := &arrival{sent: sent, at: time.Now(), msgID: msgID, size: len(raw), seen: seen, kept: kept, raw: raw}
-	m.expect(a)
 	if m != s.sel {
 		s.appended = true
 		return nil, nil

@@ -42,6 +42,13 @@ const appendSettle = 300 * time.Millisecond
 // arrivalTTL is how long an arrival waits for a refresh to find it.
 const arrivalTTL = 2 * time.Minute
 
+// arrivalTries is how many refreshes that started after an arrival was
+// saved may fail to pair it before it is given up: its message was
+// expunged before any refresh saw it (imaptest appends and expunges at
+// once), or the provider changed the bytes and the Message-ID is shared.
+// Without a bound such arrivals would pile up and slow every refresh.
+const arrivalTries = 3
+
 // arrival is a message saved to the folder whose UID is not known yet.
 type arrival struct {
 	sent  time.Time // when SaveRawMessages was asked
@@ -50,8 +57,54 @@ type arrival struct {
 	size  int
 	seen  bool
 	kept  []imap.Flag
-	raw   []byte   // the bytes saved, for the cache once the UID is known
-	uid   imap.UID // set (under the mirror's mu) when a refresh placed it
+	raw   []byte        // the bytes saved, for the cache once the UID is known
+	uid   imap.UID      // set (under the mirror's mu) when a refresh placed it
+	tries int           // refreshes that listed its message (if not expunged) and could not pair it
+	done  chan struct{} // closed when SaveRawMessages answered
+}
+
+// saving notes a save about to be asked for: a refresh whose listing may
+// hold its message waits for the answer before pairing (awaitSaves), so
+// that no message saved through the bridge is shown to sessions without
+// its bytes and flags.
+func (m *mirror) saving(a *arrival) {
+	a.done = make(chan struct{})
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.inflight = append(m.inflight, a)
+}
+
+// saveEnded notes the provider's answer to a's save: saved, a waits to
+// be paired (expect); not, it is forgotten.
+func (m *mirror) saveEnded(a *arrival, saved bool) {
+	m.mu.Lock()
+	m.inflight = slices.DeleteFunc(m.inflight, func(b *arrival) bool { return b == a })
+	close(a.done)
+	m.mu.Unlock()
+	if saved {
+		a.at = time.Now()
+		m.expect(a)
+	}
+}
+
+// awaitSaves waits for the saves asked for before listed (when a refresh
+// read the folder's UIDs) to be answered, or for ctx.
+func (m *mirror) awaitSaves(ctx context.Context, listed time.Time) {
+	m.mu.Lock()
+	var wait []chan struct{}
+	for _, a := range m.inflight {
+		if a.sent.Before(listed) {
+			wait = append(wait, a.done)
+		}
+	}
+	m.mu.Unlock()
+	for _, done := range wait {
+		select {
+		case <-done:
+		case <-ctx.Done():
+			return
+		}
+	}
 }
 
 // expect notes an arrival and makes sure a refresh comes soon.
@@ -117,10 +170,11 @@ func (m *mirror) placed(a *arrival) imap.UID {
 	return a.uid
 }
 
-// placeArrivals pairs the arrivals with the new UIDs a refresh that
-// started at started found (ascending) and records their flags: the kept
-// flags in the state store (so the refresh shows them at once), \Seen at
-// the provider. It returns the UIDs made read.
+// placeArrivals pairs the arrivals with the UIDs not paired yet a refresh
+// that started at started found (ascending) and records their flags: the
+// kept flags in the state store (so the refresh shows them at once),
+// \Seen at the provider. It returns the UIDs placed, true for those made
+// read.
 //
 // Only arrivals saved before the refresh started are paired: those are
 // certainly among the UIDs it read; later ones wait for the next refresh.
@@ -129,25 +183,26 @@ func (m *mirror) placed(a *arrival) imap.UID {
 // came in as well) by content, then by Message-ID and size. Arrivals not
 // placed wait up to arrivalTTL. Failures are logged: the messages are
 // saved, and only their flags are at stake.
-func (m *mirror) placeArrivals(ctx context.Context, newUIDs []imap.UID, started time.Time) (read map[imap.UID]bool) {
+func (m *mirror) placeArrivals(ctx context.Context, newUIDs []imap.UID, started time.Time) (placed map[imap.UID]bool) {
 	m.mu.Lock()
-	var pending []*arrival
-	for _, a := range m.pending {
-		if a.at.Before(started) {
-			pending = append(pending, a)
-		}
-	}
+	pending := slices.Clone(m.pending)
 	validity, auth := m.validity, m.auth
 	m.mu.Unlock()
-	if len(pending) == 0 || len(newUIDs) == 0 {
+	if len(pending) == 0 {
+		return nil
+	}
+	if len(newUIDs) == 0 {
+		m.mu.Lock()
+		m.giveUpLocked(pending, started)
+		m.mu.Unlock()
 		return nil
 	}
 	pairs := map[int]imap.UID{} // index in pending -> UID
-	if len(newUIDs) == len(pending) && sequential(pending) {
+	if len(newUIDs) == len(pending) && sequential(pending) && pending[len(pending)-1].at.Before(started) {
 		for i, u := range newUIDs {
 			pairs[i] = u
 		}
-	} else if len(newUIDs) >= len(pending) {
+	} else {
 		pairs = m.pairByContent(ctx, auth, pending, newUIDs)
 		if len(pairs) < len(pending) {
 			m.pairByMetadata(ctx, auth, pending, newUIDs, pairs)
@@ -165,7 +220,6 @@ func (m *mirror) placeArrivals(ctx context.Context, newUIDs []imap.UID, started 
 		}
 	}
 	m.mu.Lock()
-	now := time.Now()
 	ref := m.ref()
 	for i, u := range pairs {
 		a := pending[i]
@@ -180,26 +234,27 @@ func (m *mirror) placeArrivals(ctx context.Context, newUIDs []imap.UID, started 
 		m.savedAt[u] = a.at
 		a.raw = nil
 	}
-	m.pending = slices.DeleteFunc(slices.Clone(m.pending), func(a *arrival) bool {
-		return a.uid != 0 || now.Sub(a.at) > arrivalTTL
-	})
+	m.giveUpLocked(pending, started)
 	m.mu.Unlock()
 	if len(keptFlags) > 0 {
 		if err := m.hub.cfg.Store.SetFlags(ctx, m.user, m.name, validity, keptFlags); err != nil {
 			m.hub.cfg.Logger.Warn("imap append: storing flags failed", "user", m.user, "err", err)
 		}
 	}
+	placed = make(map[imap.UID]bool, len(pairs))
+	for _, u := range pairs {
+		placed[u] = false
+	}
 	if len(readUIDs) > 0 {
 		if err := m.hub.cfg.Provider.SetRead(ctx, auth, m.name, readUIDs, true); err != nil {
 			m.hub.cfg.Logger.Warn("imap append: marking read failed", "user", m.user, "err", err)
-			return nil
+			return placed
 		}
-		read = make(map[imap.UID]bool, len(readUIDs))
 		for _, u := range readUIDs {
-			read[imap.UID(u)] = true
+			placed[imap.UID(u)] = true
 		}
 	}
-	return read
+	return placed
 }
 
 // addCopies puts messages this bridge just copied or moved into the folder
@@ -315,4 +370,19 @@ func (m *mirror) pairByMetadata(ctx context.Context, auth upstream.Auth, pending
 			delete(free, match[0])
 		}
 	}
+}
+
+// giveUpLocked counts a refresh that started at started and could not
+// pair the arrivals of tried saved before then (their messages were
+// listed unless expunged), and drops those that have waited too long.
+func (m *mirror) giveUpLocked(tried []*arrival, started time.Time) {
+	now := time.Now()
+	for _, a := range tried {
+		if a.uid == 0 && a.at.Before(started) {
+			a.tries++
+		}
+	}
+	m.pending = slices.DeleteFunc(slices.Clone(m.pending), func(a *arrival) bool {
+		return a.uid != 0 || a.tries >= arrivalTries || now.Sub(a.at) > arrivalTTL
+	})
 }

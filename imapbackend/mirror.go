@@ -76,13 +76,19 @@ type mirror struct {
 	// pending are messages saved by APPEND whose UIDs the next refresh
 	// finds (arrivals.go); settle is the refresh timer after the last.
 	pending  []*arrival
+	inflight []*arrival             // saves asked for and not answered yet
 	savedAt  map[imap.UID]time.Time // arrivals placed, until their handles exist
-	settle   *time.Timer
-	refs     int
-	evict    *time.Timer // pending forget after the last release
-	dropped  bool        // forgotten by the hub; acquire takes a new one
-	stopPoll chan struct{}
-	gone     error // set when the folder vanished or its UIDs were renumbered
+	// unclaimed are UIDs that came in while arrivals were pending and
+	// were not paired with one (a save answered after the refresh that
+	// listed its message had started), with when they were first seen:
+	// later refreshes may still pair them, until arrivalTTL.
+	unclaimed map[imap.UID]time.Time
+	settle    *time.Timer
+	refs      int
+	evict     *time.Timer // pending forget after the last release
+	dropped   bool        // forgotten by the hub; acquire takes a new one
+	stopPoll  chan struct{}
+	gone      error // set when the folder vanished or its UIDs were renumbered
 }
 
 // refreshFlight is one refresh under way, which other callers can wait for.
@@ -258,6 +264,9 @@ func (m *mirror) doRefresh(ctx context.Context, started time.Time, light bool) e
 	if err != nil {
 		return err
 	}
+	// An APPEND whose save was asked before the listing came back may be
+	// in it: its answer pairs it (arrivals.go).
+	m.awaitSaves(ctx, time.Now())
 	if unreadErr != nil {
 		return unreadErr
 	}
@@ -288,9 +297,17 @@ func (m *mirror) doRefresh(ctx context.Context, started time.Time, light bool) e
 		}
 	}
 	changed := m.version != v0
+	candidates := slices.Clone(added)
+	for u := range m.unclaimed {
+		if _, ok := m.mb.Flags(u); ok {
+			candidates = append(candidates, u)
+		}
+	}
+	slices.Sort(candidates)
 	m.mu.Unlock()
 	// Messages this bridge saved (APPEND) get their flags now.
-	readNow := m.placeArrivals(ctx, added, started)
+	placed := m.placeArrivals(ctx, candidates, started)
+	m.noteUnclaimed(added, placed)
 
 	var unreadSet map[imap.UID]bool
 	// The count was read before the arrivals were marked read. A light
@@ -302,7 +319,7 @@ func (m *mirror) doRefresh(ctx context.Context, started time.Time, light bool) e
 		}
 	}
 	var kept map[uint32][]string
-	if len(added) > 0 {
+	if len(added) > 0 || len(placed) > 0 {
 		// Flags stored for a UID before the mirror saw it (COPY, MOVE
 		// and APPEND set them on the new UIDs) show at once. Read before
 		// taking the lock: no store I/O under it.
@@ -313,7 +330,31 @@ func (m *mirror) doRefresh(ctx context.Context, started time.Time, light bool) e
 			return err
 		}
 	}
-	return m.apply(ctx, v0, uids, unreadSet, kept, readNow)
+	return m.apply(ctx, v0, uids, unreadSet, kept, placed)
+}
+
+// noteUnclaimed keeps the UIDs added that no arrival claimed while
+// arrivals still wait, and forgets the claimed and the stale.
+func (m *mirror) noteUnclaimed(added []imap.UID, placed map[imap.UID]bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := time.Now()
+	for u, at := range m.unclaimed {
+		if _, ok := placed[u]; ok || now.Sub(at) > arrivalTTL || len(m.pending) == 0 {
+			delete(m.unclaimed, u)
+		}
+	}
+	if len(m.pending) == 0 {
+		return
+	}
+	for _, u := range added {
+		if _, ok := placed[u]; !ok {
+			if m.unclaimed == nil {
+				m.unclaimed = map[imap.UID]time.Time{}
+			}
+			m.unclaimed[u] = now
+		}
+	}
 }
 
 // unreadUIDs asks the provider which messages are unread. The answer holds
@@ -440,7 +481,7 @@ func (m *mirror) saveUIDNext(ctx context.Context, largest uint32) error {
 // the read state of the answers is not applied (the next refresh brings
 // it). keptFlags is the stored flags of the folder, read when new
 // messages were expected.
-func (m *mirror) apply(ctx context.Context, v0 uint64, uids []imap.UID, unreadSet map[imap.UID]bool, keptFlags map[uint32][]string, readNow map[imap.UID]bool) error {
+func (m *mirror) apply(ctx context.Context, v0 uint64, uids []imap.UID, unreadSet map[imap.UID]bool, keptFlags map[uint32][]string, placed map[imap.UID]bool) error {
 	m.mu.Lock()
 	changed := m.version != v0
 	if changed {
@@ -494,6 +535,13 @@ func (m *mirror) apply(ctx context.Context, v0 uint64, uids []imap.UID, unreadSe
 			continue
 		}
 		if msg := m.byUID[u]; msg != nil && !msg.expunged {
+			if seen, ok := placed[u]; ok {
+				// An arrival paired after its message was shown.
+				msg.saved = m.savedAt[u]
+				delete(m.savedAt, u)
+				changes = append(changes, seqview.FlagChange{UID: u, Op: imap.StoreFlagsAdd,
+					Flags: withSeen(canonicalFlags(keptFlags[uint32(u)]), seen)})
+			}
 			if unreadSet != nil {
 				op := imap.StoreFlagsAdd
 				if unreadSet[u] {
@@ -505,7 +553,7 @@ func (m *mirror) apply(ctx context.Context, v0 uint64, uids []imap.UID, unreadSe
 		}
 		m.byUID[u] = &message{uid: u, saved: m.savedAt[u]}
 		delete(m.savedAt, u)
-		read := readNow[u] || unreadSet != nil && !unreadSet[u]
+		read := placed[u] || unreadSet != nil && !unreadSet[u]
 		add = append(add, seqview.NewMessage{UID: u, Flags: withSeen(canonicalFlags(keptFlags[uint32(u)]), read)})
 	}
 	m.mb.SetFlags(nil, changes...)
