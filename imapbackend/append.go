@@ -105,10 +105,15 @@ func (s *session) Append(mailbox string, r imap.LiteralReader, options *imap.App
 		return nil, nil
 	}
 	// The selected folder: the answer brings the EXISTS and APPENDUID,
-	// found with the folder's UIDs alone.
-	if err := m.discover(ctx); err != nil {
-		s.srv.cfg.Logger.Warn("imap refresh after append failed", "user", s.auth.Username, "err", err)
-		return nil, nil // saved: never NO, or the client saves it again
+	// found with the folder's UIDs alone, by the refresh under way when
+	// it read the folder after the save (concurrent APPENDs share it),
+	// else by a refresh of its own.
+	m.awaitFlight(ctx)
+	if m.placed(a) == 0 {
+		if err := m.discover(ctx); err != nil {
+			s.srv.cfg.Logger.Warn("imap refresh after append failed", "user", s.auth.Username, "err", err)
+			return nil, nil // saved: never NO, or the client saves it again
+		}
 	}
 	m.mu.Lock()
 	validity := m.validity

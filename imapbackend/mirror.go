@@ -179,6 +179,23 @@ func (m *mirror) discover(ctx context.Context) error {
 	return m.refresh(ctx, time.Now(), true)
 }
 
+// awaitFlight waits for the refresh under way, if any, to end. A refresh
+// that read the folder after a save was asked pairs that save's message
+// (awaitSaves), so an APPEND that finds one under way may need no
+// refresh of its own.
+func (m *mirror) awaitFlight(ctx context.Context) {
+	m.mu.Lock()
+	f := m.flight
+	m.mu.Unlock()
+	if f == nil {
+		return
+	}
+	select {
+	case <-f.done:
+	case <-ctx.Done():
+	}
+}
+
 // syncIfOlder refreshes the mirror unless a refresh that started less
 // than maxAge ago succeeded: connections that ask at once share one
 // refresh instead of each making its own in turn.
