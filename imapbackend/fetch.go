@@ -180,7 +180,23 @@ func (s *session) Fetch(w *imapserver.FetchWriter, numSet imap.NumSet, options *
 	anyGone, refresh := false, false
 	for start := 0; start < len(msgs); start += batch {
 		chunk := msgs[start:min(start+batch, len(msgs))]
-		if err := s.fetchRaws(ctx, chunk); err != nil {
+		// The read marking goes out with the download, not after it:
+		// an uncached FETCH BODY[] costs one round trip of time, not two.
+		var marking chan error
+		var toMark []int64
+		if needs.markSeen && !s.readOnly {
+			if toMark = s.unseen(chunk); len(toMark) > 0 {
+				marking = make(chan error, 1)
+				go func() { marking <- s.srv.cfg.Provider.SetRead(ctx, s.auth, s.sel.name, toMark, true) }()
+			}
+		}
+		err := s.fetchRaws(ctx, chunk)
+		if marking != nil {
+			if merr := <-marking; err == nil && merr != nil {
+				err = merr
+			}
+		}
+		if err != nil {
 			return imapError(err)
 		}
 		for _, fm := range chunk {
@@ -193,10 +209,8 @@ func (s *session) Fetch(w *imapserver.FetchWriter, numSet imap.NumSet, options *
 				return err
 			}
 		}
-		if needs.markSeen && !s.readOnly {
-			if err := s.fetchMarkSeen(ctx, chunk); err != nil {
-				return imapError(err)
-			}
+		if len(toMark) > 0 {
+			s.showSeen(chunk, toMark)
 		}
 		s.fetchFlags(chunk, options)
 		if err := writeFetch(w, chunk, options); err != nil {
@@ -324,30 +338,23 @@ func (s *session) fetchRaws(ctx context.Context, chunk []*fetchMsg) error {
 	return nil
 }
 
-// fetchMarkSeen sets \Seen on the unread messages of a batch that the
-// command reads, at the provider first (one MarkMessagesAsReadByUIDs call)
-// and then in the mirror, and tells the other connections on the folder
-// with FETCH FLAGS. This connection gets FLAGS in its FETCH answer, as RFC
-// 9051 §6.4.5 asks when \Seen is set implicitly, so its own view is
-// left out.
-//
-// The change raises the mirror's version (the rule of store.go), so that
-// a refresh which read the unread list before the call cannot undo \Seen
-// afterwards.
-func (s *session) fetchMarkSeen(ctx context.Context, chunk []*fetchMsg) error {
-	m := s.sel
+// unseen returns the UIDs of a batch's messages the command reads that
+// are not \Seen yet: FETCH of BODY[] (not PEEK) and RFC822 sets \Seen
+// (RFC 9051 §6.4.5), at the provider with one MarkMessagesAsReadByUIDs.
+func (s *session) unseen(chunk []*fetchMsg) []int64 {
 	var uids []int64
 	for _, fm := range chunk {
 		if !fm.gone && fm.live && !hasSeen(s.flagsOf(fm.msg.uid)) {
 			uids = append(uids, int64(fm.msg.uid))
 		}
 	}
-	if len(uids) == 0 {
-		return nil
-	}
-	if err := s.srv.cfg.Provider.SetRead(ctx, s.auth, m.name, uids, true); err != nil {
-		return err
-	}
+	return uids
+}
+
+// showSeen records \Seen, set at the provider, on the messages of uids in
+// the mirror. This connection's FETCH answer carries the new FLAGS; the
+// others get FETCH FLAGS.
+func (s *session) showSeen(chunk []*fetchMsg, uids []int64) {
 	marked := make(map[imap.UID]bool, len(uids))
 	ups := make([]flagUpdate, 0, len(uids))
 	read := true
@@ -360,10 +367,7 @@ func (s *session) fetchMarkSeen(ctx context.Context, chunk []*fetchMsg) error {
 			fm.nowSeen = true
 		}
 	}
-	// This connection's FETCH answer carries the new FLAGS; the others
-	// get FETCH FLAGS.
-	m.showFlags(ups, s.view)
-	return nil
+	s.sel.showFlags(ups, s.view)
 }
 
 // fetchFlags takes the flags to answer with, canonical as the mirror keeps
