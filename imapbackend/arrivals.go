@@ -6,7 +6,9 @@ import (
 	"slices"
 	"time"
 
+	"github.com/directbridge/directbridge/directapi"
 	"github.com/directbridge/directbridge/mailstore"
+	"github.com/directbridge/directbridge/mimeconv"
 	"github.com/directbridge/directbridge/seqview"
 	"github.com/directbridge/directbridge/upstream"
 	"github.com/emersion/go-imap/v2"
@@ -219,6 +221,10 @@ func (m *mirror) placeArrivals(ctx context.Context, newUIDs []imap.UID, started 
 			readUIDs = append(readUIDs, int64(u))
 		}
 	}
+	metas := make(map[int]*directapi.MessageDetail, len(pairs))
+	for i, u := range pairs {
+		metas[i] = savedMeta(u, pending[i])
+	}
 	m.mu.Lock()
 	ref := m.ref()
 	for i, u := range pairs {
@@ -229,9 +235,9 @@ func (m *mirror) placeArrivals(ctx context.Context, newUIDs []imap.UID, started 
 		// it can fetch it (RFC 2180 §4.1), as with Dovecot.
 		m.hub.bodies.Put(ref, u, a.raw)
 		if m.savedAt == nil {
-			m.savedAt = map[imap.UID]time.Time{}
+			m.savedAt = map[imap.UID]saved{}
 		}
-		m.savedAt[u] = a.at
+		m.savedAt[u] = saved{at: a.at, meta: metas[i]}
 		a.raw = nil
 	}
 	m.giveUpLocked(pending, started)
@@ -385,4 +391,31 @@ func (m *mirror) giveUpLocked(tried []*arrival, started time.Time) {
 	m.pending = slices.DeleteFunc(slices.Clone(m.pending), func(a *arrival) bool {
 		return a.uid != 0 || a.tries >= arrivalTries || now.Sub(a.at) > arrivalTTL
 	})
+}
+
+// saved is what the bridge knows of a message it saved once a refresh
+// paired it with its UID.
+type saved struct {
+	at   time.Time
+	meta *directapi.MessageDetail
+}
+
+// savedMeta is the metadata of a message saved through the bridge, read
+// from the bytes saved as the provider would list them (the headers, the
+// size, the time it was saved), so that ENVELOPE, INTERNALDATE and
+// RFC822.SIZE of what clients append cost no SearchMessagesMetadata call.
+// A later listing does not replace it (fillMeta), so the values a client
+// saw do not change.
+func savedMeta(uid imap.UID, a *arrival) *directapi.MessageDetail {
+	d := &directapi.MessageDetail{UID: int64(uid), Size: len(a.raw), ReceivedDate: directapi.NewDate(a.at.UTC())}
+	p, err := mimeconv.Parse(a.raw, mimeconv.ParseOptions{SkipBodies: true})
+	if err != nil {
+		return nil // the provider's listing will say
+	}
+	d.Sender, d.Subject, d.Recipients = p.Sender, p.Subject, p.Recipients
+	d.MsgID, d.ReplyTo, d.Headers = p.MessageID, p.ReplyTo, p.Headers
+	if !p.SentDate.IsZero() {
+		d.SentDate = directapi.NewDate(p.SentDate)
+	}
+	return d
 }

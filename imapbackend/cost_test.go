@@ -337,4 +337,16 @@ func TestAppendToSelectedCost(t *testing.T) {
 	if got := flagsByUID(t, c.Client, data.UID)[data.UID]; !slices.Contains(got, imap.FlagFlagged) {
 		t.Fatalf("flags %v; want \\Flagged", got)
 	}
+	// What the client appended is described from the bytes it sent: its
+	// ENVELOPE, INTERNALDATE and size cost nothing.
+	e.sandbox.ResetCalls()
+	msgs, err := c.Client.Fetch(imap.UIDSetNum(data.UID), &imap.FetchOptions{UID: true, Envelope: true,
+		InternalDate: true, RFC822Size: true}).Collect()
+	if err != nil || len(msgs) != 1 || msgs[0].Envelope == nil || msgs[0].Envelope.Subject != "selected" ||
+		msgs[0].InternalDate.IsZero() || msgs[0].RFC822Size != int64(len(testMessage("selected"))) {
+		t.Fatalf("FETCH of the appended message: %+v, %v", msgs, err)
+	}
+	if n := e.sandbox.TotalCalls(); n != 0 {
+		t.Errorf("FETCH ENVELOPE of an appended message cost %v; want nothing", e.sandbox.CallCounts())
+	}
 }

@@ -76,8 +76,8 @@ type mirror struct {
 	// pending are messages saved by APPEND whose UIDs the next refresh
 	// finds (arrivals.go); settle is the refresh timer after the last.
 	pending  []*arrival
-	inflight []*arrival             // saves asked for and not answered yet
-	savedAt  map[imap.UID]time.Time // arrivals placed, until their handles exist
+	inflight []*arrival         // saves asked for and not answered yet
+	savedAt  map[imap.UID]saved // arrivals placed, until their handles exist
 	// unclaimed are UIDs that came in while arrivals were pending and
 	// were not paired with one (a save answered after the refresh that
 	// listed its message had started), with when they were first seen:
@@ -554,7 +554,11 @@ func (m *mirror) apply(ctx context.Context, v0 uint64, uids []imap.UID, unreadSe
 		if msg := m.byUID[u]; msg != nil && !msg.expunged {
 			if seen, ok := placed[u]; ok {
 				// An arrival paired after its message was shown.
-				msg.saved = m.savedAt[u]
+				sv := m.savedAt[u]
+				msg.saved = sv.at
+				if msg.meta == nil {
+					msg.meta = sv.meta
+				}
 				delete(m.savedAt, u)
 				changes = append(changes, seqview.FlagChange{UID: u, Op: imap.StoreFlagsAdd,
 					Flags: withSeen(canonicalFlags(keptFlags[uint32(u)]), seen)})
@@ -568,7 +572,8 @@ func (m *mirror) apply(ctx context.Context, v0 uint64, uids []imap.UID, unreadSe
 			}
 			continue
 		}
-		m.byUID[u] = &message{uid: u, saved: m.savedAt[u]}
+		sv := m.savedAt[u]
+		m.byUID[u] = &message{uid: u, saved: sv.at, meta: sv.meta}
 		delete(m.savedAt, u)
 		read := placed[u] || unreadSet != nil && !unreadSet[u]
 		add = append(add, seqview.NewMessage{UID: u, Flags: withSeen(canonicalFlags(keptFlags[uint32(u)]), read)})
