@@ -136,7 +136,9 @@ func (b *Bridge) open() error {
 		return err
 	}
 	b.budget = upstream.NewBudget(rate)
-	provider := upstream.WithBudget(restclient.Upstream(b.client), b.budget)
+	// Under a budget, read markings and deletions that wait for it at
+	// once on one folder go out as one request (upstream/coalesce.go).
+	provider := upstream.WithCoalescing(upstream.WithBudget(restclient.Upstream(b.client), b.budget), b.budget)
 	verifier := mailbox.NewVerifier(provider, 0) // shared: an IMAP login and an SMTP AUTH cost one check
 	b.imap, err = imapbackend.New(imapbackend.Config{
 		Provider:          provider,
