@@ -167,6 +167,7 @@ func (b *Bridge) open() error {
 		AllowInsecureAuth: b.cfg.AllowInsecureAuth,
 		MaxMessageBytes:   b.cfg.SMTPMaxMessageBytes,
 		MaxRecipients:     b.cfg.SMTPMaxRecipients,
+		UndecidedHold:     b.cfg.SMTPUndecidedHold,
 		Logger:            b.log.With("component", "smtp"),
 		Metrics:           b.obs.smtpMetrics(),
 	})

@@ -36,8 +36,9 @@ type Config struct {
 
 	AllowInsecureAuth bool `envconfig:"ALLOW_INSECURE_AUTH" default:"false" desc:"offer password authentication without TLS on non-loopback listeners (loopback always may)"`
 
-	SMTPMaxMessageBytes int64 `envconfig:"SMTP_MAX_MESSAGE_BYTES" default:"52428800" desc:"largest message accepted by SMTP, in bytes (advertised as SIZE)"`
-	SMTPMaxRecipients   int   `envconfig:"SMTP_MAX_RECIPIENTS" default:"100" desc:"most recipients of one SMTP message"`
+	SMTPMaxMessageBytes int64         `envconfig:"SMTP_MAX_MESSAGE_BYTES" default:"52428800" desc:"largest message accepted by SMTP, in bytes (advertised as SIZE)"`
+	SMTPMaxRecipients   int           `envconfig:"SMTP_MAX_RECIPIENTS" default:"100" desc:"most recipients of one SMTP message"`
+	SMTPUndecidedHold   time.Duration `envconfig:"SMTP_UNDECIDED_HOLD" default:"2m" desc:"how long a client's retry of a message whose earlier send has an unknown outcome (answer lost, bridge killed) is answered 451 while the provider's Sent copy is looked for, before the message is sent again"`
 
 	PollInterval    time.Duration `envconfig:"POLL_INTERVAL" default:"5s" desc:"how often the provider is asked for changes of a folder someone has open (one poll per user and folder, shared by all connections); stretched so that polls take at most half of the request budget"`
 	IMAPCacheBytes  int64         `envconfig:"IMAP_CACHE_BYTES" default:"67108864" desc:"memory for raw messages cached by the IMAP front (never written to disk)"`

@@ -42,5 +42,20 @@ CREATE TABLE IF NOT EXISTS validity_counter (
 	last INTEGER NOT NULL
 );
 `,
+	},	{
+		version: 2,
+		name:    "submission journal",
+		sql: `
+CREATE TABLE submissions (
+	key        TEXT PRIMARY KEY,
+	username   TEXT NOT NULL COLLATE NOCASE,
+	state      TEXT NOT NULL,
+	smtp_id    TEXT NOT NULL,
+	match      TEXT NOT NULL,
+	first_at   INTEGER NOT NULL,
+	updated_at INTEGER NOT NULL
+);
+CREATE INDEX submissions_by_age ON submissions (first_at);
+`,
 	},
 }

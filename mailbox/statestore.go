@@ -17,6 +17,7 @@ import (
 type StateStore interface {
 	FolderStates
 	SentJournal
+	Submissions
 	// Close releases the store. No method may be called after it.
 	Close() error
 }

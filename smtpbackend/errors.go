@@ -52,6 +52,8 @@ func dataReply(err error) *smtp.SMTPError {
 	switch {
 	case errors.As(err, &se):
 		return se
+	case errors.Is(err, errUndecided):
+		return reply(451, smtp.EnhancedCode{4, 4, 0}, "An earlier attempt of this message may have been delivered and its outcome is not known yet; try again in a few minutes")
 	case errors.Is(err, ErrFromMismatch):
 		return reply(553, smtp.EnhancedCode{5, 7, 1}, ce0(err).Reason)
 	case errors.Is(err, ErrBareLineEnding):

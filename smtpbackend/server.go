@@ -62,8 +62,12 @@ type Config struct {
 	ReadTimeout    time.Duration
 	WriteTimeout   time.Duration
 	SendTimeout    time.Duration
-	Limits         Limits
-	Logger         *slog.Logger
+	// UndecidedHold is how long a retry of a message whose earlier
+	// attempt has an unknown outcome is answered 451 rather than sent
+	// again (journal.go); default DefaultUndecidedHold.
+	UndecidedHold time.Duration
+	Limits        Limits
+	Logger        *slog.Logger
 	// Metrics, when set, receives connection, command, authentication
 	// and message events.
 	Metrics Metrics
@@ -75,7 +79,7 @@ type Server struct {
 	cfg     Config
 	log     *slog.Logger
 	metrics Metrics
-	pending *pendingSends
+	journal mailbox.Submissions
 
 	inData atomic.Int64 // transactions between DATA and their answer
 
@@ -112,6 +116,13 @@ func New(cfg Config) (*Server, error) {
 	if cfg.SendTimeout <= 0 {
 		cfg.SendTimeout = DefaultSendTimeout
 	}
+	if cfg.UndecidedHold <= 0 {
+		cfg.UndecidedHold = DefaultUndecidedHold
+	}
+	var journal mailbox.Submissions = &memJournal{m: map[string]mailbox.Submission{}}
+	if cfg.Store != nil {
+		journal = cfg.Store
+	}
 	lg := cfg.Logger
 	if lg == nil {
 		lg = slog.New(slog.DiscardHandler)
@@ -120,7 +131,7 @@ func New(cfg Config) (*Server, error) {
 	if m == nil {
 		m = nopMetrics{}
 	}
-	return &Server{cfg: cfg, log: lg, metrics: m, pending: newPendingSends(), conns: map[*smtp.Conn]struct{}{}}, nil
+	return &Server{cfg: cfg, log: lg, metrics: m, journal: journal, conns: map[*smtp.Conn]struct{}{}}, nil
 }
 
 // ServeSubmission serves message submission (RFC 6409) with STARTTLS

@@ -13,7 +13,6 @@ import (
 
 	"github.com/directbridge/directbridge/directapi"
 	"github.com/directbridge/directbridge/mailbox"
-	"github.com/directbridge/directbridge/upstream"
 )
 
 // session is one SMTP connection.
@@ -182,30 +181,6 @@ func (ss *session) Data(r io.Reader) (err error) {
 	ss.s.log.Info("smtp message sent", "user", ss.username, "recipients", len(ss.rcpts), "size", len(raw),
 		"smtp_id", smtpID, "duration", time.Since(start))
 	return reply(250, smtp.EnhancedCode{2, 0, 0}, "OK: queued as "+smtpID)
-}
-
-// send makes the provider call, or recognises a message an earlier attempt
-// already delivered (see pendingSends).
-func (ss *session) send(ctx context.Context, raw []byte, sub *Submission) (string, error) {
-	key := submissionKey(ss.username, ss.directAddr, raw)
-	if id, found, err := ss.s.pending.resolve(ctx, ss, key); err != nil || found {
-		return id, err
-	}
-	attempt := time.Now()
-	auth := directapi.Authentication{Username: ss.username, Password: ss.password}
-	smtpID, err := ss.s.cfg.Provider.Send(ctx, auth, ss.directAddr, sub.Message, sub.UseHeaders())
-	if err != nil && mayHaveSent(err) {
-		ss.s.pending.add(key, attempt, sub)
-	}
-	if errors.Is(err, upstream.ErrAuth) {
-		ss.s.cfg.Verifier.Forget(ss.username, ss.password, ss.directAddr)
-	}
-	return smtpID, err
-}
-
-// mayHaveSent reports failures after which the provider may hold the message.
-func mayHaveSent(err error) bool {
-	return errors.Is(err, upstream.ErrUnknownOutcome)
 }
 
 // errReason gives a loggable reason without message content.

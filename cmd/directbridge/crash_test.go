@@ -1,0 +1,149 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/base64"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os/exec"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/directbridge/directbridge/directapi"
+	"github.com/directbridge/directbridge/restclient"
+	"github.com/directbridge/directbridge/sandbox"
+)
+
+// TestKillDuringSendNoDuplicate: the bridge is killed (SIGKILL) after the
+// provider processed a Send and before its answer arrived. The client's
+// retry, made to the restarted bridge, is recognised from the send
+// journal kept in the state store and the provider's Sent copy: answered
+// 250 with that copy's smtpId, and the message is delivered once.
+func TestKillDuringSendNoDuplicate(t *testing.T) {
+	const alice, bob, pw = "alice@direct.example", "bob@direct.example", "crash-pw"
+	sb, err := sandbox.Open(sandbox.Options{Users: []sandbox.Account{{Name: alice, Password: pw}, {Name: bob, Password: pw}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sb.Close() })
+	// The provider as the bridge sees it: a Send is carried out, then
+	// its answer is held back until the test ends.
+	release := make(chan struct{})
+	var processed atomic.Int32
+	provider := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !strings.Contains(r.URL.Path, "/Send") {
+			sb.ServeHTTP(w, r)
+			return
+		}
+		rec := httptest.NewRecorder()
+		sb.ServeHTTP(rec, r)
+		processed.Add(1)
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	t.Cleanup(provider.Close)
+	t.Cleanup(func() { close(release) })
+
+	dir := t.TempDir()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	smtpAddr := l.Addr().String()
+	l.Close()
+	start := func() *exec.Cmd {
+		cmd := exec.Command(binPath)
+		cmd.Env = cleanEnv("DIRECTBRIDGE_DATA_DIR="+dir, "DIRECTBRIDGE_API_URL="+provider.URL,
+			"DIRECTBRIDGE_API_RATE_LIMIT=unlimited", "DIRECTBRIDGE_SMTP_ADDR="+smtpAddr,
+			"DIRECTBRIDGE_SMTPS_ADDR=off", "DIRECTBRIDGE_IMAP_ADDR=off", "DIRECTBRIDGE_IMAPS_ADDR=off",
+			"DIRECTBRIDGE_ADMIN_SOCKET=off")
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			if c, err := net.Dial("tcp", smtpAddr); err == nil {
+				c.Close()
+				return cmd
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the bridge did not listen")
+			}
+		}
+	}
+	raw := "From: " + alice + "\r\nTo: " + bob + "\r\nSubject: crash test\r\nMessage-ID: <crash-1@client.example>\r\n\r\nexactly once\r\n.\r\n"
+	// submit runs one transaction and returns the reply to the data.
+	submit := func() (string, error) {
+		c, err := net.Dial("tcp", smtpAddr)
+		if err != nil {
+			return "", err
+		}
+		defer c.Close()
+		r := bufio.NewReader(c)
+		smtpLine(t, c, r, "")
+		smtpLine(t, c, r, "EHLO client.example")
+		plain := base64.StdEncoding.EncodeToString([]byte("\x00" + alice + "\x00" + pw))
+		if got := smtpLine(t, c, r, "AUTH PLAIN "+plain); !strings.HasPrefix(got, "235") {
+			t.Fatalf("AUTH: %q", got)
+		}
+		smtpLine(t, c, r, "MAIL FROM:<"+alice+">")
+		smtpLine(t, c, r, "RCPT TO:<"+bob+">")
+		if got := smtpLine(t, c, r, "DATA"); !strings.HasPrefix(got, "354") {
+			t.Fatalf("DATA: %q", got)
+		}
+		c.Write([]byte(raw))
+		return r.ReadString('\n')
+	}
+
+	first := start()
+	answered := make(chan error, 1)
+	go func() {
+		reply, err := submit()
+		if err == nil {
+			t.Errorf("the first attempt was answered %q although its answer was held back", reply)
+		}
+		answered <- nil
+	}()
+	for deadline := time.Now().Add(20 * time.Second); processed.Load() == 0; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the provider never saw the Send")
+		}
+	}
+	first.Process.Kill()
+	first.Wait()
+	<-answered
+
+	start()
+	reply, err := submit()
+	if err != nil || !strings.HasPrefix(reply, "250") {
+		t.Fatalf("the retry after the restart got %q, %v; want 250", reply, err)
+	}
+	rc, err := restclient.New(restclient.Options{BaseURL: provider.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	got, err := rc.GetMessageMetaData(ctx, directapi.Authentication{Username: bob, Password: pw}, "INBOX")
+	if err != nil {
+		t.Fatal(err)
+	}
+	copies := 0
+	for _, m := range got {
+		if m.Subject == "crash test" {
+			copies++
+			if !strings.Contains(reply, strings.Trim(m.MsgID, "<>")) {
+				t.Errorf("reply %q does not name the delivered message %s", reply, m.MsgID)
+			}
+		}
+	}
+	if copies != 1 || processed.Load() != 1 {
+		t.Fatalf("bob has %d copies, the provider processed %d sends; want 1 and 1", copies, processed.Load())
+	}
+}

@@ -1,0 +1,110 @@
+package mailbox
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// A submission is one message a client handed the bridge to send, kept
+// from before the provider is asked until its outcome is known, so that
+// a client's retry of the same message, even after the bridge was killed
+// in between, is never sent twice (see smtpbackend/journal.go). It holds
+// fingerprints only: no message content, no subject, no addresses.
+
+// SubmissionState is what the bridge knows of a submission's outcome.
+type SubmissionState string
+
+const (
+	// SubmissionSending: the request left (or is about to leave) the
+	// bridge and no answer came yet. Found on a retry, it means the
+	// bridge stopped mid-call, or the first attempt still waits.
+	SubmissionSending SubmissionState = "sending"
+	// SubmissionUnknown: the request was sent and its answer was lost.
+	SubmissionUnknown SubmissionState = "unknown"
+	// SubmissionSent: the provider accepted it, under SmtpID.
+	SubmissionSent SubmissionState = "sent"
+)
+
+// Submission is a journal entry.
+type Submission struct {
+	Key      string // fingerprint of account, sender and the exact bytes submitted
+	Username string
+	State    SubmissionState
+	SmtpID   string
+	// Match is what the provider's copy in Sent must hash to (subject,
+	// shown recipients, content; see smtpbackend): it lets a retry find
+	// the copy of an attempt whose answer was lost.
+	Match   string
+	FirstAt time.Time // the latest attempt's start
+}
+
+// Submissions is the send journal.
+type Submissions interface {
+	// BeginSubmission records an attempt about to be sent, at s.FirstAt:
+	// a new entry in state sending, or an existing one started over (a
+	// new attempt after the earlier one was decided not sent). Entries
+	// older than SubmissionTTL are dropped on the way.
+	BeginSubmission(ctx context.Context, s Submission) error
+	// EndSubmission records the outcome: sent (with smtpID) or unknown.
+	EndSubmission(ctx context.Context, key string, state SubmissionState, smtpID string) error
+	// ForgetSubmission drops an entry: the provider certainly did not
+	// take the message.
+	ForgetSubmission(ctx context.Context, key string) error
+	// FindSubmission returns the entry of key, or ok false.
+	FindSubmission(ctx context.Context, key string) (s Submission, ok bool, err error)
+}
+
+// SubmissionTTL is how long a submission is remembered: clients retry
+// within minutes to hours.
+const SubmissionTTL = 24 * time.Hour
+
+func (s *Store) BeginSubmission(ctx context.Context, sub Submission) error {
+	now := time.Now()
+	if _, err := s.db.ExecContext(ctx, `DELETE FROM submissions WHERE first_at < ?`, now.Add(-SubmissionTTL).UnixMilli()); err != nil {
+		return fmt.Errorf("mailbox: journal: %w", err)
+	}
+	_, err := s.db.ExecContext(ctx, `INSERT INTO submissions (key, username, state, smtp_id, match, first_at, updated_at)
+		VALUES (?, ?, ?, '', ?, ?, ?)
+		ON CONFLICT (key) DO UPDATE SET state = excluded.state, smtp_id = '', match = excluded.match, first_at = excluded.first_at, updated_at = excluded.updated_at`,
+		sub.Key, strings.ToLower(sub.Username), SubmissionSending, sub.Match, sub.FirstAt.UnixMilli(), now.UnixMilli())
+	if err != nil {
+		return fmt.Errorf("mailbox: journal: %w", err)
+	}
+	return nil
+}
+
+func (s *Store) EndSubmission(ctx context.Context, key string, state SubmissionState, smtpID string) error {
+	_, err := s.db.ExecContext(ctx, `UPDATE submissions SET state = ?, smtp_id = ?, updated_at = ? WHERE key = ?`,
+		state, smtpID, time.Now().UnixMilli(), key)
+	if err != nil {
+		return fmt.Errorf("mailbox: journal: %w", err)
+	}
+	return nil
+}
+
+func (s *Store) ForgetSubmission(ctx context.Context, key string) error {
+	if _, err := s.db.ExecContext(ctx, `DELETE FROM submissions WHERE key = ?`, key); err != nil {
+		return fmt.Errorf("mailbox: journal: %w", err)
+	}
+	return nil
+}
+
+func (s *Store) FindSubmission(ctx context.Context, key string) (Submission, bool, error) {
+	var sub Submission
+	var first int64
+	err := s.db.QueryRowContext(ctx, `SELECT key, username, state, smtp_id, match, first_at FROM submissions
+		WHERE key = ? AND first_at >= ?`, key, time.Now().Add(-SubmissionTTL).UnixMilli()).
+		Scan(&sub.Key, &sub.Username, &sub.State, &sub.SmtpID, &sub.Match, &first)
+	if errors.Is(err, sql.ErrNoRows) {
+		return Submission{}, false, nil
+	}
+	if err != nil {
+		return Submission{}, false, fmt.Errorf("mailbox: journal: %w", err)
+	}
+	sub.FirstAt = time.UnixMilli(first).UTC()
+	return sub, true, nil
+}

@@ -1,0 +1,60 @@
+package mailbox_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/directbridge/directbridge/mailbox"
+)
+
+// TestSubmissionJournal: an entry goes from sending to sent or unknown,
+// survives reopening the store, and is forgotten on request.
+func TestSubmissionJournal(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	st, err := mailbox.OpenStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := time.Now().Add(-time.Minute).Truncate(time.Millisecond)
+	for _, k := range []string{"k1", "k2", "k3"} {
+		if err := st.BeginSubmission(ctx, mailbox.Submission{Key: k, Username: "Alice@direct.example", Match: "m-" + k, FirstAt: at}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := st.EndSubmission(ctx, "k1", mailbox.SubmissionSent, "smtp-1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.EndSubmission(ctx, "k2", mailbox.SubmissionUnknown, ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.ForgetSubmission(ctx, "k3"); err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	if st, err = mailbox.OpenStore(dir); err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	for _, want := range []mailbox.Submission{
+		{Key: "k1", Username: "alice@direct.example", State: mailbox.SubmissionSent, SmtpID: "smtp-1", Match: "m-k1", FirstAt: at.UTC()},
+		{Key: "k2", Username: "alice@direct.example", State: mailbox.SubmissionUnknown, Match: "m-k2", FirstAt: at.UTC()},
+	} {
+		got, ok, err := st.FindSubmission(ctx, want.Key)
+		if err != nil || !ok || got != want {
+			t.Errorf("FindSubmission(%s) = %+v, %v, %v; want %+v", want.Key, got, ok, err, want)
+		}
+	}
+	if _, ok, err := st.FindSubmission(ctx, "k3"); ok || err != nil {
+		t.Errorf("a forgotten entry is found (%v)", err)
+	}
+	// A new attempt of the same submission starts over as sending.
+	again := at.Add(30 * time.Second)
+	if err := st.BeginSubmission(ctx, mailbox.Submission{Key: "k2", Username: "alice@direct.example", Match: "m-k2", FirstAt: again}); err != nil {
+		t.Fatal(err)
+	}
+	if got, _, _ := st.FindSubmission(ctx, "k2"); got.State != mailbox.SubmissionSending || !got.FirstAt.Equal(again) {
+		t.Errorf("after a new attempt: %+v", got)
+	}
+}

@@ -1,0 +1,274 @@
+package smtpbackend
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/directbridge/directbridge/directapi"
+	"github.com/directbridge/directbridge/mailbox"
+	"github.com/directbridge/directbridge/upstream"
+)
+
+// Exactly-once submission. A send whose answer is lost (the connection
+// broke after the request went out, the provider answered 5xx, the bridge
+// timed out or was killed) may or may not have reached the provider. The
+// client gets 451, keeps the message and retries; a blind resend would
+// deliver it twice. So every send is journalled in the state store before
+// it leaves the bridge (mailbox.Submissions: fingerprints only, no
+// content), and marked sent, unknown or forgotten when the answer comes.
+//
+// A retry of the same bytes by the same account is matched against the
+// journal:
+//   - sent: answered 250 with the smtpId of the first attempt, not sent again;
+//   - unknown, or still sending (the bridge was killed in between, or the
+//     first attempt still waits): the provider's copy in the sender's
+//     INBOX.Sent is looked for (one metadata search narrowed to the minutes
+//     since the attempt, and one fetch of the candidates' content; a copy
+//     counts only if subject, shown recipients, body and attachments all
+//     match). Found: 250 with its id. Not found: 451 again while the
+//     attempt is younger than Config.UndecidedHold, since a slow provider
+//     may still be processing it; after that the provider is taken not to
+//     have it, and the message is sent again.
+//
+// The bound: a provider that processes a send later than UndecidedHold
+// after the bridge asked (default 2 minutes beyond the send timeout) can
+// still cause a duplicate; one that answers 5xx without processing delays
+// the client's retry by as much. A T-user cannot read the mailbox it sends
+// for, so its undecided retries wait the whole bound, then are sent again.
+
+// DefaultUndecidedHold is Config.UndecidedHold's default.
+const DefaultUndecidedHold = 2 * time.Minute
+
+// sentClockSkew widens the search window around an attempt.
+const sentClockSkew = 2 * time.Minute
+
+// errUndecided answers a retry while an earlier attempt's outcome is not known.
+var errUndecided = errors.New("smtpbackend: an earlier attempt of this message may have been delivered")
+
+// submissionKey identifies a submission of the same bytes by the same
+// account, acting for the same address.
+func submissionKey(username, directAddr string, raw []byte) string {
+	h := sha256.New()
+	fmt.Fprintf(h, "%s\x00%s\x00", strings.ToLower(username), strings.ToLower(directAddr))
+	h.Write(raw)
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// matchOf is what the provider's Sent copy of sub must hash to: the
+// subject, the shown (To and Cc) recipients, and the content fingerprint.
+func matchOf(sub *Submission) string {
+	var shown []string
+	for _, r := range sub.Message.Recipients {
+		if r.Type != directapi.BCC {
+			shown = append(shown, r.Email)
+		}
+	}
+	return copyMatch(sub.Message.Subject, shown, sub.Message.Message)
+}
+
+// copyMatch hashes what a Sent copy shows of a message (see matchOf).
+func copyMatch(subject string, shown []string, content directapi.Message) string {
+	lower := make([]string, len(shown))
+	for i, a := range shown {
+		lower[i] = strings.ToLower(strings.TrimSpace(a))
+	}
+	slices.Sort(lower)
+	h := sha256.New()
+	fp := fingerprint(content)
+	fmt.Fprintf(h, "%d:%s\x00%s\x00", len(subject), subject, strings.Join(lower, ","))
+	h.Write(fp[:])
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// fingerprint identifies a message's content as the provider reports it
+// back: the body with line ends and trailing white space normalised (the
+// provider re-encodes it), whether it is HTML, and the decoded bytes of
+// every attachment, in any order.
+func fingerprint(m directapi.Message) [32]byte {
+	h := sha256.New()
+	body := strings.TrimRight(strings.ReplaceAll(m.Body, "\r\n", "\n"), " \t\r\n")
+	fmt.Fprintf(h, "%t\x00%d:%s\x00", m.HTMLBody, len(body), body)
+	var parts []string
+	for _, a := range m.AttachmentList {
+		data, err := base64.StdEncoding.DecodeString(a.Content)
+		if err != nil {
+			data = []byte(a.Content)
+		}
+		sum := sha256.Sum256(data)
+		parts = append(parts, string(sum[:]))
+	}
+	slices.Sort(parts)
+	for _, p := range parts {
+		h.Write([]byte(p))
+	}
+	var k [32]byte
+	copy(k[:], h.Sum(nil))
+	return k
+}
+
+// send makes the provider call, journalled, or recognises a retry of a
+// message an earlier attempt delivered.
+func (ss *session) send(ctx context.Context, raw []byte, sub *Submission) (string, error) {
+	j := ss.s.journal
+	key := submissionKey(ss.username, ss.directAddr, raw)
+	entry, ok, err := j.FindSubmission(ctx, key)
+	if err != nil {
+		return "", err // 451: better late than twice
+	}
+	if ok {
+		switch entry.State {
+		case mailbox.SubmissionSent:
+			ss.s.log.Info("smtp retry of a sent message recognised", "user", ss.username, "smtp_id", entry.SmtpID)
+			return entry.SmtpID, nil
+		default:
+			if ss.directAddr == "" {
+				id, found, err := ss.findSentCopy(ctx, entry)
+				if err != nil {
+					return "", err
+				}
+				if found {
+					ss.journalEnd(key, mailbox.SubmissionSent, id)
+					ss.s.log.Info("smtp retry found delivered", "user", ss.username, "smtp_id", id)
+					return id, nil
+				}
+			}
+			if time.Since(entry.FirstAt) < ss.s.cfg.UndecidedHold {
+				return "", errUndecided
+			}
+			// Past the bound: the provider does not have it.
+		}
+	}
+	attempt := time.Now()
+	if err := j.BeginSubmission(ctx, mailbox.Submission{Key: key, Username: ss.username, Match: matchOf(sub), FirstAt: attempt}); err != nil {
+		return "", err // unrecorded, a lost answer could not be resolved: 451
+	}
+	auth := directapi.Authentication{Username: ss.username, Password: ss.password}
+	smtpID, err := ss.s.cfg.Provider.Send(ctx, auth, ss.directAddr, sub.Message, sub.UseHeaders())
+	switch {
+	case err == nil:
+		ss.journalEnd(key, mailbox.SubmissionSent, smtpID)
+	case errors.Is(err, upstream.ErrUnknownOutcome):
+		ss.journalEnd(key, mailbox.SubmissionUnknown, "")
+	default:
+		// Certainly not taken (refused, or never reached the provider).
+		if ferr := j.ForgetSubmission(context.WithoutCancel(ctx), key); ferr != nil {
+			ss.s.log.Warn("smtp journal", "err", ferr)
+		}
+	}
+	if errors.Is(err, upstream.ErrAuth) {
+		ss.s.cfg.Verifier.Forget(ss.username, ss.password, ss.directAddr)
+	}
+	return smtpID, err
+}
+
+// journalEnd records an outcome; the send's own context may have expired.
+func (ss *session) journalEnd(key string, state mailbox.SubmissionState, smtpID string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := ss.s.journal.EndSubmission(ctx, key, state, smtpID); err != nil {
+		// A retry then finds the entry still sending, and looks in Sent.
+		ss.s.log.Warn("smtp journal", "err", err)
+	}
+}
+
+// findSentCopy looks for the provider's copy of an undecided attempt in
+// the sender's INBOX.Sent and returns its smtpId (the copy's Message-ID).
+// A failed look-up is an error: the retry must wait rather than risk a
+// duplicate.
+func (ss *session) findSentCopy(ctx context.Context, entry mailbox.Submission) (string, bool, error) {
+	auth := directapi.Authentication{Username: ss.username, Password: ss.password}
+	from := entry.FirstAt.Add(-sentClockSkew)
+	msgs, err := ss.s.cfg.Provider.MetadataReceived(ctx, auth, "INBOX.Sent", from, time.Now().Add(sentClockSkew))
+	if err != nil {
+		return "", false, err
+	}
+	// Candidates: the sender's, received no earlier than the attempt
+	// (less clock skew), and not a message whose send the bridge already
+	// answered 250 for.
+	var candidates []int64
+	for _, m := range msgs {
+		if !strings.EqualFold(m.Sender, ss.username) || !m.ReceivedDate.IsZero() && m.ReceivedDate.Before(from) {
+			continue
+		}
+		if st := ss.s.cfg.Store; st != nil {
+			if known, err := st.KnownSmtpID(ctx, strings.Trim(m.MsgID, "<> ")); err != nil {
+				return "", false, err
+			} else if known {
+				continue
+			}
+		}
+		candidates = append(candidates, m.UID)
+	}
+	if len(candidates) == 0 {
+		return "", false, nil
+	}
+	// Only now the content: the metadata has no body.
+	full, err := ss.s.cfg.Provider.Messages(ctx, auth, "INBOX.Sent", candidates)
+	if err != nil {
+		return "", false, err
+	}
+	for _, m := range full {
+		var shown []string
+		for _, r := range m.Recipients {
+			if r.Type != directapi.BCC {
+				shown = append(shown, r.Email)
+			}
+		}
+		if copyMatch(m.Subject, shown, m.Message) == entry.Match {
+			return strings.Trim(m.MsgID, "<> "), true, nil
+		}
+	}
+	return "", false, nil
+}
+
+// memJournal keeps the submission journal in memory, for a server
+// configured without a state store (it then does not survive a restart).
+type memJournal struct {
+	mu sync.Mutex
+	m  map[string]mailbox.Submission
+}
+
+func (j *memJournal) BeginSubmission(_ context.Context, s mailbox.Submission) error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	for k, v := range j.m {
+		if time.Since(v.FirstAt) > mailbox.SubmissionTTL {
+			delete(j.m, k)
+		}
+	}
+	s.State, s.SmtpID = mailbox.SubmissionSending, ""
+	j.m[s.Key] = s
+	return nil
+}
+
+func (j *memJournal) EndSubmission(_ context.Context, key string, state mailbox.SubmissionState, smtpID string) error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if s, ok := j.m[key]; ok {
+		s.State, s.SmtpID = state, smtpID
+		j.m[key] = s
+	}
+	return nil
+}
+
+func (j *memJournal) ForgetSubmission(_ context.Context, key string) error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	delete(j.m, key)
+	return nil
+}
+
+func (j *memJournal) FindSubmission(_ context.Context, key string) (mailbox.Submission, bool, error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	s, ok := j.m[key]
+	return s, ok, nil
+}
