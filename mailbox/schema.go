@@ -42,7 +42,7 @@ CREATE TABLE IF NOT EXISTS validity_counter (
 	last INTEGER NOT NULL
 );
 `,
-	},	{
+	}, {
 		version: 2,
 		name:    "submission journal",
 		sql: `
