@@ -17,13 +17,12 @@ import (
 // Sentinel errors of Convert. Each is returned inside a *ConvertError, so a
 // caller matches it with errors.Is and answers the ConvertError's Reason.
 var (
-	// ErrBareLineEnding reports a CR or LF that is not part of a CRLF pair.
-	// RFC 5321 §2.3.8 allows line breaks only as CRLF in SMTP data, and
-	// servers that read a bare LF (or CR) as a line break are open to SMTP
-	// smuggling: "\n.\n" ends the data for one server and not for another,
-	// so a second message hidden in the first, with a forged sender, would
-	// be sent by the provider. The bridge refuses such data outright rather
-	// than repair it.
+	// ErrBareLineEnding reports a bare CR, or a line of a lone dot next
+	// to a bare LF (see lineends.go): RFC 5321 §2.3.8 allows line breaks
+	// only as CRLF, and servers that read a bare LF as a line break are
+	// open to SMTP smuggling: "\n.\n" ends the data for one server and
+	// not for another, so a second message hidden in the first, with a
+	// forged sender, would be sent on. Other bare LFs are made CRLF.
 	ErrBareLineEnding = errors.New("smtpbackend: bare CR or LF in message data")
 
 	// ErrNoFrom reports a message without a From address. RFC 5322 §3.6
@@ -136,11 +135,11 @@ var passHeaders = map[string]bool{
 // Direct address, or the T-user's directAddr.
 //
 // The rules, in order:
-//   - raw must use CRLF line breaks only (RFC 5321 §2.3.8; ErrBareLineEnding).
-//     The check is a single pass over the bytes and runs before parsing.
-//     The session must therefore hand over the DATA bytes unchanged (dot
-//     unstuffing apart) and must not offer BINARYMIME (RFC 3030), whose
-//     data may legitimately hold bare CR and LF.
+//   - bare LFs become CRLF (RFC 5321 §2.3.8; lineends.go); a bare CR or a
+//     lone-dot line next to a bare LF fails with ErrBareLineEnding. The
+//     pass over the bytes runs before parsing. The session must therefore
+//     hand over the DATA bytes unchanged (dot unstuffing apart) and must
+//     not offer BINARYMIME (RFC 3030), whose data may hold bare CR and LF.
 //   - raw is parsed with mimeconv.Parse within lim; a message too deeply
 //     nested or with too many parts fails with an error that matches
 //     mimeconv.ErrTooComplex, input without a header mimeconv.ErrNoHeader.
@@ -157,9 +156,16 @@ var passHeaders = map[string]bool{
 //   - Headers are the pass-through fields (see passHeaders and X-* fields),
 //     values as written but unfolded.
 func Convert(raw []byte, env Envelope, sender string, lim Limits) (*Submission, error) {
-	if hasBareLineEnding(raw) {
+	raw, err := normaliseLineEnds(raw)
+	switch {
+	case errors.Is(err, errSmuggling):
 		return nil, &ConvertError{
-			Reason: "message data contains a bare CR or LF; lines must end with CRLF (RFC 5321 section 2.3.8)",
+			Reason: "message data holds a line of a lone dot next to a bare LF, which other servers would take for the end of the data (SMTP smuggling); lines must end with CRLF (RFC 5321 section 2.3.8)",
+			Err:    ErrBareLineEnding,
+		}
+	case err != nil:
+		return nil, &ConvertError{
+			Reason: "message data contains a bare CR; lines must end with CRLF (RFC 5321 section 2.3.8)",
 			Err:    ErrBareLineEnding,
 		}
 	}

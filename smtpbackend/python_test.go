@@ -157,3 +157,61 @@ func TestPythonSmtplib(t *testing.T) {
 		t.Errorf("FindSent(%s): %+v ok %v err %v, want smtpId %s", res.Send.MessageID, rec, ok, err, id)
 	}
 }
+
+// pythonLFClient sends LF-terminated bytes with smtplib.sendmail, as
+// scripts do with msg.as_bytes() (smtplib dot-stuffs but does not fix line
+// ends of bytes). Arguments: HOST PORT USER PASSWORD RCPT SUBJECT. It
+// prints the reply to the data.
+const pythonLFClient = `
+import json, smtplib, sys
+host, port, user, password, rcpt, subject = sys.argv[1:7]
+raw = ("From: %s\nTo: %s\nSubject: %s\n\nfirst line\n.\n..two dots\nlast line\n" % (user, rcpt, subject)).encode()
+
+class Recording(smtplib.SMTP):
+    data_reply = None
+    def data(self, msg):
+        self.data_reply = super().data(msg)
+        return self.data_reply
+
+with Recording(host, int(port), timeout=30) as s:
+    s.login(user, password)
+    s.sendmail(user, [rcpt], raw)
+    code, text = s.data_reply
+    json.dump({"code": code, "text": text.decode()}, sys.stdout)
+`
+
+// TestPythonSendmailBareLF: smtplib.sendmail of LF-terminated bytes is
+// accepted (250) and delivered with CRLF line ends, its dot lines intact.
+func TestPythonSendmailBareLF(t *testing.T) {
+	t.Parallel()
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("python3 not on PATH")
+	}
+	h := newHarness(t, nil)
+	subject := h.subject("bare LF from smtplib")
+	host, port, _ := strings.Cut(h.subAddr, ":")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, py, "-c", pythonLFClient, host, port, aliceAddr, passwords[aliceAddr], bobAddr, subject)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	stdout, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("python3: %v\n%s", err, stderr.String())
+	}
+	var res struct {
+		Code int    `json:"code"`
+		Text string `json:"text"`
+	}
+	if err := json.Unmarshal(stdout, &res); err != nil || res.Code != 250 {
+		t.Fatalf("sendmail: %s (%v)", stdout, err)
+	}
+	got := h.withSubject(t, bobAddr, "INBOX", subject)
+	if len(got) != 1 {
+		t.Fatalf("bob has %d copies", len(got))
+	}
+	if want := "first line\n.\n..two dots\nlast line"; strings.TrimRight(strings.ReplaceAll(got[0].Body, "\r\n", "\n"), "\n") != want {
+		t.Errorf("body %q, want %q", got[0].Body, want)
+	}
+}
