@@ -188,6 +188,11 @@ func topFields(msg directapi.Message, opts ComposeOptions) ([]field, error) {
 // validMsgID reports whether id can go between the angle brackets of an
 // RFC 5322 §3.6.4 msg-id: printable ASCII without brackets, quotes or
 // backslashes, with an "@" separating two non-empty halves.
+// ValidMessageID reports whether id, without angle brackets, is a msg-id
+// Compose accepts: id-left@id-right of visible ASCII (RFC 5322 §3.6.4,
+// without the obsolete and quoted forms), at most 250 bytes.
+func ValidMessageID(id string) bool { return len(id) <= 250 && validMsgID(id) }
+
 func validMsgID(id string) bool {
 	left, right, ok := strings.Cut(id, "@")
 	if !ok || left == "" || right == "" || strings.Contains(right, "@") {

@@ -16,6 +16,7 @@ type Config struct {
 	Reseller  string `envconfig:"SANDBOX_RESELLER" desc:"registration account to seed, as user:password; empty: a demo account"`
 	MaxBody   int64  `envconfig:"SANDBOX_MAX_BODY" default:"67108864" desc:"largest request body the sandbox accepts, in bytes"`
 	StatusCSV bool   `envconfig:"SANDBOX_STATUS_CSV" default:"false" desc:"answer status operations with csvData instead of messageLogs"`
+	MintIDs   bool   `envconfig:"SANDBOX_MINT_MESSAGE_IDS" default:"false" desc:"give every sent message a Message-ID of the sandbox's own (its smtpId), as some providers do, instead of keeping the client's"`
 	// Latency stands for a slow provider when the bridge is measured.
 	Latency time.Duration `envconfig:"SANDBOX_LATENCY" default:"0s" desc:"time added to every REST answer, to measure the bridge against a slow or distant provider (e.g. 20ms); 0: none"`
 }
@@ -35,7 +36,7 @@ var DemoReseller = Account{Name: "reseller", Password: DemoPassword}
 // Options turns the configuration into Options. Demo reports whether demo
 // accounts were used (their passwords may then be shown).
 func (c Config) Options() (opts Options, demo bool, err error) {
-	opts = Options{Dir: c.Data, Domain: c.Domain, MaxBodyBytes: c.MaxBody, StatusAsCSV: c.StatusCSV, Latency: c.Latency}
+	opts = Options{Dir: c.Data, Domain: c.Domain, MaxBodyBytes: c.MaxBody, StatusAsCSV: c.StatusCSV, MintMessageIDs: c.MintIDs, Latency: c.Latency}
 	if c.MaxBody < 0 {
 		return opts, false, fmt.Errorf("DIRECTBRIDGE_SANDBOX_MAX_BODY must not be negative")
 	}

@@ -684,3 +684,30 @@ func TestHTTPNonASCIIFolderTree(t *testing.T) {
 		t.Fatalf("after delete: %s", got)
 	}
 }
+
+// TestHTTPClientMessageIDKept: SendWithHeader with a valid Message-ID the
+// sandbox has not sent yet keeps it as the message's Message-ID and
+// smtpId; a repeated or malformed one, or any with MintMessageIDs, gets a
+// minted one.
+func TestHTTPClientMessageIDKept(t *testing.T) {
+	t.Parallel()
+	send := func(r *wireEnv, msgID string) string {
+		return wireStr(t, r.ok("PUT", "/SendWithHeader", `{"authentication":`+wireAliceAuth+`,"message":{"sender":"alice@direct.example",`+
+			`"subject":"ids","body":"b","htmlBody":false,"recipients":[{"email":"bob@direct.example","type":"TO"}],`+
+			`"headers":[{"name":"Message-ID","value":"`+msgID+`"}]}}`), "smtpId")
+	}
+	r := newWireEnv(t, sandbox.Options{})
+	if got := send(r, "<kept-1@client.example>"); got != "kept-1@client.example" {
+		t.Errorf("smtpId %q; want the client's Message-ID", got)
+	}
+	if got := send(r, "<kept-1@client.example>"); got == "kept-1@client.example" {
+		t.Errorf("a Message-ID sent before was kept again")
+	}
+	if got := send(r, "no brackets@client.example"); strings.Contains(got, "client.example") {
+		t.Errorf("a malformed Message-ID was kept: %q", got)
+	}
+	minting := newWireEnv(t, sandbox.Options{MintMessageIDs: true})
+	if got := send(minting, "<kept-2@client.example>"); got == "kept-2@client.example" || got == "" {
+		t.Errorf("with MintMessageIDs the smtpId is %q", got)
+	}
+}

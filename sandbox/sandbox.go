@@ -44,6 +44,10 @@ type Options struct {
 	// StatusAsCSV makes the status operations answer with hasCvData=true
 	// and csvData instead of messageLogs, as some provider set-ups do.
 	StatusAsCSV bool
+	// MintMessageIDs makes every send get a Message-ID the sandbox mints
+	// (its smtpId), as some providers do, instead of keeping a valid,
+	// unique Message-ID the client gave in SendWithHeader's headers.
+	MintMessageIDs bool
 	// Clock replaces time.Now, so tests can pass the one-hour MDN timeout
 	// or the ten-minute session lifetime without waiting.
 	Clock func() time.Time
@@ -63,6 +67,7 @@ type Server struct {
 	domain    string
 	maxBody   int64
 	statusCSV bool
+	mintIDs   bool
 	clock     func() time.Time
 	log       *slog.Logger
 	mux       *http.ServeMux
@@ -80,6 +85,7 @@ func Open(opts Options) (*Server, error) {
 		domain:    strings.ToLower(strings.TrimSpace(opts.Domain)),
 		maxBody:   opts.MaxBodyBytes,
 		statusCSV: opts.StatusAsCSV,
+		mintIDs:   opts.MintMessageIDs,
 		clock:     opts.Clock,
 		log:       opts.Logger,
 		hooks:     newTestHooks(),

@@ -34,6 +34,42 @@ func newSMTPID(addr string) string {
 	return hex.EncodeToString(b) + "@" + domainOf(addr)
 }
 
+// clientMessageID returns the Message-ID the client gave in
+// SendWithHeader's headers, without brackets, when it is valid (RFC 5322
+// §3.6.4) and no message sent through the sandbox has it already: the
+// message keeps it and it becomes the smtpId, so receipts (MDNs), which
+// Direct matches to the original by Message-ID, find the client's own.
+// What a provider does with a client's Message-ID is not shown; keeping
+// it is what mail servers do. "" means mint one (also always with
+// Options.MintMessageIDs).
+func (s *Server) clientMessageID(tx *sql.Tx, headers []directapi.MessageHeader) (string, error) {
+	if s.mintIDs {
+		return "", nil
+	}
+	for _, h := range headers {
+		if !strings.EqualFold(strings.TrimSpace(h.Name), "Message-ID") {
+			continue
+		}
+		id := strings.TrimSpace(h.Value)
+		if !strings.HasPrefix(id, "<") || !strings.HasSuffix(id, ">") {
+			return "", nil
+		}
+		id = normSMTPID(id)
+		if !mimeconv.ValidMessageID(id) {
+			return "", nil
+		}
+		var n int
+		if err := tx.QueryRow(`SELECT COUNT(*) FROM delivery_logs WHERE smtp_id = ?`, id).Scan(&n); err != nil {
+			return "", err
+		}
+		if n > 0 {
+			return "", nil
+		}
+		return id, nil
+	}
+	return "", nil
+}
+
 // normSMTPID strips white space and angle brackets.
 func normSMTPID(id string) string {
 	return strings.TrimSuffix(strings.TrimPrefix(strings.TrimSpace(id), "<"), ">")
@@ -81,7 +117,13 @@ func (s *Server) send(tx *sql.Tx, from user, out outgoing) (string, error) {
 		}
 	}
 	now := s.now()
-	smtpID := newSMTPID(from.address)
+	smtpID, err := s.clientMessageID(tx, out.headers)
+	if err != nil {
+		return "", err
+	}
+	if smtpID == "" {
+		smtpID = newSMTPID(from.address)
+	}
 	raw, err := mimeconv.Compose(msg, mimeconv.ComposeOptions{MessageID: smtpID, Date: now, Headers: out.headers, Attached: out.attached})
 	if err != nil {
 		switch {

@@ -1434,3 +1434,27 @@ func TestConcurrentSubmissions(t *testing.T) {
 		t.Errorf("%d messages sent, want %d", n, clients*perClient)
 	}
 }
+
+// TestClientMessageIDReachesRecipient: the Message-ID a client writes is
+// the one the recipient sees (Direct matches receipts to the original by
+// it), and the 250 reply names it as the smtpId.
+func TestClientMessageIDReachesRecipient(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil)
+	c := h.login(t, aliceAddr)
+	subject := h.subject("own message id")
+	msgID := fmt.Sprintf("<own-%d@ehr.client.example>", h.seq.Add(1))
+	reply := mustSubmit(t, c, aliceAddr, []string{bobAddr}, simple(subject, "body\n", "Message-ID: "+msgID))
+	got := h.withSubject(t, bobAddr, "INBOX", subject)
+	if len(got) != 1 || got[0].MsgID != msgID {
+		t.Fatalf("bob's copy: %d messages, Message-ID %q; want %s", len(got), func() string {
+			if len(got) > 0 {
+				return got[0].MsgID
+			}
+			return ""
+		}(), msgID)
+	}
+	if !strings.Contains(reply, strings.Trim(msgID, "<>")) {
+		t.Errorf("reply %q does not name %s", reply, msgID)
+	}
+}
