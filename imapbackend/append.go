@@ -11,6 +11,7 @@ import (
 
 	"github.com/directbridge/directbridge/directapi"
 	"github.com/directbridge/directbridge/mimeconv"
+	"github.com/directbridge/directbridge/upstream"
 )
 
 // sentFolder is where the provider files a copy of every message sent.
@@ -96,7 +97,24 @@ func (s *session) Append(mailbox string, r imap.LiteralReader, options *imap.App
 	a := &arrival{sent: time.Now(), msgID: msgID, size: len(raw), seen: seen, kept: kept, raw: raw}
 	m.saving(a)
 	err = s.srv.cfg.Provider.Save(ctx, s.auth, folder, [][]byte{raw})
-	m.saveEnded(a, err == nil)
+	unknown := errors.Is(err, upstream.ErrUnknownOutcome)
+	a.uncertain = unknown
+	m.saveEnded(a, err == nil || unknown)
+	if unknown {
+		// The answer was lost, and the provider may have stored the
+		// message. Answering NO would make the client append it again,
+		// twice if it was stored: look in the folder first, for these
+		// very bytes (content pairing only, see placeArrivals).
+		lctx, lcancel := s.ctx()
+		defer lcancel()
+		if derr := m.discover(lctx); derr != nil || m.placed(a) == 0 {
+			m.abandon(a)
+			s.srv.cfg.Logger.Warn("imap append: outcome unknown and the message not found", "user", s.auth.Username, "err", err)
+			return nil, imapError(err)
+		}
+		s.srv.cfg.Logger.Info("imap append: answer lost, message found in the folder", "user", s.auth.Username)
+		err = nil
+	}
 	if err != nil {
 		return nil, imapError(err)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/directbridge/directbridge/directapi"
 	"github.com/directbridge/directbridge/imapbackend"
 	"github.com/directbridge/directbridge/mailbox"
+	"github.com/directbridge/directbridge/sandbox"
 )
 
 // appendMsg runs APPEND.
@@ -278,5 +279,44 @@ func TestConcurrentAppendsSameMessageID(t *testing.T) {
 	}
 	if n := e.sandbox.Calls("GetRawMessagesByUIDs"); n != 0 {
 		t.Errorf("%d downloads of bodies saved through the bridge; want 0", n)
+	}
+}
+
+// TestAppendAnswerLost: when the provider stores an APPEND's message but
+// its answer is lost, the bridge finds the message in the folder and
+// answers OK (a NO would make the client append it again: two copies);
+// when the provider did not store it, the answer is NO and nothing is
+// there.
+func TestAppendAnswerLost(t *testing.T) {
+	e := newEnv(t, options{})
+	c := e.login(alice, alicePW)
+	mustSelectFolder(t, c, "INBOX")
+
+	e.sandbox.InjectFault("SaveRawMessages", sandbox.Fault{After: true, Reset: true, Times: 1})
+	data, err := appendMsg(c, "INBOX", testMessage("lost answer"), imap.FlagFlagged)
+	if err != nil {
+		t.Fatalf("APPEND whose answer was lost after the provider stored it: %v", err)
+	}
+	if data == nil || data.UID == 0 {
+		t.Fatalf("APPEND: no APPENDUID (%+v)", data)
+	}
+	if got := flagsByUID(t, c, data.UID)[data.UID]; !slices.Contains(got, imap.FlagFlagged) {
+		t.Errorf("flags %v; want \\Flagged", got)
+	}
+
+	e.sandbox.InjectFault("SaveRawMessages", sandbox.Fault{Reset: true, Times: 1})
+	if _, err := appendMsg(c, "INBOX", testMessage("never stored"), imap.FlagFlagged); err == nil {
+		t.Fatal("APPEND the provider never stored answered OK")
+	}
+	msgs, err := c.Fetch(imap.SeqSet{{Start: 1, Stop: 0}}, &imap.FetchOptions{Envelope: true}).Collect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var subjects []string
+	for _, m := range msgs {
+		subjects = append(subjects, m.Envelope.Subject)
+	}
+	if !slices.Equal(subjects, []string{"lost answer"}) {
+		t.Errorf("INBOX holds %q; want the stored message once", subjects)
 	}
 }

@@ -63,6 +63,17 @@ type arrival struct {
 	uid   imap.UID      // set (under the mirror's mu) when a refresh placed it
 	tries int           // refreshes that listed its message (if not expunged) and could not pair it
 	done  chan struct{} // closed when SaveRawMessages answered
+	// uncertain: the save's answer was lost, so the message may not be
+	// there; only its bytes found in the folder place it (never the
+	// order of new UIDs, which could be another message's).
+	uncertain bool
+}
+
+// abandon forgets an arrival that was not found.
+func (m *mirror) abandon(a *arrival) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.pending = slices.DeleteFunc(slices.Clone(m.pending), func(b *arrival) bool { return b == a })
 }
 
 // saving notes a save about to be asked for: a refresh whose listing may
@@ -200,7 +211,8 @@ func (m *mirror) placeArrivals(ctx context.Context, newUIDs []imap.UID, started 
 		return nil
 	}
 	pairs := map[int]imap.UID{} // index in pending -> UID
-	if len(newUIDs) == len(pending) && sequential(pending) && pending[len(pending)-1].at.Before(started) {
+	if len(newUIDs) == len(pending) && sequential(pending) && pending[len(pending)-1].at.Before(started) &&
+		!slices.ContainsFunc(pending, func(a *arrival) bool { return a.uncertain }) {
 		for i, u := range newUIDs {
 			pairs[i] = u
 		}
