@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/emersion/go-imap/v2"
 
@@ -58,6 +59,10 @@ type reader struct {
 	run   int      // how many single fetches in a row followed in order
 	bytes int64    // bytes read ahead for it so far, and
 	count int64    // how many messages: their average bounds the window
+	// ahead is the read-ahead download under way in the background, if
+	// any: the UIDs it brings, and closed when they are in the cache.
+	ahead     map[imap.UID]bool
+	aheadDone chan struct{}
 }
 
 type readerKey struct {
@@ -96,6 +101,7 @@ type Order interface {
 // the cache's budget, so read-ahead never evicts what it fetched before
 // the client reads it).
 func (b *Bodies) Get(ctx context.Context, auth upstream.Auth, ref FolderRef, uids []imap.UID, order Order) (map[imap.UID][]byte, error) {
+	b.awaitAhead(ctx, ref, uids)
 	out := make(map[imap.UID][]byte, len(uids))
 	var need []imap.UID
 	for _, u := range uids {
@@ -107,6 +113,9 @@ func (b *Bodies) Get(ctx context.Context, auth upstream.Auth, ref FolderRef, uid
 	}
 	extra := b.readAhead(ref, uids, need, order)
 	if len(need) == 0 {
+		if len(extra) > 0 {
+			b.fetchAhead(auth, ref, extra)
+		}
 		return out, nil
 	}
 	got, err := b.download(ctx, auth, ref, append(need, extra...))
@@ -165,17 +174,93 @@ func (b *Bodies) readAhead(ref FolderRef, uids, need []imap.UID, order Order) []
 		r.run = 0
 	}
 	r.next = next
+	busy := r.ahead != nil
 	b.mu.Unlock()
-	if !sequential || len(need) == 0 {
+	if !sequential {
 		return nil
 	}
-	var extra []imap.UID
-	for _, u := range following {
+	if len(need) > 0 {
+		return b.uncached(ref, following)
+	}
+	// Served from the cache: download the next window in the background
+	// while the client reads this one, once a whole window past the
+	// next one is missing (or the rest of the folder is), so the reader
+	// never waits for the provider and each request still brings a window.
+	if busy {
+		return nil
+	}
+	after := order.After(last, 2*window)
+	extra := b.uncached(ref, after)
+	if len(extra) >= window || len(after) < 2*window && len(extra) > 0 { // or the folder's last ones
+		return extra
+	}
+	return nil
+}
+
+// uncached returns the UIDs of uids not in the cache.
+func (b *Bodies) uncached(ref FolderRef, uids []imap.UID) []imap.UID {
+	var out []imap.UID
+	for _, u := range uids {
 		if _, ok := b.cache.peek(rawKey{ref.User, ref.Folder, ref.Validity, u}); !ok {
-			extra = append(extra, u)
+			out = append(out, u)
 		}
 	}
-	return extra
+	return out
+}
+
+// aheadTimeout bounds a background read-ahead download.
+const aheadTimeout = 2 * time.Minute
+
+// fetchAhead downloads uids into the cache in the background, at the
+// ReadAhead priority (after requests clients wait for). One at a time
+// per reader; a fetch of a UID it brings waits for it (awaitAhead)
+// instead of asking the provider a second time.
+func (b *Bodies) fetchAhead(auth upstream.Auth, ref FolderRef, uids []imap.UID) {
+	k := readerKey{ref.User, strings.ToLower(ref.Folder)}
+	b.mu.Lock()
+	r := b.readers[k]
+	if r == nil || r.ahead != nil {
+		b.mu.Unlock()
+		return
+	}
+	r.ahead = make(map[imap.UID]bool, len(uids))
+	for _, u := range uids {
+		r.ahead[u] = true
+	}
+	done := make(chan struct{})
+	r.aheadDone = done
+	b.mu.Unlock()
+	go func() {
+		ctx, cancel := context.WithTimeout(upstream.WithPriority(context.Background(), upstream.ReadAhead), aheadTimeout)
+		defer cancel()
+		got, _ := b.download(ctx, auth, ref, uids) // a failure leaves the client to fetch them itself
+		b.noteReadAhead(ref, uids, got)
+		b.mu.Lock()
+		if r.aheadDone == done {
+			r.ahead, r.aheadDone = nil, nil
+		}
+		b.mu.Unlock()
+		close(done)
+	}()
+}
+
+// awaitAhead waits, within ctx, for the background read-ahead of the
+// folder when it brings any of uids.
+func (b *Bodies) awaitAhead(ctx context.Context, ref FolderRef, uids []imap.UID) {
+	b.mu.Lock()
+	r := b.readers[readerKey{ref.User, strings.ToLower(ref.Folder)}]
+	var done chan struct{}
+	if r != nil && r.ahead != nil && slices.ContainsFunc(uids, func(u imap.UID) bool { return r.ahead[u] }) {
+		done = r.aheadDone
+	}
+	b.mu.Unlock()
+	if done == nil {
+		return
+	}
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
 }
 
 // noteReadAhead adds what was read ahead to its reader's average size.

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/emersion/go-imap/v2"
 
@@ -19,9 +20,11 @@ type rawProvider struct {
 	mu       sync.Mutex
 	requests [][]int64
 	msgs     map[int64][]byte
+	delay    time.Duration // added to every answer
 }
 
 func (p *rawProvider) Raw(_ context.Context, _ upstream.Auth, _ string, uids []int64) (map[int64][]byte, error) {
+	time.Sleep(p.delay)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.requests = append(p.requests, slices.Clone(uids))
@@ -128,5 +131,49 @@ func TestBodiesMissingMessages(t *testing.T) {
 	}
 	if len(got) != 2 || got[6] != nil {
 		t.Fatalf("answer %v; want UIDs 4 and 5 only", got)
+	}
+}
+
+// TestBodiesReadAheadInBackground: a sequential reader is served from the
+// cache after its first fetches: the next window is downloaded while it
+// reads, in requests of a whole window each, and no message twice.
+func TestBodiesReadAheadInBackground(t *testing.T) {
+	const n = 1000
+	p := newRawProvider(n)
+	p.delay = 2 * time.Millisecond // a provider round trip
+	b := NewBodies(p, 64<<20)
+	waited := 0
+	for u := imap.UID(1); u <= n; u++ {
+		p.mu.Lock()
+		before := len(p.requests)
+		p.mu.Unlock()
+		got, err := b.Get(context.Background(), upstream.Auth{}, ref, []imap.UID{u}, order(n))
+		if err != nil || string(got[u]) != fmt.Sprintf("message %d", u) {
+			t.Fatalf("UID %d: %q, %v", u, got[u], err)
+		}
+		time.Sleep(100 * time.Microsecond) // the client's round trip
+		// A request made during this Get that brings u: the reader waited.
+		p.mu.Lock()
+		for _, r := range p.requests[before:] {
+			if slices.Contains(r, int64(u)) {
+				waited++
+			}
+		}
+		p.mu.Unlock()
+	}
+	if waited > 2 {
+		t.Errorf("the reader waited for the provider %d times; want only at the start", waited)
+	}
+	seen := map[int64]bool{}
+	for i, r := range p.requests {
+		if i > 1 && len(r) < readAheadWindow && r[len(r)-1] != n {
+			t.Errorf("request %d brings %d messages; want a window of at least %d", i, len(r), readAheadWindow)
+		}
+		for _, u := range r {
+			if seen[u] {
+				t.Errorf("UID %d downloaded twice", u)
+			}
+			seen[u] = true
+		}
 	}
 }
