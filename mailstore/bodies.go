@@ -190,11 +190,20 @@ func (b *Bodies) readAhead(ref FolderRef, uids, need []imap.UID, order Order) []
 		return nil
 	}
 	after := order.After(last, 2*window)
-	extra := b.uncached(ref, after)
-	if len(extra) >= window || len(after) < 2*window && len(extra) > 0 { // or the folder's last ones
-		return extra
+	// What is read ahead is a run of UIDs from the reader's position, so
+	// one look-up tells whether a window's worth (or the folder's rest)
+	// is missing; the whole list is looked at only then.
+	probe := len(after) - window
+	if len(after) < 2*window {
+		probe = len(after) - 1 // the folder's last ones
 	}
-	return nil
+	if probe < 0 {
+		return nil
+	}
+	if _, ok := b.cache.peek(rawKey{ref.User, ref.Folder, ref.Validity, after[probe]}); ok {
+		return nil
+	}
+	return b.uncached(ref, after)
 }
 
 // uncached returns the UIDs of uids not in the cache.
