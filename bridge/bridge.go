@@ -7,11 +7,13 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
 	"path/filepath"
 	"sync"
 	"time"
 
 	"github.com/directbridge/directbridge/admin"
+	"github.com/directbridge/directbridge/delivery"
 	"github.com/directbridge/directbridge/imapbackend"
 	"github.com/directbridge/directbridge/mailbox"
 	"github.com/directbridge/directbridge/restclient"
@@ -39,6 +41,7 @@ type Bridge struct {
 	store     *mailbox.Store
 	certs     *certSource
 	smtp      *smtpbackend.Server
+	tracker   *delivery.Tracker // nil when bounces are off
 	imap      *imapbackend.Server
 	listeners []namedListener
 	obs       *observer // metrics and health; nil when off
@@ -159,6 +162,12 @@ func (b *Bridge) open() error {
 		return err
 	}
 	b.obs.engine(b.imap, b.budget)
+	var tracker smtpbackend.Tracker
+	if b.cfg.Bounces {
+		b.tracker = delivery.New(delivery.Config{Provider: provider, Store: b.store,
+			Hostname: reportingName(), Logger: b.log.With("component", "delivery")})
+		tracker = b.tracker
+	}
 	b.smtp, err = smtpbackend.New(smtpbackend.Config{
 		Provider:          provider,
 		Verifier:          verifier,
@@ -168,6 +177,7 @@ func (b *Bridge) open() error {
 		MaxMessageBytes:   b.cfg.SMTPMaxMessageBytes,
 		MaxRecipients:     b.cfg.SMTPMaxRecipients,
 		UndecidedHold:     b.cfg.SMTPUndecidedHold,
+		Tracker:           tracker,
 		Logger:            b.log.With("component", "smtp"),
 		Metrics:           b.obs.smtpMetrics(),
 	})
@@ -276,6 +286,9 @@ func (b *Bridge) Run(ctx context.Context) error {
 
 func (b *Bridge) close() {
 	b.closeAdmin()
+	if b.tracker != nil {
+		b.tracker.Close()
+	}
 	for _, l := range b.listeners {
 		l.l.Close()
 	}
@@ -322,4 +335,12 @@ func (b *Bridge) banner() {
 			}
 		}
 	}
+}
+
+// reportingName is the host name a DSN gives as its Reporting-MTA.
+func reportingName() string {
+	if h, err := os.Hostname(); err == nil && h != "" {
+		return h
+	}
+	return "directbridge"
 }

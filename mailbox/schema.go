@@ -57,5 +57,16 @@ CREATE TABLE submissions (
 );
 CREATE INDEX submissions_by_age ON submissions (first_at);
 `,
+	}, {
+		version: 3,
+		name:    "delivery status notifications filed",
+		sql: `
+CREATE TABLE reported (
+	smtp_id   TEXT NOT NULL,
+	recipient TEXT NOT NULL,
+	at        INTEGER NOT NULL,
+	PRIMARY KEY (smtp_id, recipient)
+);
+`,
 	},
 }

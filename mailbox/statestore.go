@@ -18,6 +18,7 @@ type StateStore interface {
 	FolderStates
 	SentJournal
 	Submissions
+	Reported
 	// Close releases the store. No method may be called after it.
 	Close() error
 }

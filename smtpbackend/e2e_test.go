@@ -88,14 +88,24 @@ type harness struct {
 // change the bridge's Config before New. Everything stops at cleanup.
 func newHarness(t *testing.T, tweak func(*smtpbackend.Config)) *harness {
 	t.Helper()
-	sb, err := sandbox.Open(sandbox.Options{
+	return newHarnessWith(t, nil, tweak)
+}
+
+// newHarnessWith is newHarness with the sandbox's options changed by sbTweak.
+func newHarnessWith(t *testing.T, sbTweak func(*sandbox.Options), tweak func(*smtpbackend.Config)) *harness {
+	t.Helper()
+	opts := sandbox.Options{
 		Users: []sandbox.Account{
 			{Name: aliceAddr, Password: passwords[aliceAddr]},
 			{Name: bobAddr, Password: passwords[bobAddr]},
 			{Name: carolAddr, Password: passwords[carolAddr]},
 		},
 		Resellers: []sandbox.Account{{Name: tuserName, Password: passwords[tuserName]}},
-	})
+	}
+	if sbTweak != nil {
+		sbTweak(&opts)
+	}
+	sb, err := sandbox.Open(opts)
 	if err != nil {
 		t.Fatalf("sandbox.Open: %v", err)
 	}

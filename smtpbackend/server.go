@@ -13,6 +13,7 @@ import (
 
 	"github.com/emersion/go-smtp"
 
+	"github.com/directbridge/directbridge/delivery"
 	"github.com/directbridge/directbridge/mailbox"
 	"github.com/directbridge/directbridge/upstream"
 )
@@ -71,6 +72,15 @@ type Config struct {
 	// Metrics, when set, receives connection, command, authentication
 	// and message events.
 	Metrics Metrics
+	// Tracker, when set, follows every message sent until its recipients
+	// are final and files delivery status notifications (delivery
+	// package); ESMTP DSN (RFC 3461) is offered with it.
+	Tracker Tracker
+}
+
+// Tracker follows sent messages (delivery.Tracker).
+type Tracker interface {
+	Track(delivery.Message)
 }
 
 // Server is the SMTP submission front: authenticated clients submit RFC
@@ -156,6 +166,7 @@ func (s *Server) serve(l net.Listener, implicitTLS bool) error {
 	srv.AllowInsecureAuth = s.cfg.AllowInsecureAuth || implicitTLS || isLoopback(l.Addr())
 	srv.MaxMessageBytes = s.cfg.MaxMessageBytes
 	srv.MaxRecipients = s.cfg.MaxRecipients
+	srv.EnableDSN = s.cfg.Tracker != nil // RFC 3461: NOTIFY, RET, ENVID
 	srv.MaxLineLength = int(s.cfg.MaxMessageBytes) + lineSlack
 	srv.ReadTimeout = s.cfg.ReadTimeout
 	srv.WriteTimeout = s.cfg.WriteTimeout

@@ -5,12 +5,14 @@ import (
 	"errors"
 	"io"
 	"net/mail"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/emersion/go-sasl"
 	"github.com/emersion/go-smtp"
 
+	"github.com/directbridge/directbridge/delivery"
 	"github.com/directbridge/directbridge/directapi"
 	"github.com/directbridge/directbridge/mailbox"
 )
@@ -27,6 +29,9 @@ type session struct {
 	directAddr string
 
 	rcpts []string // this transaction's recipients, deduplicated
+	// ESMTP DSN parameters of this transaction (RFC 3461).
+	envID  string
+	notify map[string]delivery.Notify
 }
 
 var _ smtp.AuthSession = (*session)(nil)
@@ -99,7 +104,7 @@ func (ss *session) login(identity, username, password string) (err error) {
 // Mail starts a transaction. The reverse-path must be the sender's
 // address: a Direct mailbox sends only as itself (RFC 6409 §6.1 lets an
 // MSA refuse other addresses).
-func (ss *session) Mail(from string, _ *smtp.MailOptions) (err error) {
+func (ss *session) Mail(from string, opts *smtp.MailOptions) (err error) {
 	defer func() { ss.s.metrics.Command("MAIL", replyClass(err)) }()
 	if ss.username == "" {
 		return errAuthRequired
@@ -112,12 +117,15 @@ func (ss *session) Mail(from string, _ *smtp.MailOptions) (err error) {
 	if !strings.EqualFold(strings.TrimSpace(from), ss.sender()) {
 		return senderRefused(ss.sender())
 	}
-	ss.rcpts = nil
+	ss.rcpts, ss.envID, ss.notify = nil, "", nil
+	if opts != nil {
+		ss.envID = opts.EnvelopeID
+	}
 	return nil
 }
 
 // Rcpt adds a recipient; the address must be a valid addr-spec.
-func (ss *session) Rcpt(to string, _ *smtp.RcptOptions) (err error) {
+func (ss *session) Rcpt(to string, opts *smtp.RcptOptions) (err error) {
 	defer func() { ss.s.metrics.Command("RCPT", replyClass(err)) }()
 	if ss.username == "" {
 		return errAuthRequired
@@ -127,6 +135,12 @@ func (ss *session) Rcpt(to string, _ *smtp.RcptOptions) (err error) {
 		return errBadAddress
 	}
 	addr := strings.ToLower(a.Address)
+	if opts != nil && len(opts.Notify) > 0 {
+		if ss.notify == nil {
+			ss.notify = map[string]delivery.Notify{}
+		}
+		ss.notify[addr] = notifyOf(opts.Notify)
+	}
 	for _, r := range ss.rcpts {
 		if r == addr {
 			return nil
@@ -178,6 +192,11 @@ func (ss *session) Data(r io.Reader) (err error) {
 			ss.s.log.Error("recording sent message", "err", err)
 		}
 	}
+	if t := ss.s.cfg.Tracker; t != nil {
+		t.Track(delivery.Message{Auth: directapi.Authentication{Username: ss.username, Password: ss.password},
+			DirectAddr: ss.directAddr, SmtpID: smtpID, Sender: ss.sender(), MessageID: sub.MessageID, Raw: raw,
+			EnvID: ss.envID, At: start, Recipients: slices.Clone(ss.rcpts), Notify: ss.notify})
+	}
 	ss.s.log.Info("smtp message sent", "user", ss.username, "recipients", len(ss.rcpts), "size", len(raw),
 		"smtp_id", smtpID, "duration", time.Since(start))
 	return reply(250, smtp.EnhancedCode{2, 0, 0}, "OK: queued as "+smtpID)
@@ -193,7 +212,24 @@ func errReason(err error) string {
 }
 
 // Reset ends the transaction.
-func (ss *session) Reset() { ss.rcpts = nil }
+func (ss *session) Reset() { ss.rcpts, ss.envID, ss.notify = nil, "", nil }
+
+// notifyOf reads a RCPT's NOTIFY parameter (RFC 3461 §4.1). DELAY is
+// accepted and not acted on: the bridge reports only final outcomes.
+func notifyOf(ns []smtp.DSNNotify) delivery.Notify {
+	n := delivery.Notify{Set: true}
+	for _, v := range ns {
+		switch v {
+		case smtp.DSNNotifyNever:
+			n.Never = true
+		case smtp.DSNNotifySuccess:
+			n.Success = true
+		case smtp.DSNNotifyFailure:
+			n.Failure = true
+		}
+	}
+	return n
+}
 
 // Logout forgets the connection; go-smtp calls it when the connection
 // ends. The credentials go with the session to the garbage collector:

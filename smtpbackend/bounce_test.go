@@ -1,0 +1,151 @@
+package smtpbackend_test
+
+import (
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/emersion/go-smtp"
+
+	"github.com/directbridge/directbridge/delivery"
+	"github.com/directbridge/directbridge/directapi"
+	"github.com/directbridge/directbridge/sandbox"
+	"github.com/directbridge/directbridge/smtpbackend"
+)
+
+// withTracker gives the harness a delivery tracker that checks often.
+func withTracker(t *testing.T) func(*smtpbackend.Config) {
+	return func(c *smtpbackend.Config) {
+		tr := delivery.New(delivery.Config{Provider: c.Provider, Store: c.Store, Hostname: "bridge.test",
+			FirstCheck: 20 * time.Millisecond, MaxInterval: 50 * time.Millisecond, Tick: 10 * time.Millisecond})
+		t.Cleanup(tr.Close)
+		c.Tracker = tr
+	}
+}
+
+// dsns returns the delivery status notifications in user's INBOX.
+func (h *harness) dsns(t *testing.T, user string) []directapi.MessageDetail {
+	t.Helper()
+	var out []directapi.MessageDetail
+	for _, m := range h.messages(t, user, "INBOX") {
+		if strings.Contains(m.Subject, "Undelivered Mail") || strings.Contains(m.Subject, "Delivery Status Notification") {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// rawOf returns the raw bytes of user's message uid in INBOX.
+func (h *harness) rawOf(t *testing.T, user string, uid int64) string {
+	t.Helper()
+	raws, err := h.admin.GetRawMessagesByUIDs(ctxT(t), auth(user), "INBOX", []int64{uid})
+	if err != nil || len(raws) != 1 {
+		t.Fatalf("raw of %d: %d, %v", uid, len(raws), err)
+	}
+	b, err := raws[0].Bytes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// waitFor polls cond for up to 5 s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); !cond(); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+	}
+}
+
+// TestBounceUnknownLocalAddress: a message to an address of a hosted
+// domain that does not exist is answered 250 (the provider took it), then
+// exactly one RFC 3464 DSN reaches the sender's INBOX, naming the
+// recipient with 5.1.1 and holding the original's headers.
+func TestBounceUnknownLocalAddress(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, withTracker(t))
+	c := h.login(t, aliceAddr)
+	subject := h.subject("to nobody")
+	msgID := "<bounce-me@client.example>"
+	nobody := "nobody@direct.example"
+	mustSubmit(t, c, aliceAddr, []string{nobody, bobAddr}, simple(subject, "hello\n", "Message-ID: "+msgID))
+	waitFor(t, "a DSN", func() bool { return len(h.dsns(t, aliceAddr)) > 0 })
+	time.Sleep(200 * time.Millisecond) // more checks come and go
+	got := h.dsns(t, aliceAddr)
+	if len(got) != 1 {
+		t.Fatalf("%d DSNs; want exactly 1", len(got))
+	}
+	raw := h.rawOf(t, aliceAddr, got[0].UID)
+	for _, want := range []string{
+		"multipart/report; report-type=delivery-status",
+		"Content-Type: message/delivery-status",
+		"Final-Recipient: rfc822; " + nobody,
+		"Action: failed",
+		"Status: 5.1.1",
+		"Content-Type: text/rfc822-headers",
+		"Subject: " + subject,
+		"In-Reply-To: " + msgID,
+	} {
+		if !strings.Contains(raw, want) {
+			t.Errorf("DSN lacks %q:\n%s", want, raw)
+		}
+	}
+	if strings.Contains(raw, "Final-Recipient: rfc822; "+bobAddr) {
+		t.Errorf("the DSN reports bob, who got the message:\n%s", raw)
+	}
+	if strings.Contains(raw, "hello") {
+		t.Errorf("the DSN carries the original's body")
+	}
+}
+
+// TestBounceNoMDN: a recipient whose HISP never confirms is reported with
+// 4.4.7 once the provider turns Waiting into NO MDN Received (an hour on
+// the sandbox's clock); NOTIFY=NEVER suppresses the report.
+func TestBounceNoMDN(t *testing.T) {
+	t.Parallel()
+	var offset atomic.Int64
+	h := newHarnessWith(t, func(o *sandbox.Options) {
+		o.Clock = func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }
+	}, withTracker(t))
+	c := h.login(t, aliceAddr)
+	remote, silent := "doctor@remote-hisp.example", "other@remote-hisp.example"
+	subject := h.subject("never confirmed")
+	if err := c.Mail(aliceAddr, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Rcpt(remote, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Rcpt(silent, &smtp.RcptOptions{Notify: []smtp.DSNNotify{smtp.DSNNotifyNever}}); err != nil {
+		t.Fatal(err)
+	}
+	w, err := c.Data()
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Write(simple(subject, "x\n"))
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(150 * time.Millisecond)
+	if n := len(h.dsns(t, aliceAddr)); n != 0 {
+		t.Fatalf("%d DSNs while the recipients are still Waiting", n)
+	}
+	offset.Store(int64(61 * time.Minute))
+	waitFor(t, "a DSN", func() bool { return len(h.dsns(t, aliceAddr)) > 0 })
+	time.Sleep(200 * time.Millisecond)
+	got := h.dsns(t, aliceAddr)
+	if len(got) != 1 {
+		t.Fatalf("%d DSNs; want 1", len(got))
+	}
+	raw := h.rawOf(t, aliceAddr, got[0].UID)
+	if !strings.Contains(raw, "Final-Recipient: rfc822; "+remote) || !strings.Contains(raw, "Status: 4.4.7") {
+		t.Errorf("DSN:\n%s", raw)
+	}
+	if strings.Contains(raw, silent) {
+		t.Errorf("NOTIFY=NEVER recipient reported:\n%s", raw)
+	}
+}
