@@ -177,6 +177,7 @@ func (b *Bridge) open() error {
 		MaxMessageBytes:   b.cfg.SMTPMaxMessageBytes,
 		MaxRecipients:     b.cfg.SMTPMaxRecipients,
 		UndecidedHold:     b.cfg.SMTPUndecidedHold,
+		Limits:            smtpbackend.Limits{Flatten: b.cfg.SMTPFlatten},
 		Tracker:           tracker,
 		Logger:            b.log.With("component", "smtp"),
 		Metrics:           b.obs.smtpMetrics(),

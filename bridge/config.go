@@ -39,6 +39,7 @@ type Config struct {
 	SMTPMaxMessageBytes int64         `envconfig:"SMTP_MAX_MESSAGE_BYTES" default:"52428800" desc:"largest message accepted by SMTP, in bytes (advertised as SIZE)"`
 	SMTPMaxRecipients   int           `envconfig:"SMTP_MAX_RECIPIENTS" default:"100" desc:"most recipients of one SMTP message"`
 	Bounces             bool          `envconfig:"BOUNCES" default:"true" desc:"follow every message sent through SMTP until the provider reports each recipient final, and file an RFC 3464 delivery status notification in the sender's INBOX for recipients that failed (Locally Failed, Remotely Failed, NO MDN Received); ESMTP DSN NOTIFY, RET and ENVID are honoured"`
+	SMTPFlatten         bool          `envconfig:"SMTP_FLATTEN" default:"false" desc:"send receipts (MDN), bounces (DSN) and signed or encrypted S/MIME messages flattened into the provider's message model (report and signature parts become attachments) instead of refusing them with 554 5.6.3"`
 	SMTPUndecidedHold   time.Duration `envconfig:"SMTP_UNDECIDED_HOLD" default:"2m" desc:"how long a client's retry of a message whose earlier send has an unknown outcome (answer lost, bridge killed) is answered 451 while the provider's Sent copy is looked for, before the message is sent again"`
 
 	PollInterval    time.Duration `envconfig:"POLL_INTERVAL" default:"5s" desc:"how often the provider is asked for changes of a folder someone has open (one poll per user and folder, shared by all connections); stretched so that polls take at most half of the request budget"`

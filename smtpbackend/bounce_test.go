@@ -1,6 +1,8 @@
 package smtpbackend_test
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -147,5 +149,26 @@ func TestBounceNoMDN(t *testing.T) {
 	}
 	if strings.Contains(raw, silent) {
 		t.Errorf("NOTIFY=NEVER recipient reported:\n%s", raw)
+	}
+}
+
+// TestReceiptRefusedClearly: a DSN submitted through SMTP is answered 554
+// 5.6.3 with a reason, and nothing is sent.
+func TestReceiptRefusedClearly(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil)
+	raw, err := os.ReadFile(filepath.Join("testdata", "messages", "direct-dsn-failed.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := h.login(t, aliceAddr)
+	calls := h.sb.Calls("Send") + h.sb.Calls("SendWithHeader")
+	_, err = submit(c, aliceAddr, []string{bobAddr}, raw)
+	se := wantReply(t, err, 554, 5, 6, 3)
+	if se != nil && !strings.Contains(se.Message, "multipart/report") {
+		t.Errorf("reason %q does not say why", se.Message)
+	}
+	if n := h.sb.Calls("Send") + h.sb.Calls("SendWithHeader"); n != calls {
+		t.Errorf("the provider was asked to send")
 	}
 }

@@ -106,7 +106,13 @@ func (s *Submission) UseHeaders() bool { return len(s.Message.Headers) > 0 }
 // and the number of body parts (RFC 2046 §5.1 puts no limit on either).
 // Zero (or a negative value) means the mimeconv default
 // (mimeconv.DefaultMaxDepth, mimeconv.DefaultMaxParts).
-type Limits struct{ MaxDepth, MaxParts int }
+type Limits struct {
+	MaxDepth, MaxParts int
+	// Flatten sends messages the provider's model cannot carry (receipts,
+	// signed or encrypted messages; carriable.go) flattened instead of
+	// refusing them.
+	Flatten bool
+}
 
 // passHeaders are the fields, by lower-case name, that travel through
 // SendWithHeader because the provider's Message has no place for them:
@@ -167,6 +173,11 @@ func Convert(raw []byte, env Envelope, sender string, lim Limits) (*Submission, 
 		return nil, &ConvertError{
 			Reason: "message data contains a bare CR; lines must end with CRLF (RFC 5321 section 2.3.8)",
 			Err:    ErrBareLineEnding,
+		}
+	}
+	if !lim.Flatten {
+		if why := notCarriable(raw, lim); why != "" {
+			return nil, &ConvertError{Reason: "Message cannot be sent unchanged: " + why, Err: ErrNotCarriable}
 		}
 	}
 	p, err := mimeconv.Parse(raw, mimeconv.ParseOptions{MaxDepth: lim.MaxDepth, MaxParts: lim.MaxParts})

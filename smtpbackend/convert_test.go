@@ -88,6 +88,7 @@ type goldenCase struct {
 	html        bool              // HTMLBody
 	attachments map[string]string // filename -> SHA-256 of the decoded content
 	check       func(t *testing.T, s *Submission)
+	flatten     bool // converted with Limits.Flatten (a receipt or S/MIME message)
 }
 
 var goldenCases = []goldenCase{
@@ -369,6 +370,7 @@ var goldenCases = []goldenCase{
 	},
 	{
 		name:       "real-direct-mdn-processed",
+		flatten:    true, // refused without it (TestNotCarriableRefused)
 		sender:     "externUser1@starugh-stateline.com",
 		env:        Envelope{From: "externuser1@starugh-stateline.com", Recipients: []string{"User1@Cerner.com"}},
 		messageID:  "0c796d0e-4c76-43e8-be40-2cd5e30c1005",
@@ -403,7 +405,7 @@ func TestGolden(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			s, err := Convert(raw, tc.env, tc.sender, Limits{})
+			s, err := Convert(raw, tc.env, tc.sender, Limits{Flatten: tc.flatten})
 			if err != nil {
 				t.Fatalf("Convert: %v", err)
 			}
@@ -1147,5 +1149,31 @@ func TestBareLFNormalised(t *testing.T) {
 	// A real Direct message stored with LF line ends.
 	if _, err := Convert(raw, Envelope{Recipients: []string{"user1@cerner.com"}}, "externUser1@starugh-stateline.com", Limits{}); err != nil {
 		t.Errorf("direct-multiple-recipients.txt: %v", err)
+	}
+}
+
+// TestNotCarriableRefused: receipts (MDN), bounces (DSN), signed and
+// encrypted S/MIME messages, which the provider's model would change into
+// something else, are refused with ErrNotCarriable and a reason that says
+// why, unless Limits.Flatten.
+func TestNotCarriableRefused(t *testing.T) {
+	for _, tc := range []struct{ file, sender, why string }{
+		{"messages/direct-mdn-dispatched.txt", "", "receipt"},
+		{"messages/direct-dsn-failed.txt", "", "receipt or bounce"},
+		{"golden/real-direct-mdn-processed.eml", "", "receipt"},
+		{"messages/direct-smime-signed-wrapped.eml", "", "signed"},
+		{"messages/direct-encrypted-signed-ccda.txt", "", "encrypted"},
+	} {
+		t.Run(tc.file, func(t *testing.T) {
+			raw, err := os.ReadFile(filepath.Join("testdata", tc.file))
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = Convert(raw, Envelope{Recipients: []string{"bob@direct.example"}}, "any@direct.example", Limits{})
+			var ce *ConvertError
+			if !errors.Is(err, ErrNotCarriable) || !errors.As(err, &ce) || !strings.Contains(ce.Reason, tc.why) {
+				t.Fatalf("err = %v; want ErrNotCarriable saying %q", err, tc.why)
+			}
+		})
 	}
 }

@@ -58,6 +58,8 @@ func dataReply(err error) *smtp.SMTPError {
 		return reply(553, smtp.EnhancedCode{5, 7, 1}, ce0(err).Reason)
 	case errors.Is(err, ErrBareLineEnding):
 		return reply(550, smtp.EnhancedCode{5, 6, 0}, "Message contains a bare CR or LF; lines must end with CRLF (RFC 5321 section 2.3.8)")
+	case errors.Is(err, ErrNotCarriable):
+		return reply(554, smtp.EnhancedCode{5, 6, 3}, ce0(err).Reason) // RFC 3463 §3.7: conversion not supported
 	case errors.Is(err, mimeconv.ErrTooComplex):
 		return reply(554, smtp.EnhancedCode{5, 6, 0}, "Message structure too complex (too deeply nested or too many parts)")
 	case errors.As(err, &ce):
