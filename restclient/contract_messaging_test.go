@@ -955,7 +955,7 @@ func testStatusAsCSV(t *testing.T, env envFunc) {
 	logs, err = e.c.GetMessageStatuses(e.ctx(), ctAuth(ctAlice), []string{id})
 	e.must(err, "GetMessageStatuses")
 	check(logs, directapi.StatusWaiting)
-	logs, err = e.c.GetMessageStatusWithTuser(e.ctx(), ctTuser(ctCarol, ctAlice), id)
+	logs, err = e.c.GetMessageStatusWithTuser(e.ctx(), ctTuser(ctReseller, ctAlice), id)
 	e.must(err, "GetMessageStatusWithTuser")
 	check(logs, directapi.StatusWaiting)
 	e.clock.Advance(time.Hour)
@@ -1804,7 +1804,7 @@ func testSendWithTuser(t *testing.T, env envFunc) {
 	e := env(t)
 	msg := directapi.Message{Sender: ctAlice, Subject: "on behalf", Body: "sent by carol for alice",
 		Recipients: []directapi.Recipient{{Email: ctBob, Type: directapi.TO}}}
-	id, err := e.c.SendWithTuser(e.ctx(), ctTuser(ctCarol, ctAlice), msg)
+	id, err := e.c.SendWithTuser(e.ctx(), ctTuser(ctReseller, ctAlice), msg)
 	e.must(err, "SendWithTuser")
 	ms := e.messages(ctBob, "INBOX")
 	if len(ms) != 1 || ms[0].Sender != ctAlice || ms[0].Subject != "on behalf" || ms[0].MsgID != "<"+id+">" {
@@ -1824,21 +1824,21 @@ func testSendWithTuser(t *testing.T, env envFunc) {
 	e.must(err, "SendWithTuser as reseller")
 	wantN(t, "alice INBOX.Sent", e.count(ctAlice, "INBOX.Sent"), 2)
 
-	unknown := ctTuser(ctCarol, "nobody@"+ctDomain)
+	unknown := ctTuser(ctReseller, "nobody@"+ctDomain)
 	m := msg
 	m.Sender = "nobody@" + ctDomain
 	_, err = e.c.SendWithTuser(e.ctx(), unknown, m)
 	wantAddressError(t, err)
-	noAddr := ctTuser(ctCarol, "")
+	noAddr := ctTuser(ctReseller, "")
 	_, err = e.c.SendWithTuser(e.ctx(), noAddr, msg)
 	wantAddressError(t, err)
-	bad := ctTuser(ctCarol, ctAlice)
+	bad := ctTuser(ctReseller, ctAlice)
 	bad.Password = "wrong"
 	_, err = e.c.SendWithTuser(e.ctx(), bad, msg)
 	wantAuthFailure(t, err)
 	forged := msg
 	forged.Sender = ctCarol // must be directAddr
-	_, err = e.c.SendWithTuser(e.ctx(), ctTuser(ctCarol, ctAlice), forged)
+	_, err = e.c.SendWithTuser(e.ctx(), ctTuser(ctReseller, ctAlice), forged)
 	wantAddressError(t, err)
 	wantN(t, "bob INBOX after failures", e.count(ctBob, "INBOX"), 2)
 	wantN(t, "alice INBOX.Sent after failures", e.count(ctAlice, "INBOX.Sent"), 2)
@@ -1851,7 +1851,7 @@ func testSendWithHeaderWithTuser(t *testing.T, env envFunc) {
 			Recipients: []directapi.Recipient{{Email: ctBob, Type: directapi.TO}}},
 		Headers: []directapi.MessageHeader{{Name: "X-Foo", Value: "tuser"}, {Name: "In-Reply-To", Value: "<q-1@other.example>"}},
 	}
-	id, err := e.c.SendWithHeaderWithTuser(e.ctx(), ctTuser(ctDave, ctAlice), msg)
+	id, err := e.c.SendWithHeaderWithTuser(e.ctx(), ctTuser(ctReseller, ctAlice), msg)
 	e.must(err, "SendWithHeaderWithTuser")
 	uids := e.uids(ctBob, "INBOX")
 	if len(uids) != 1 {
@@ -1868,15 +1868,15 @@ func testSendWithHeaderWithTuser(t *testing.T, env envFunc) {
 
 	m := msg
 	m.Sender = "ghost@" + ctDomain
-	_, err = e.c.SendWithHeaderWithTuser(e.ctx(), ctTuser(ctDave, "ghost@"+ctDomain), m)
+	_, err = e.c.SendWithHeaderWithTuser(e.ctx(), ctTuser(ctReseller, "ghost@"+ctDomain), m)
 	wantAddressError(t, err)
-	bad := ctTuser(ctDave, ctAlice)
+	bad := ctTuser(ctReseller, ctAlice)
 	bad.Password = "wrong"
 	_, err = e.c.SendWithHeaderWithTuser(e.ctx(), bad, msg)
 	wantAuthFailure(t, err)
 	evil := msg
 	evil.Headers = []directapi.MessageHeader{{Name: "X-Foo", Value: "a\nBcc: eve@other.example"}}
-	_, err = e.c.SendWithHeaderWithTuser(e.ctx(), ctTuser(ctDave, ctAlice), evil)
+	_, err = e.c.SendWithHeaderWithTuser(e.ctx(), ctTuser(ctReseller, ctAlice), evil)
 	wantAPICode(t, err, 3)
 	wantN(t, "bob INBOX after failures", e.count(ctBob, "INBOX"), 1)
 }
@@ -1885,26 +1885,26 @@ func testGetMessageStatusWithTuser(t *testing.T, env envFunc) {
 	e := env(t)
 	id := e.send(ctAlice, directapi.Message{Sender: ctAlice, Subject: "s", Body: "b", Recipients: []directapi.Recipient{
 		{Email: ctBob, Type: directapi.TO}, {Email: "far@other.example", Type: directapi.TO}}})
-	logs, err := e.c.GetMessageStatusWithTuser(e.ctx(), ctTuser(ctCarol, ctAlice), id)
+	logs, err := e.c.GetMessageStatusWithTuser(e.ctx(), ctTuser(ctReseller, ctAlice), id)
 	e.must(err, "GetMessageStatusWithTuser")
 	by := byRecipient(t, logs)
 	if len(by) != 2 || by[ctBob].Status != directapi.StatusDelivered || by["far@other.example"].Status != directapi.StatusWaiting || by[ctBob].MessageID != id {
 		t.Errorf("records %+v", logs)
 	}
 	e.clock.Advance(time.Hour)
-	logs, err = e.c.GetMessageStatusWithTuser(e.ctx(), ctTuser(ctCarol, ctAlice), id)
+	logs, err = e.c.GetMessageStatusWithTuser(e.ctx(), ctTuser(ctReseller, ctAlice), id)
 	e.must(err, "GetMessageStatusWithTuser later")
 	if by := byRecipient(t, logs); by["far@other.example"].Status != directapi.StatusNoMDNReceived {
 		t.Errorf("after an hour: %+v", logs)
 	}
 	// Acting for someone else: alice's message is not theirs.
-	logs, err = e.c.GetMessageStatusWithTuser(e.ctx(), ctTuser(ctCarol, ctBob), id)
+	logs, err = e.c.GetMessageStatusWithTuser(e.ctx(), ctTuser(ctReseller, ctBob), id)
 	e.must(err, "GetMessageStatusWithTuser for bob")
 	wantN(t, "records seen acting for bob", len(logs), 0)
 
-	_, err = e.c.GetMessageStatusWithTuser(e.ctx(), ctTuser(ctCarol, "nobody@"+ctDomain), id)
+	_, err = e.c.GetMessageStatusWithTuser(e.ctx(), ctTuser(ctReseller, "nobody@"+ctDomain), id)
 	wantAddressError(t, err)
-	bad := ctTuser(ctCarol, ctAlice)
+	bad := ctTuser(ctReseller, ctAlice)
 	bad.Password = "wrong"
 	_, err = e.c.GetMessageStatusWithTuser(e.ctx(), bad, id)
 	wantAuthFailure(t, err)

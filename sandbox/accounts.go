@@ -163,23 +163,42 @@ func (s *Server) authenticate(tx *sql.Tx, username string, password directapi.Se
 }
 
 // authenticateTuser checks the credentials of a T-user and resolves the
-// address it acts for. The sandbox accepts as T-user any mailbox user or
-// registration account whose password matches, acting for any mailbox the
-// sandbox hosts; an unknown directAddr is an address error (code 2).
+// address it acts for. T-users are accounts of their own kind: the
+// registration accounts (resellers and the T-users they create), never a
+// mailbox user, so one mailbox cannot send as another. A T-user acts only
+// for mailboxes of its own domain: the domain of its user name when that
+// is an address, else the sandbox's domain. What a provider allows here
+// is not shown; this is the narrowest reading of "T-user" that the
+// registration document's account kinds support. A wrong password or a
+// mailbox user's credentials are an authentication failure (code 1); a
+// directAddr outside the domain or unknown is an address error (code 2).
 func (s *Server) authenticateTuser(tx *sql.Tx, a directapi.AuthenticationWithTuser) (user, error) {
 	if strings.TrimSpace(a.DirectAddr) == "" {
 		return user{}, errAddress("directAddr missing")
 	}
-	if _, err := s.authenticate(tx, a.Username, a.Password); err != nil {
-		var salt, hash []byte
-		qerr := tx.QueryRow(`SELECT pw_salt, pw_hash FROM resellers WHERE username = ?`, a.Username).Scan(&salt, &hash)
-		if qerr != nil || !passwordMatches(salt, hash, a.Password.Reveal()) {
-			return user{}, errAuth()
-		}
+	var salt, hash []byte
+	qerr := tx.QueryRow(`SELECT pw_salt, pw_hash FROM resellers WHERE username = ?`, strings.TrimSpace(a.Username)).Scan(&salt, &hash)
+	if qerr != nil && !errors.Is(qerr, sql.ErrNoRows) {
+		return user{}, qerr
+	}
+	if qerr != nil {
+		// Spend the same work as a real check.
+		passwordMatches(make([]byte, 16), make([]byte, 32), a.Password.Reveal())
+		return user{}, errAuth()
+	}
+	if !passwordMatches(salt, hash, a.Password.Reveal()) {
+		return user{}, errAuth()
 	}
 	addr, err := normAddress(a.DirectAddr)
 	if err != nil {
 		return user{}, errAddress("directAddr: %v", err)
+	}
+	domain := s.domain
+	if _, d, ok := strings.Cut(strings.TrimSpace(a.Username), "@"); ok && d != "" {
+		domain = d
+	}
+	if !strings.EqualFold(domainOf(addr), domain) {
+		return user{}, errAddress("directAddr %s is outside %s, the domain this T-user acts for", addr, domain)
 	}
 	var u user
 	err = tx.QueryRow(`SELECT id, address FROM users WHERE address = ?`, addr).Scan(&u.id, &u.address)

@@ -31,7 +31,9 @@ const (
 
 	wireAliceAuth = `{"username":"alice@direct.example","password":"alice-secret-1"}`
 	wireBobAuth   = `{"username":"bob@direct.example","password":"bob-secret-1"}`
-	// bobAsAlice is bob acting as T-user for alice.
+	// tuserAsAlice is the registration account tuser acting as T-user for alice.
+	wireTuserAsAlice = `{"username":"tuser","password":"tuser-secret-1","directAddr":"alice@direct.example"}`
+	// bobAsAlice is a mailbox user trying to act as T-user for another: refused.
 	wireBobAsAlice = `{"username":"bob@direct.example","password":"bob-secret-1","directAddr":"alice@direct.example"}`
 )
 
@@ -52,6 +54,9 @@ func newWireEnv(t *testing.T, opts sandbox.Options) *wireEnv {
 	}
 	if opts.Users == nil {
 		opts.Users = wireUsers()
+	}
+	if opts.Resellers == nil {
+		opts.Resellers = []sandbox.Account{{Name: "tuser", Password: "tuser-secret-1"}}
 	}
 	srv, err := sandbox.Open(opts)
 	if err != nil {
@@ -346,11 +351,11 @@ func TestHTTPEveryOperationEnvelope(t *testing.T) {
 		t.Errorf("INBOX after SaveRawMessages: %d", n)
 	}
 	r.ok("POST", "/DeleteFolder/INBOX.Archive", wireBobAuth)
-	id4 := wireStr(t, r.ok("PUT", "/SendWithTuser", `{"authentication":`+wireBobAsAlice+`,"message":{"sender":"alice@direct.example",`+
+	id4 := wireStr(t, r.ok("PUT", "/SendWithTuser", `{"authentication":`+wireTuserAsAlice+`,"message":{"sender":"alice@direct.example",`+
 		`"subject":"tuser","htmlBody":false,"recipients":[{"email":"bob@direct.example","type":"TO"}]}}`), "smtpId")
-	r.ok("PUT", "/SendWithHeaderWithTuser", `{"authentication":`+wireBobAsAlice+`,"message":{"sender":"alice@direct.example",`+
+	r.ok("PUT", "/SendWithHeaderWithTuser", `{"authentication":`+wireTuserAsAlice+`,"message":{"sender":"alice@direct.example",`+
 		`"subject":"tuser hdr","htmlBody":false,"recipients":[{"email":"bob@direct.example","type":"TO"}],"headers":[{"name":"X-Foo","value":"1"}]}}`)
-	st = r.ok("POST", "/GetMessageStatusWithTuser/"+id4, wireBobAsAlice)
+	st = r.ok("POST", "/GetMessageStatusWithTuser/"+id4, wireTuserAsAlice)
 	if n := len(wireList(t, st, "messageLogs")); n != 1 {
 		t.Errorf("GetMessageStatusWithTuser: %d records", n)
 	}
@@ -368,7 +373,7 @@ func TestHTTPEveryOperationEnvelope(t *testing.T) {
 
 	// Every operation, wrong password: HTTP 200, success false, code 1.
 	bad := func(s string) string {
-		return strings.NewReplacer("alice-secret-1", "nope", "bob-secret-1", "nope").Replace(s)
+		return strings.NewReplacer("alice-secret-1", "nope", "bob-secret-1", "nope", "tuser-secret-1", "nope").Replace(s)
 	}
 	for _, c := range []struct{ method, p, body string }{
 		{"PUT", "/Send", wireSendBody("x")},
@@ -402,9 +407,9 @@ func TestHTTPEveryOperationEnvelope(t *testing.T) {
 		{"POST", "/MarkMessagesAsUnreadByUIDs/INBOX", wireUIDsBody(wireBobAuth, in[0])},
 		{"POST", "/GetRawMessagesByUIDs/INBOX", wireUIDsBody(wireBobAuth, in[0])},
 		{"POST", "/SaveRawMessages/INBOX", `{"auth":` + wireBobAuth + `,"messages":[{"data":"` + wireRawSample + `"}]}`},
-		{"PUT", "/SendWithTuser", `{"authentication":` + wireBobAsAlice + `,"message":{"sender":"alice@direct.example","htmlBody":false,"recipients":[{"email":"bob@direct.example","type":"TO"}]}}`},
-		{"PUT", "/SendWithHeaderWithTuser", `{"authentication":` + wireBobAsAlice + `,"message":{"sender":"alice@direct.example","htmlBody":false,"recipients":[{"email":"bob@direct.example","type":"TO"}]}}`},
-		{"POST", "/GetMessageStatusWithTuser/" + id1, wireBobAsAlice},
+		{"PUT", "/SendWithTuser", `{"authentication":` + wireTuserAsAlice + `,"message":{"sender":"alice@direct.example","htmlBody":false,"recipients":[{"email":"bob@direct.example","type":"TO"}]}}`},
+		{"PUT", "/SendWithHeaderWithTuser", `{"authentication":` + wireTuserAsAlice + `,"message":{"sender":"alice@direct.example","htmlBody":false,"recipients":[{"email":"bob@direct.example","type":"TO"}]}}`},
+		{"POST", "/GetMessageStatusWithTuser/" + id1, wireTuserAsAlice},
 	} {
 		r.fails(c.method, c.p, bad(c.body), http.StatusOK, 1)
 	}
@@ -709,5 +714,29 @@ func TestHTTPClientMessageIDKept(t *testing.T) {
 	minting := newWireEnv(t, sandbox.Options{MintMessageIDs: true})
 	if got := send(minting, "<kept-2@client.example>"); got == "kept-2@client.example" || got == "" {
 		t.Errorf("with MintMessageIDs the smtpId is %q", got)
+	}
+}
+
+// TestHTTPTuserScope: a mailbox user cannot act as T-user for another
+// mailbox (code 1), and a T-user cannot act outside its domain (code 2).
+func TestHTTPTuserScope(t *testing.T) {
+	t.Parallel()
+	r := newWireEnv(t, sandbox.Options{Users: append(wireUsers(), sandbox.Account{Name: "eve@other.example", Password: "eve-secret-1"})})
+	send := func(auth string) (bool, int) {
+		a := r.msg("PUT", "/SendWithTuser", `{"authentication":`+auth+`,"message":{"sender":"alice@direct.example",`+
+			`"subject":"s","body":"b","htmlBody":false,"recipients":[{"email":"bob@direct.example","type":"TO"}]}}`)
+		return wireEnvelope(t, "SendWithTuser", a)
+	}
+	if ok, code := send(wireBobAsAlice); ok || code != 1 {
+		t.Errorf("bob as T-user for alice: success %v code %v; want code 1", ok, code)
+	}
+	outside := `{"username":"tuser","password":"tuser-secret-1","directAddr":"eve@other.example"}`
+	a := r.msg("PUT", "/SendWithTuser", `{"authentication":`+outside+`,"message":{"sender":"eve@other.example",`+
+		`"subject":"s","body":"b","htmlBody":false,"recipients":[{"email":"bob@direct.example","type":"TO"}]}}`)
+	if ok, code := wireEnvelope(t, "SendWithTuser", a); ok || code != 2 {
+		t.Errorf("T-user outside its domain: success %v code %v; want code 2", ok, code)
+	}
+	if ok, _ := send(wireTuserAsAlice); !ok {
+		t.Errorf("T-user for a mailbox of its domain refused")
 	}
 }
