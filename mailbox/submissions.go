@@ -40,6 +40,9 @@ type Submission struct {
 	// the copy of an attempt whose answer was lost.
 	Match   string
 	FirstAt time.Time // the latest attempt's start
+	// UpdatedAt is when the entry last changed: for an unknown outcome,
+	// when the bridge stopped waiting for the answer.
+	UpdatedAt time.Time
 }
 
 // Submissions is the send journal.
@@ -95,10 +98,10 @@ func (s *Store) ForgetSubmission(ctx context.Context, key string) error {
 
 func (s *Store) FindSubmission(ctx context.Context, key string) (Submission, bool, error) {
 	var sub Submission
-	var first int64
-	err := s.db.QueryRowContext(ctx, `SELECT key, username, state, smtp_id, match, first_at FROM submissions
+	var first, updated int64
+	err := s.db.QueryRowContext(ctx, `SELECT key, username, state, smtp_id, match, first_at, updated_at FROM submissions
 		WHERE key = ? AND first_at >= ?`, key, time.Now().Add(-SubmissionTTL).UnixMilli()).
-		Scan(&sub.Key, &sub.Username, &sub.State, &sub.SmtpID, &sub.Match, &first)
+		Scan(&sub.Key, &sub.Username, &sub.State, &sub.SmtpID, &sub.Match, &first, &updated)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Submission{}, false, nil
 	}
@@ -106,5 +109,6 @@ func (s *Store) FindSubmission(ctx context.Context, key string) (Submission, boo
 		return Submission{}, false, fmt.Errorf("mailbox: journal: %w", err)
 	}
 	sub.FirstAt = time.UnixMilli(first).UTC()
+	sub.UpdatedAt = time.UnixMilli(updated).UTC()
 	return sub, true, nil
 }

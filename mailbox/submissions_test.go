@@ -42,6 +42,10 @@ func TestSubmissionJournal(t *testing.T) {
 		{Key: "k2", Username: "alice@direct.example", State: mailbox.SubmissionUnknown, Match: "m-k2", FirstAt: at.UTC()},
 	} {
 		got, ok, err := st.FindSubmission(ctx, want.Key)
+		if got.UpdatedAt.Before(got.FirstAt) {
+			t.Errorf("%s: updated %v before first %v", want.Key, got.UpdatedAt, got.FirstAt)
+		}
+		got.UpdatedAt = time.Time{}
 		if err != nil || !ok || got != want {
 			t.Errorf("FindSubmission(%s) = %+v, %v, %v; want %+v", want.Key, got, ok, err, want)
 		}

@@ -33,6 +33,11 @@ type Fault struct {
 	// the provider did the work but the client cannot know. This is the
 	// case that makes a blind retry of Send deliver twice.
 	After bool
+	// Late makes Latency a delay of the processing that the client
+	// cannot cancel: the operation is carried out after Latency even if
+	// the client gave up waiting (a provider that processes a send after
+	// the bridge's timeout).
+	Late bool
 	// Times is how many calls the fault applies to; 0 means until cleared.
 	Times int
 }

@@ -168,7 +168,11 @@ func (s *Server) wrap(op string, svc service, h handlerFunc) http.Handler {
 		start := time.Now()
 		body, readErr := s.readBody(w, r)
 		fault := s.hooks.record(op, body)
-		if fault != nil && !pause(r.Context(), fault.Latency) {
+		ctx := r.Context()
+		if fault != nil && fault.Late {
+			ctx = context.WithoutCancel(ctx) // processed whatever the client does
+		}
+		if fault != nil && !pause(ctx, fault.Latency) {
 			return
 		}
 		// Half the added latency before the operation, half after it (latency.go).
@@ -186,7 +190,7 @@ func (s *Server) wrap(op string, svc service, h handlerFunc) http.Handler {
 		status := http.StatusOK
 		err := readErr
 		if err == nil {
-			resp, err = h(r.Context(), &call{r: r, body: body})
+			resp, err = h(ctx, &call{r: r, body: body})
 		}
 		if err != nil {
 			if svc == registration {

@@ -8,6 +8,7 @@ package smtpbackend_test
 import (
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
@@ -390,5 +391,88 @@ func TestAuthFailureOnSendForgetsCredentials(t *testing.T) {
 	h.login(t, aliceAddr)
 	if n := h.sb.Calls("GetMessageCount"); n != checks+1 {
 		t.Errorf("AUTH after the provider refused the credentials on a send: %d provider checks, want %d", n, checks+1)
+	}
+}
+
+// TestRandomFaultsExactlyOnce sends messages through SMTP while faults on
+// the provider's send operations come and go: answers lost after the
+// work, failures before it, malformed answers, answers slower than the
+// bridge's timeout, and processing that happens after the bridge gave up.
+// A client retries every 4xx, as MTAs and EHR integrations do. Every
+// message must reach its recipient exactly once, and every 250 must carry
+// the smtpId of the delivered copy.
+func TestRandomFaultsExactlyOnce(t *testing.T) {
+	t.Parallel()
+	// The hold exceeds the latest processing below (300 ms after the
+	// bridge asked, 150 ms after it gave up): the documented bound.
+	const hold = 400 * time.Millisecond
+	h := newHarness(t, func(c *smtpbackend.Config) { c.SendTimeout = 150 * time.Millisecond; c.UndecidedHold = hold })
+	faults := []sandbox.Fault{
+		{},                                       // none
+		{After: true, Reset: true, Times: 1},     // done, answer lost
+		{After: true, Status: 502, Times: 1},     // done, gateway error
+		{Reset: true, Times: 1},                  // not done
+		{Status: 500, Times: 1},                  // not done
+		{Malformed: true, After: true, Times: 1}, // done, answer garbled
+		{Latency: 400 * time.Millisecond, After: true, Status: 200, Times: 1}, // slower than the bridge
+		{Latency: 300 * time.Millisecond, Late: true, Times: 1},               // processed after the bridge gave up
+	}
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7))
+	const n = 24
+	c := h.login(t, aliceAddr)
+	var subjects []string
+	for i := range n {
+		subject := h.subject(fmt.Sprintf("exactly once %d", i))
+		msgID := fmt.Sprintf("<once-%d-%d@client.example>", i, h.seq.Add(1))
+		extra := []string{}
+		if i%2 == 0 {
+			extra = append(extra, "Message-ID: "+msgID) // SendWithHeader; else Send
+		}
+		raw := simple(subject, fmt.Sprintf("message %d\n", i), extra...)
+		f := faults[rng.IntN(len(faults))]
+		if f != (sandbox.Fault{}) {
+			h.sb.InjectFault("Send", f)
+			h.sb.InjectFault("SendWithHeader", f)
+		}
+		var reply string
+		for attempt := 0; ; attempt++ {
+			r, err := submit(c, aliceAddr, []string{bobAddr}, raw)
+			if err == nil {
+				reply = r
+				break
+			}
+			var se *smtp.SMTPError
+			if !errors.As(err, &se) || se.Code/100 != 4 || attempt > 60 {
+				t.Fatalf("message %d (fault %+v): %v", i, f, err)
+			}
+			h.sb.ClearFaults() // the fault came and went
+			if err := c.Reset(); err != nil {
+				c = h.login(t, aliceAddr)
+			}
+			time.Sleep(hold / 4)
+		}
+		h.sb.ClearFaults()
+		// A message processed late may land after the 250 of its retry
+		// was found by its Sent copy; give it the time to.
+		time.Sleep(50 * time.Millisecond)
+		got := h.withSubject(t, bobAddr, "INBOX", subject)
+		if len(got) != 1 {
+			time.Sleep(400 * time.Millisecond)
+			got = h.withSubject(t, bobAddr, "INBOX", subject)
+		}
+		if len(got) != 1 {
+			t.Fatalf("message %d (fault %+v): bob has %d copies", i, f, len(got))
+		}
+		if !strings.Contains(reply, smtpIDOf(got[0])) {
+			t.Errorf("message %d (fault %+v): reply %q does not name the delivered copy %s", i, f, reply, smtpIDOf(got[0]))
+		}
+		subjects = append(subjects, subject)
+	}
+	// Late processing must not add copies after the fact either.
+	time.Sleep(500 * time.Millisecond)
+	for i, subject := range subjects {
+		if got := h.withSubject(t, bobAddr, "INBOX", subject); len(got) != 1 {
+			t.Errorf("message %d: bob has %d copies in the end", i, len(got))
+		}
 	}
 }

@@ -33,15 +33,16 @@ import (
 //     INBOX.Sent is looked for (one metadata search narrowed to the minutes
 //     since the attempt, and one fetch of the candidates' content; a copy
 //     counts only if subject, shown recipients, body and attachments all
-//     match). Found: 250 with its id. Not found: 451 again while the
-//     attempt is younger than Config.UndecidedHold, since a slow provider
-//     may still be processing it; after that the provider is taken not to
-//     have it, and the message is sent again.
+//     match). Found: 250 with its id. Not found: 451 again until
+//     Config.UndecidedHold has passed since the bridge stopped waiting
+//     for the answer (undecidedUntil), since a slow provider may still be
+//     processing it; after that the provider is taken not to have it, and
+//     the message is sent again.
 //
 // The bound: a provider that processes a send later than UndecidedHold
-// after the bridge asked (default 2 minutes beyond the send timeout) can
-// still cause a duplicate; one that answers 5xx without processing delays
-// the client's retry by as much. A T-user cannot read the mailbox it sends
+// after the bridge gave up on its answer (default 2 minutes, after the
+// send timeout of 2 minutes) can still cause a duplicate; one that
+// answers 5xx without processing delays the client's retry by as much. A T-user cannot read the mailbox it sends
 // for, so its undecided retries wait the whole bound, then are sent again.
 
 // DefaultUndecidedHold is Config.UndecidedHold's default.
@@ -140,7 +141,7 @@ func (ss *session) send(ctx context.Context, raw []byte, sub *Submission) (strin
 					return id, nil
 				}
 			}
-			if time.Since(entry.FirstAt) < ss.s.cfg.UndecidedHold {
+			if time.Now().Before(undecidedUntil(entry, ss.s.cfg.SendTimeout, ss.s.cfg.UndecidedHold)) {
 				return "", errUndecided
 			}
 			// Past the bound: the provider does not have it.
@@ -229,6 +230,18 @@ func (ss *session) findSentCopy(ctx context.Context, entry mailbox.Submission) (
 	return "", false, nil
 }
 
+// undecidedUntil is when an undecided attempt is taken not to have
+// reached the provider: hold after the bridge stopped waiting for its
+// answer (an unknown outcome), or, for one still marked sending (the
+// bridge was killed during the call, or the call is under way), hold
+// after the call would have timed out.
+func undecidedUntil(e mailbox.Submission, sendTimeout, hold time.Duration) time.Time {
+	if e.State == mailbox.SubmissionUnknown {
+		return e.UpdatedAt.Add(hold)
+	}
+	return e.FirstAt.Add(sendTimeout + hold)
+}
+
 // memJournal keeps the submission journal in memory, for a server
 // configured without a state store (it then does not survive a restart).
 type memJournal struct {
@@ -244,7 +257,7 @@ func (j *memJournal) BeginSubmission(_ context.Context, s mailbox.Submission) er
 			delete(j.m, k)
 		}
 	}
-	s.State, s.SmtpID = mailbox.SubmissionSending, ""
+	s.State, s.SmtpID, s.UpdatedAt = mailbox.SubmissionSending, "", time.Now()
 	j.m[s.Key] = s
 	return nil
 }
@@ -253,7 +266,7 @@ func (j *memJournal) EndSubmission(_ context.Context, key string, state mailbox.
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if s, ok := j.m[key]; ok {
-		s.State, s.SmtpID = state, smtpID
+		s.State, s.SmtpID, s.UpdatedAt = state, smtpID, time.Now()
 		j.m[key] = s
 	}
 	return nil
