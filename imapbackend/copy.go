@@ -2,6 +2,7 @@ package imapbackend
 
 import (
 	"context"
+	"errors"
 	"slices"
 
 	"github.com/emersion/go-imap/v2"
@@ -114,6 +115,12 @@ func (s *session) transfer(w *imapserver.MoveWriter, numSet imap.NumSet, destNam
 		op = c.Move
 	}
 	done, err := s.mutateExisting(ctx, m, uids, func(u []int64) error { return op(ctx, s.auth, m.name, dest, u) })
+	if errors.Is(err, upstream.ErrUnknownOutcome) && s.landed(m, dest, prev, msgs, move && !sameFolder) {
+		// The answer was lost but the work is done: a NO would make the
+		// client copy them again, and the messages would be there twice.
+		s.srv.cfg.Logger.Info("imap copy: answer lost, the messages are at the destination", "user", s.auth.Username)
+		done, err = uids, nil
+	}
 	if err != nil {
 		if uidMissing(err) {
 			// Every source message exists, so it is the destination
@@ -338,4 +345,62 @@ func metaOnly(d *directapi.MessageDetail) *directapi.MessageDetail {
 // does not exist (the same reading as SELECT's).
 func noFolder(err error) bool {
 	return upstream.IsRefusal(err)
+}
+
+// landed reports whether a COPY or MOVE of msgs whose answer was lost
+// took place: exactly as many messages appeared in dest above prev (its
+// largest UID before), and, for a copy, each with the size and
+// Message-ID of its source in order; for a move, none of the sources is
+// left in the source folder. Anything less certain is false, and the
+// command is answered NO as before.
+func (s *session) landed(m *mirror, dest string, prev int64, msgs []*message, move bool) bool {
+	ctx, cancel := s.ctx()
+	defer cancel()
+	c := s.srv.cfg.Provider
+	pids, err := c.UIDs(ctx, s.auth, dest)
+	if err != nil {
+		return false
+	}
+	var added []int64
+	for _, p := range pids {
+		if p > prev {
+			added = append(added, p)
+		}
+	}
+	if len(added) != len(msgs) {
+		return false
+	}
+	slices.Sort(added)
+	if move {
+		left, err := c.UIDs(ctx, s.auth, m.name)
+		if err != nil {
+			return false
+		}
+		for _, msg := range msgs {
+			if slices.Contains(left, int64(msg.uid)) {
+				return false
+			}
+		}
+		return true
+	}
+	if err := s.ensureMeta(ctx, msgs); err != nil {
+		return false
+	}
+	copies, err := c.Messages(ctx, s.auth, dest, added) // rare: a lost answer
+	if err != nil || len(copies) != len(added) {
+		return false
+	}
+	byUID := make(map[int64]directapi.MessageDetail, len(copies))
+	for _, d := range copies {
+		byUID[d.UID] = d
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for i, msg := range msgs {
+		d, ok := byUID[added[i]]
+		if !ok || !metaKnown(msg.meta) || d.Size != msg.meta.Size || d.MsgID != msg.meta.MsgID {
+			return false
+		}
+	}
+	return true
 }

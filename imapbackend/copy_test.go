@@ -349,3 +349,40 @@ func TestCopyAfterProviderRemoval(t *testing.T) {
 		t.Fatalf("destination has %d messages; want 1", n)
 	}
 }
+
+// TestCopyMoveAnswerLost: when the provider copies or moves the messages
+// but its answer is lost, the bridge finds them at the destination and
+// answers OK (a NO would make the client copy them again: two copies).
+func TestCopyMoveAnswerLost(t *testing.T) {
+	e := newEnv(t, options{})
+	for _, s := range []string{"one", "two", "three"} {
+		e.deliver(alice, "INBOX", testMessage("lost "+s))
+	}
+	c := e.login(alice, alicePW)
+	if err := c.Create("INBOX.Dest", nil).Wait(); err != nil {
+		t.Fatal(err)
+	}
+	mustSelectFolder(t, c, "INBOX")
+
+	e.sandbox.InjectFault("CopyMessagesByUIDs", sandbox.Fault{After: true, Reset: true, Times: 1})
+	if _, err := c.Copy(imap.SeqSetNum(1, 2), "INBOX.Dest").Wait(); err != nil {
+		t.Fatalf("COPY whose answer was lost after the provider copied: %v", err)
+	}
+	e.sandbox.InjectFault("MoveMessagesByUIDs", sandbox.Fault{After: true, Reset: true, Times: 1})
+	if _, err := c.Move(imap.SeqSetNum(3), "INBOX.Dest").Wait(); err != nil {
+		t.Fatalf("MOVE whose answer was lost after the provider moved: %v", err)
+	}
+	st, err := c.Status("INBOX.Dest", &imap.StatusOptions{NumMessages: true}).Wait()
+	if err != nil || st.NumMessages == nil || *st.NumMessages != 3 {
+		t.Fatalf("INBOX.Dest: %+v, %v; want 3 messages", st, err)
+	}
+	// Not done at all: NO, and nothing copied.
+	e.sandbox.InjectFault("CopyMessagesByUIDs", sandbox.Fault{Reset: true, Times: 1})
+	if _, err := c.Copy(imap.SeqSetNum(1), "INBOX.Dest").Wait(); err == nil {
+		t.Fatal("COPY the provider never made answered OK")
+	}
+	st, err = c.Status("INBOX.Dest", &imap.StatusOptions{NumMessages: true}).Wait()
+	if err != nil || *st.NumMessages != 3 {
+		t.Fatalf("INBOX.Dest after a failed COPY: %+v, %v", st, err)
+	}
+}
