@@ -672,3 +672,98 @@ func TestShutdown(t *testing.T) {
 		t.Fatal("canceled request answered ok")
 	}
 }
+
+// TestForwardAndStats: "forward" has the provider forward a stored message
+// (Forward), and "stats" reports each folder's message, unread and
+// deleted counts (GetDeletedMessageCount among them).
+func TestForwardAndStats(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	alice := directapi.Authentication{Username: "alice@direct.example", Password: sandbox.DemoPassword}
+	bob := directapi.Authentication{Username: "bob@direct.example", Password: sandbox.DemoPassword}
+	raw := "From: carol@direct.example\r\nTo: alice@direct.example\r\nSubject: lab\r\nMessage-ID: <lab@x>\r\n\r\nresults\r\n"
+	for range 3 {
+		if err := e.client.SaveRawMessages(ctx, alice, "INBOX", []directapi.RawMessage{directapi.NewRawMessage([]byte(raw))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	uids, err := e.client.GetUIDs(ctx, alice, "INBOX")
+	if err != nil || len(uids) < 3 {
+		t.Fatalf("uids %v, %v", uids, err)
+	}
+	if err := e.client.DeleteMessagesByUIDs(ctx, alice, "INBOX", uids[:1], false); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := e.client.GetMessageCount(ctx, bob, "INBOX")
+	var fw admin.ForwardResult
+	e.mustCall(t, admin.OpForward, admin.ForwardArgs{User: alice.Username, Password: alice.Password, Folder: "INBOX",
+		UIDs: uids[1:2], Recipients: []string{"bob@direct.example"}}, &fw)
+	if fw.SmtpID == "" {
+		t.Fatal("forward: no smtpId")
+	}
+	if after, _ := e.client.GetMessageCount(ctx, bob, "INBOX"); after != before+1 {
+		t.Errorf("bob's INBOX %d -> %d; want one forwarded message", before, after)
+	}
+	var st admin.StatsResult
+	e.mustCall(t, admin.OpStats, admin.StatsArgs{User: alice.Username, Password: alice.Password, Folders: []string{"INBOX"}}, &st)
+	if len(st.Folders) != 1 || st.Folders[0].Deleted != 1 || st.Folders[0].Messages != len(uids)-1 || st.Folders[0].Unread != len(uids)-1 {
+		t.Errorf("stats %+v (%d messages saved, one deleted)", st, len(uids))
+	}
+	var all admin.StatsResult
+	e.mustCall(t, admin.OpStats, admin.StatsArgs{User: alice.Username, Password: alice.Password}, &all)
+	if len(all.Folders) < 2 {
+		t.Errorf("stats of every folder: %+v", all)
+	}
+	if err := e.call(t, admin.OpForward, admin.ForwardArgs{User: alice.Username, Password: "wrong", Folder: "INBOX",
+		UIDs: uids[1:2], Recipients: []string{"bob@direct.example"}}, nil); codeOf(err) != "1" {
+		t.Errorf("forward with a wrong password: %v", err)
+	}
+}
+
+// TestMessagesReachesProviderListings: "messages" reaches each of the
+// provider's listing and search operations, and reports metadata only.
+func TestMessagesReachesProviderListings(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	alice := directapi.Authentication{Username: "alice@direct.example", Password: sandbox.DemoPassword}
+	raw := "From: carol@direct.example\r\nTo: alice@direct.example\r\nSubject: lab results\r\nMessage-ID: <m1@x>\r\n\r\nconfidential body\r\n"
+	if err := e.client.SaveRawMessages(ctx, alice, "INBOX", []directapi.RawMessage{directapi.NewRawMessage([]byte(raw))}); err != nil {
+		t.Fatal(err)
+	}
+	since, before := time.Now().Add(-time.Hour), time.Now().Add(time.Hour)
+	for _, tc := range []struct {
+		args admin.MessagesArgs
+		op   string
+	}{
+		{admin.MessagesArgs{Since: since, Before: before}, "SearchMessagesMetadataByReceivedDate"},
+		{admin.MessagesArgs{Since: since, Before: before, UTC: true}, "SearchMessagesMetadataByReceivedDateUTC"},
+		{admin.MessagesArgs{Since: since, Before: before, Full: true}, "GetMessagesByReceivedDate"},
+		{admin.MessagesArgs{Since: since, Before: before, Full: true, UTC: true}, "GetMessagesByReceivedDateUTC"},
+		{admin.MessagesArgs{Sender: "carol@direct.example"}, "GetMessagesBySender"},
+		{admin.MessagesArgs{Subject: "lab results"}, "GetMessagesBySubject"},
+		{admin.MessagesArgs{All: true, Full: true}, "GetMessages"},
+		{admin.MessagesArgs{All: true}, "GetMessageMetaData"},
+	} {
+		a := tc.args
+		a.User, a.Password, a.Folder = alice.Username, alice.Password, "INBOX"
+		before := e.sb.Calls(tc.op)
+		var res admin.MessagesResult
+		e.mustCall(t, admin.OpMessages, a, &res)
+		if res.Operation != tc.op || e.sb.Calls(tc.op) != before+1 {
+			t.Errorf("%+v: operation %q, %d calls of %s", tc.args, res.Operation, e.sb.Calls(tc.op)-before, tc.op)
+		}
+		found := false
+		for _, m := range res.Messages {
+			found = found || m.MessageID == "<m1@x>"
+		}
+		if !found {
+			t.Errorf("%s: the message is not listed: %+v", tc.op, res.Messages)
+		}
+	}
+	if err := e.call(t, admin.OpMessages, admin.MessagesArgs{User: alice.Username, Password: alice.Password, Folder: "INBOX"}, nil); codeOf(err) != admin.CodeBadRequest {
+		t.Errorf("no selection: %v", err)
+	}
+	if strings.Contains(e.logs.String(), "confidential") || strings.Contains(e.logs.String(), "lab results") {
+		t.Error("message content in the logs")
+	}
+}

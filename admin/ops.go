@@ -44,6 +44,9 @@ func (s *Server) handlers() map[string]handler {
 		OpStatus:            s.status,
 		OpStatusTuser:       s.statusTuser,
 		OpHealth:            s.health,
+		OpForward:           s.forward,
+		OpStats:             s.stats,
+		OpMessages:          s.messages,
 	}
 }
 

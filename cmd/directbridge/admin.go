@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -51,6 +52,19 @@ Commands:
         --user; without --smtp-id, the messages --user sent through this
         bridge in the last 7 days; with --direct-addr, --user is a T-user
         acting for that mailbox and --smtp-id is required
+  forward --user ADDR --folder F --uid N[,N...] --to ADDR[,ADDR...]
+        have the provider forward stored messages of --user's folder F
+        (attachments and all) to the recipients; prefix an address with
+        cc: or bcc: for those; asks for the password of --user
+  stats --user ADDR [--folder F[,F...]]
+        message, unread and deleted counts of every folder (or those
+        given) of --user's mailbox; asks for its password
+  messages --user ADDR --folder F (--since T [--before T] | --sender A |
+           --subject S | --all) [--utc] [--full]
+        list a folder's messages (metadata only) with the provider's own
+        search operations: by received date (T in RFC 3339; --utc: the
+        operations' UTC form), sender, subject, or all; --full asks the
+        operations that return whole messages; asks for the password
 
 Passwords are never flags: a command takes its password from
 DIRECTBRIDGE_ADMIN_PASSWORD, else reads it from standard input (on a
@@ -310,6 +324,91 @@ func parseAdmin(name string, fs *flag.FlagSet, args []string, password func(prom
 			if *directAddr != "" {
 				cmd.op = admin.OpStatusTuser
 			}
+			return nil
+		}
+
+	case "forward":
+		user := fs.String("user", "", "Direct address whose messages to forward (required)")
+		folder := fs.String("folder", "", "folder of the messages, e.g. INBOX (required)")
+		var uids, to csvList
+		fs.Var(&uids, "uid", "UID of a message; repeat the flag or separate with commas (required)")
+		fs.Var(&to, "to", "recipient address, cc:ADDR or bcc:ADDR; repeat or separate with commas (required)")
+		parse = func() error {
+			if *user == "" || *folder == "" || len(uids) == 0 || len(to) == 0 {
+				return usageError("forward needs --user, --folder, --uid and --to")
+			}
+			var ids []int64
+			for _, u := range uids {
+				n, err := strconv.ParseInt(u, 10, 64)
+				if err != nil || n <= 0 {
+					return usageError(fmt.Sprintf("--uid %q is not a UID", u))
+				}
+				ids = append(ids, n)
+			}
+			cmd = adminCommand{op: admin.OpForward, args: func() (any, error) {
+				pw, err := password(fmt.Sprintf("Password of %s: ", *user), false)
+				if err != nil {
+					return nil, err
+				}
+				return admin.ForwardArgs{User: *user, Password: pw, Folder: *folder, UIDs: ids, Recipients: to}, nil
+			}}
+			return nil
+		}
+
+	case "stats":
+		user := fs.String("user", "", "Direct address of the mailbox (required)")
+		var folders csvList
+		fs.Var(&folders, "folder", "folder to count; repeat or separate with commas (default: every folder)")
+		parse = func() error {
+			if *user == "" {
+				return usageError("stats needs --user")
+			}
+			cmd = adminCommand{op: admin.OpStats, args: func() (any, error) {
+				pw, err := password(fmt.Sprintf("Password of %s: ", *user), false)
+				if err != nil {
+					return nil, err
+				}
+				return admin.StatsArgs{User: *user, Password: pw, Folders: folders}, nil
+			}}
+			return nil
+		}
+
+	case "messages":
+		user := fs.String("user", "", "Direct address of the mailbox (required)")
+		folder := fs.String("folder", "", "folder to list, e.g. INBOX (required)")
+		since := fs.String("since", "", "received at or after (RFC 3339)")
+		before := fs.String("before", "", "received before (RFC 3339; default now)")
+		sender := fs.String("sender", "", "sender address, as the provider matches it")
+		subject := fs.String("subject", "", "subject, as the provider matches it")
+		all := fs.Bool("all", false, "every message")
+		utc := fs.Bool("utc", false, "use the UTC form of the received-date operations")
+		full := fs.Bool("full", false, "use the operations that return whole messages")
+		parse = func() error {
+			if *user == "" || *folder == "" {
+				return usageError("messages needs --user and --folder")
+			}
+			a := admin.MessagesArgs{User: *user, Folder: *folder, Sender: *sender, Subject: *subject, All: *all, UTC: *utc, Full: *full}
+			for _, f := range []struct {
+				name, v string
+				t       *time.Time
+			}{{"since", *since, &a.Since}, {"before", *before, &a.Before}} {
+				if f.v == "" {
+					continue
+				}
+				t, err := time.Parse(time.RFC3339, f.v)
+				if err != nil {
+					return usageError(fmt.Sprintf("--%s %q is not an RFC 3339 time", f.name, f.v))
+				}
+				*f.t = t
+			}
+			cmd = adminCommand{op: admin.OpMessages, args: func() (any, error) {
+				pw, err := password(fmt.Sprintf("Password of %s: ", *user), false)
+				if err != nil {
+					return nil, err
+				}
+				a.Password = pw
+				return a, nil
+			}}
 			return nil
 		}
 
