@@ -144,6 +144,9 @@ func (b *Bridge) open() error {
 	provider := upstream.WithCoalescing(upstream.WithBudget(restclient.Upstream(b.client), b.budget), b.budget)
 	verifier := mailbox.NewVerifier(provider, 0) // shared: an IMAP login and an SMTP AUTH cost one check
 	b.imap, err = imapbackend.New(imapbackend.Config{
+		// A real provider may list direct children only; the embedded
+		// sandbox lists whole trees unless told otherwise.
+		FolderWalk:        b.cfg.APIURL != "" || b.cfg.SandboxConfig.ChildrenOnly,
 		Provider:          provider,
 		Verifier:          verifier,
 		Store:             b.store,

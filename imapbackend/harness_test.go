@@ -46,6 +46,7 @@ type options struct {
 	cfg          func(*imapbackend.Config)
 	stateDir     string
 	sandboxDir   string
+	sandbox      func(*sandbox.Options)
 }
 
 func newEnv(t testing.TB, o options) *env {
@@ -53,10 +54,14 @@ func newEnv(t testing.TB, o options) *env {
 	if o.stateDir == "" {
 		o.stateDir = t.TempDir()
 	}
-	srv, err := sandbox.Open(sandbox.Options{
+	sbOpts := sandbox.Options{
 		Dir:   o.sandboxDir,
 		Users: []sandbox.Account{{Name: alice, Password: alicePW}, {Name: bob, Password: bobPW}},
-	})
+	}
+	if o.sandbox != nil {
+		o.sandbox(&sbOpts)
+	}
+	srv, err := sandbox.Open(sbOpts)
 	if err != nil {
 		t.Fatal(err)
 	}

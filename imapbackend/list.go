@@ -3,6 +3,7 @@ package imapbackend
 import (
 	"context"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -176,7 +177,7 @@ func ancestors(name string) []string {
 // false), reused for up to maxAge.
 func (s *session) listFolders(ctx context.Context, maxAge time.Duration) (*folderSet, error) {
 	names, err := s.srv.folders.get(ctx, s.auth.Username, false, maxAge, func(ctx context.Context) ([]string, error) {
-		return s.srv.cfg.Provider.Folders(ctx, s.auth, "INBOX", false)
+		return folderTree(ctx, s.srv.cfg.Provider, s.auth, s.srv.shape(), false, nil)
 	})
 	if err != nil {
 		return nil, err
@@ -189,7 +190,13 @@ func (s *session) listFolders(ctx context.Context, maxAge time.Duration) (*folde
 // no subscription state for its root.
 func (s *session) subscribedFolders(ctx context.Context) (map[string]bool, error) {
 	names, err := s.srv.folders.get(ctx, s.auth.Username, true, folderListTTL, func(ctx context.Context) ([]string, error) {
-		return s.srv.cfg.Provider.Folders(ctx, s.auth, "INBOX", true)
+		return folderTree(ctx, s.srv.cfg.Provider, s.auth, s.srv.shape(), true, func(ctx context.Context) ([]string, error) {
+			all, err := s.listFolders(ctx, folderListTTL)
+			if err != nil {
+				return nil, err
+			}
+			return slices.DeleteFunc(slices.Clone(all.names), func(n string) bool { return n == "INBOX" }), nil
+		})
 	})
 	if err != nil {
 		return nil, err
@@ -412,4 +419,13 @@ func (s *session) List(w *imapserver.ListWriter, ref string, patterns []string, 
 		}
 	}
 	return nil
+}
+
+// shape is what folderTree needs to know of the provider's GetFolders:
+// nil when it lists whole trees for certain.
+func (s *Server) shape() *folderShape {
+	if !s.cfg.FolderWalk {
+		return nil
+	}
+	return &s.folderShape
 }

@@ -3,6 +3,8 @@ package imapbackend_test
 import (
 	"context"
 	"database/sql"
+	"github.com/directbridge/directbridge/imapbackend"
+	"github.com/directbridge/directbridge/sandbox"
 	"net/url"
 	"path/filepath"
 	"slices"
@@ -275,5 +277,57 @@ func TestListSharesFolderList(t *testing.T) {
 	wantCode(t, "bob SELECT alice's folder", func() error { _, err := b.Select("INBOX.Fresh", nil).Wait(); return err }(), imap.ResponseCodeNonExistent)
 	if l := listMap(t, b, "", "INBOX.%", nil); l["INBOX.Fresh"] != nil {
 		t.Errorf("bob sees alice's folder")
+	}
+}
+
+// TestListChildrenOnlyProvider: with a provider whose GetFolders lists
+// direct children only, LIST still shows every nested folder and LSUB
+// the subscribed ones however deep, and a whole-tree provider costs one
+// GetFolders per listing once the bridge has seen it list a nested folder.
+func TestListChildrenOnlyProvider(t *testing.T) {
+	for _, childrenOnly := range []bool{true, false} {
+		t.Run(map[bool]string{true: "children-only", false: "whole-tree"}[childrenOnly], func(t *testing.T) {
+			e := newEnv(t, options{
+				sandbox: func(o *sandbox.Options) { o.FoldersChildrenOnly = childrenOnly },
+				cfg:     func(c *imapbackend.Config) { c.FolderWalk = true },
+			})
+			c := e.login(alice, alicePW)
+			for _, f := range []string{"INBOX.a", "INBOX.a.b", "INBOX.a.b.c", "INBOX.z"} {
+				if err := c.Create(f, nil).Wait(); err != nil {
+					t.Fatalf("CREATE %s: %v", f, err)
+				}
+			}
+			if err := c.Subscribe("INBOX.a.b.c").Wait(); err != nil {
+				t.Fatal(err)
+			}
+			e.sandbox.ResetCalls()
+			list, err := c.List("", "*", nil).Collect()
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := map[string]bool{}
+			for _, l := range list {
+				got[l.Mailbox] = true
+			}
+			if n := e.sandbox.Calls("GetFolders"); !childrenOnly && n != 1 {
+				t.Errorf("a whole-tree provider's listing cost %d GetFolders; want 1 (a nested folder in the answer shows its shape)", n)
+			}
+			for _, want := range []string{"INBOX", "INBOX.a", "INBOX.a.b", "INBOX.a.b.c", "INBOX.z", "INBOX.Sent"} {
+				if !got[want] {
+					t.Errorf("LIST lacks %s: %v", want, got)
+				}
+			}
+			sub, err := c.List("", "*", &imap.ListOptions{SelectSubscribed: true}).Collect()
+			if err != nil {
+				t.Fatal(err)
+			}
+			found := false
+			for _, l := range sub {
+				found = found || l.Mailbox == "INBOX.a.b.c"
+			}
+			if !found {
+				t.Errorf("LIST (SUBSCRIBED) lacks INBOX.a.b.c: %+v", sub)
+			}
+		})
 	}
 }

@@ -66,6 +66,11 @@ type Config struct {
 	// Metrics, when set, receives connection, command, authentication
 	// and cache events (metrics.go).
 	Metrics Metrics
+	// FolderWalk makes the folder list be read level by level when the
+	// provider's GetFolders might list direct children only (see
+	// foldertree.go); false takes its answer for the whole tree, as the
+	// embedded sandbox gives by default.
+	FolderWalk bool
 }
 
 // Server is the IMAP front.
@@ -75,6 +80,8 @@ type Server struct {
 	bodies *mailstore.Bodies
 
 	folders folderCache // per-user folder lists, shared by a user's connections (list.go)
+	// folderShape is how the provider's GetFolders lists (foldertree.go).
+	folderShape folderShape
 
 	mu      sync.Mutex
 	servers []*imapserver.Server

@@ -249,7 +249,7 @@ func moveFolder(tx *sql.Tx, u user, from, to string) error {
 }
 
 // listFolders returns the sub-folders (all levels) of root, sorted.
-func listFolders(tx *sql.Tx, u user, root string, subscribedOnly bool) ([]string, error) {
+func listFolders(tx *sql.Tx, u user, root string, subscribedOnly, childrenOnly bool) ([]string, error) {
 	if err := validateFolderName(root); err != nil {
 		return nil, err
 	}
@@ -275,6 +275,9 @@ func listFolders(tx *sql.Tx, u user, root string, subscribedOnly bool) ([]string
 	for _, f := range tree {
 		if f.name == root || subscribedOnly && !sub[f.id] {
 			continue
+		}
+		if childrenOnly && strings.Contains(strings.TrimPrefix(f.name, root+"."), ".") {
+			continue // a grandchild: Options.FoldersChildrenOnly
 		}
 		out = append(out, f.name)
 	}

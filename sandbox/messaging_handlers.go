@@ -290,7 +290,7 @@ func (s *Server) handleGetFolders(ctx context.Context, c *call) (any, error) {
 		if err != nil {
 			return nil, err
 		}
-		names, err := listFolders(tx, u, c.param("root"), only)
+		names, err := listFolders(tx, u, c.param("root"), only, s.childrenOnly)
 		return directapi.GetFoldersResponseType{APIResponse: ok(), Folders: names}, err
 	})
 }

@@ -48,6 +48,10 @@ type Options struct {
 	// (its smtpId), as some providers do, instead of keeping a valid,
 	// unique Message-ID the client gave in SendWithHeader's headers.
 	MintMessageIDs bool
+	// FoldersChildrenOnly makes GetFolders list the direct children of
+	// its root only, as some providers do (the document says "sub-folders
+	// of a folder"), instead of the whole tree below it.
+	FoldersChildrenOnly bool
 	// Clock replaces time.Now, so tests can pass the one-hour MDN timeout
 	// or the ten-minute session lifetime without waiting.
 	Clock func() time.Time
@@ -61,19 +65,20 @@ type Options struct {
 // Server is the sandbox provider: both REST services on one SQLite
 // database. It is an http.Handler; Serve runs it on a listener.
 type Server struct {
-	db        *sql.DB
-	dir       string
-	removeDir bool
-	domain    string
-	maxBody   int64
-	statusCSV bool
-	mintIDs   bool
-	clock     func() time.Time
-	log       *slog.Logger
-	mux       *http.ServeMux
-	hooks     *testHooks
-	latency   atomic.Int64 // time.Duration added to every answer
-	wait      func(ctx context.Context, d time.Duration) bool
+	db           *sql.DB
+	dir          string
+	removeDir    bool
+	domain       string
+	maxBody      int64
+	statusCSV    bool
+	mintIDs      bool
+	childrenOnly bool
+	clock        func() time.Time
+	log          *slog.Logger
+	mux          *http.ServeMux
+	hooks        *testHooks
+	latency      atomic.Int64 // time.Duration added to every answer
+	wait         func(ctx context.Context, d time.Duration) bool
 
 	sessMu   sync.Mutex
 	sessions map[string]session // registration sessions live in memory, like a provider's
@@ -82,15 +87,16 @@ type Server struct {
 // Open creates or reopens a sandbox and seeds its accounts.
 func Open(opts Options) (*Server, error) {
 	s := &Server{
-		domain:    strings.ToLower(strings.TrimSpace(opts.Domain)),
-		maxBody:   opts.MaxBodyBytes,
-		statusCSV: opts.StatusAsCSV,
-		mintIDs:   opts.MintMessageIDs,
-		clock:     opts.Clock,
-		log:       opts.Logger,
-		hooks:     newTestHooks(),
-		sessions:  map[string]session{},
-		wait:      pause,
+		domain:       strings.ToLower(strings.TrimSpace(opts.Domain)),
+		maxBody:      opts.MaxBodyBytes,
+		statusCSV:    opts.StatusAsCSV,
+		mintIDs:      opts.MintMessageIDs,
+		childrenOnly: opts.FoldersChildrenOnly,
+		clock:        opts.Clock,
+		log:          opts.Logger,
+		hooks:        newTestHooks(),
+		sessions:     map[string]session{},
+		wait:         pause,
 	}
 	s.SetLatency(opts.Latency)
 	if s.domain == "" {

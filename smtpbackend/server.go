@@ -92,6 +92,10 @@ type Server struct {
 	journal mailbox.Submissions
 
 	inData atomic.Int64 // transactions between DATA and their answer
+	// inTx counts transactions with recipients: one may have sent DATA
+	// already, its Data not yet begun (go-smtp writes 354 first), so a
+	// shutdown gives them txGrace to get there.
+	inTx atomic.Int64
 
 	mu      sync.Mutex
 	servers []*smtp.Server
@@ -204,8 +208,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	t := time.NewTicker(20 * time.Millisecond)
 	defer t.Stop()
 	var err error
+	start := time.Now()
 wait:
-	for s.inData.Load() > 0 {
+	for s.inData.Load() > 0 || s.inTx.Load() > 0 && time.Since(start) < txGrace {
 		select {
 		case <-ctx.Done():
 			err = ctx.Err()
@@ -226,6 +231,10 @@ wait:
 	}
 	return err
 }
+
+// txGrace is how long a shutdown waits for transactions with recipients
+// to reach DATA (see inTx); an idle client after RCPT holds it no longer.
+const txGrace = time.Second
 
 func (s *Server) isClosed() bool {
 	s.mu.Lock()

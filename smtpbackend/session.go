@@ -7,6 +7,7 @@ import (
 	"net/mail"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/emersion/go-sasl"
@@ -28,7 +29,8 @@ type session struct {
 	password   directapi.Secret
 	directAddr string
 
-	rcpts []string // this transaction's recipients, deduplicated
+	rcpts   []string    // this transaction's recipients, deduplicated
+	counted atomic.Bool // counted in Server.inTx (Logout may come from another goroutine)
 	// ESMTP DSN parameters of this transaction (RFC 3461).
 	envID  string
 	notify map[string]delivery.Notify
@@ -118,6 +120,7 @@ func (ss *session) Mail(from string, opts *smtp.MailOptions) (err error) {
 		return senderRefused(ss.sender())
 	}
 	ss.rcpts, ss.envID, ss.notify = nil, "", nil
+	ss.endTx()
 	if opts != nil {
 		ss.envID = opts.EnvelopeID
 	}
@@ -147,7 +150,17 @@ func (ss *session) Rcpt(to string, opts *smtp.RcptOptions) (err error) {
 		}
 	}
 	ss.rcpts = append(ss.rcpts, addr)
+	if ss.counted.CompareAndSwap(false, true) {
+		ss.s.inTx.Add(1)
+	}
 	return nil
+}
+
+// endTx stops counting the transaction in Server.inTx.
+func (ss *session) endTx() {
+	if ss.counted.CompareAndSwap(true, false) {
+		ss.s.inTx.Add(-1)
+	}
 }
 
 // Data converts the message and sends it through the provider. The reply
@@ -212,7 +225,10 @@ func errReason(err error) string {
 }
 
 // Reset ends the transaction.
-func (ss *session) Reset() { ss.rcpts, ss.envID, ss.notify = nil, "", nil }
+func (ss *session) Reset() {
+	ss.rcpts, ss.envID, ss.notify = nil, "", nil
+	ss.endTx()
+}
 
 // notifyOf reads a RCPT's NOTIFY parameter (RFC 3461 §4.1). DELAY is
 // accepted and not acted on: the bridge reports only final outcomes.
@@ -236,6 +252,7 @@ func notifyOf(ns []smtp.DSNNotify) delivery.Notify {
 // clearing them here would race with a Data still running on a connection
 // that a shutdown closes.
 func (ss *session) Logout() error {
+	ss.endTx()
 	ss.s.mu.Lock()
 	delete(ss.s.conns, ss.conn)
 	ss.s.mu.Unlock()
