@@ -649,8 +649,10 @@ func (s *Server) handleAddressByUsername(ctx context.Context, c *call) (any, err
 // request changes nothing. Whether the provider applies the valid entries
 // of a partly invalid request is "not shown"; the sandbox refuses the
 // whole request, which a client can retry after fixing it. When a
-// username appears twice, the later entry wins. Any mailbox of the domain
-// may be reset, not only those provisioned for patients.
+// username appears twice, the later entry wins. Only patients' addresses
+// (provisioned with ProvisionIDProofedPatient) may be reset, as the
+// operation's name says: another mailbox of the domain is code 013
+// ("organization permission denied"), the closest documented code.
 func (s *Server) handleSetPasswords(ctx context.Context, c *call) (any, error) {
 	if _, err := s.checkSession(c.param("session")); err != nil {
 		return nil, err
@@ -683,6 +685,13 @@ func (s *Server) handleSetPasswords(ctx context.Context, c *call) (any, error) {
 			u, err := mailboxInDomain(tx, up.Username, domain)
 			if err != nil {
 				return err
+			}
+			var patient sql.NullInt64
+			if err := tx.QueryRow(`SELECT patient_id FROM users WHERE id = ?`, u.id).Scan(&patient); err != nil {
+				return err
+			}
+			if !patient.Valid {
+				return regErr(directapi.RegCodeOrgPermission, "organization permission denied: %s is not a patient's address", u.address)
 			}
 			ids[i] = u.id
 		}

@@ -622,6 +622,12 @@ func TestSetPatientsPasswords(t *testing.T) {
 	if !e.canAuthenticate(jane, "new-jane-pass") || e.canAuthenticate(jane, "third-jane-pass") {
 		t.Error("a failed SetPatientsPasswords changed a password")
 	}
+	// A mailbox that is not a patient's: 013, and nothing changed.
+	_, m, raw = set(`[{"username":"jane.doe","password":"third-jane-pass"},{"username":"plain","password":"plain-new-pass"}]`)
+	wantCode(t, m, raw, "013", "plain@direct.example")
+	if !e.canAuthenticate("plain@"+domain, "plain-pass") || e.canAuthenticate(jane, "third-jane-pass") {
+		t.Error("SetPatientsPasswords changed a password it refused")
+	}
 	// An address of another domain is no mailbox of this one.
 	_, m, raw = set(`[{"username":"jane.doe@other.example","password":"third-jane-pass"}]`)
 	wantCode(t, m, raw, "210", "jane.doe@other.example")
