@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	_ "modernc.org/sqlite" // pure-Go SQLite, so builds stay CGO_ENABLED=0
@@ -18,7 +19,8 @@ import (
 // data directory: what the provider does not keep but mail clients need.
 // It holds no message content: no bodies, subjects or attachment names.
 type Store struct {
-	db *sql.DB
+	db       *sql.DB
+	purgedAt atomic.Int64 // Unix ms of the last purge of expired submissions
 }
 
 // OpenStore opens (creating if needed) the state store in dir and brings

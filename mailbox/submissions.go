@@ -54,6 +54,10 @@ type Submissions interface {
 	BeginSubmission(ctx context.Context, s Submission) error
 	// EndSubmission records the outcome: sent (with smtpID) or unknown.
 	EndSubmission(ctx context.Context, key string, state SubmissionState, smtpID string) error
+	// CompleteSubmission records, in one transaction, that the
+	// submission of key was sent (state sent, rec's smtpId) and rec in the
+	// sent records (RecordSent): one write per message sent.
+	CompleteSubmission(ctx context.Context, key string, rec SentRecord) error
 	// ForgetSubmission drops an entry: the provider certainly did not
 	// take the message.
 	ForgetSubmission(ctx context.Context, key string) error
@@ -67,8 +71,11 @@ const SubmissionTTL = 24 * time.Hour
 
 func (s *Store) BeginSubmission(ctx context.Context, sub Submission) error {
 	now := time.Now()
-	if _, err := s.db.ExecContext(ctx, `DELETE FROM submissions WHERE first_at < ?`, now.Add(-SubmissionTTL).UnixMilli()); err != nil {
-		return fmt.Errorf("mailbox: journal: %w", err)
+	// Expired entries go at most once a minute, not at every send.
+	if last := s.purgedAt.Load(); now.UnixMilli()-last > time.Minute.Milliseconds() && s.purgedAt.CompareAndSwap(last, now.UnixMilli()) {
+		if _, err := s.db.ExecContext(ctx, `DELETE FROM submissions WHERE first_at < ?`, now.Add(-SubmissionTTL).UnixMilli()); err != nil {
+			return fmt.Errorf("mailbox: journal: %w", err)
+		}
 	}
 	_, err := s.db.ExecContext(ctx, `INSERT INTO submissions (key, username, state, smtp_id, match, first_at, updated_at)
 		VALUES (?, ?, ?, '', ?, ?, ?)
@@ -84,6 +91,26 @@ func (s *Store) EndSubmission(ctx context.Context, key string, state SubmissionS
 	_, err := s.db.ExecContext(ctx, `UPDATE submissions SET state = ?, smtp_id = ?, updated_at = ? WHERE key = ?`,
 		state, smtpID, time.Now().UnixMilli(), key)
 	if err != nil {
+		return fmt.Errorf("mailbox: journal: %w", err)
+	}
+	return nil
+}
+
+func (s *Store) CompleteSubmission(ctx context.Context, key string, rec SentRecord) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("mailbox: journal: %w", err)
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, `UPDATE submissions SET state = ?, smtp_id = ?, updated_at = ? WHERE key = ?`,
+		SubmissionSent, rec.SmtpID, time.Now().UnixMilli(), key); err != nil {
+		return fmt.Errorf("mailbox: journal: %w", err)
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO sent (username, smtp_id, message_id, sent_at) VALUES (?, ?, ?, ?)`,
+		strings.ToLower(rec.Username), rec.SmtpID, rec.MessageID, rec.SentAt.UnixMilli()); err != nil {
+		return fmt.Errorf("mailbox: recording sent message: %w", err)
+	}
+	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("mailbox: journal: %w", err)
 	}
 	return nil

@@ -136,7 +136,7 @@ func (ss *session) send(ctx context.Context, raw []byte, sub *Submission) (strin
 					return "", err
 				}
 				if found {
-					ss.journalEnd(key, mailbox.SubmissionSent, id)
+					ss.completed(key, id, sub)
 					ss.s.log.Info("smtp retry found delivered", "user", ss.username, "smtp_id", id)
 					return id, nil
 				}
@@ -155,7 +155,7 @@ func (ss *session) send(ctx context.Context, raw []byte, sub *Submission) (strin
 	smtpID, err := ss.s.cfg.Provider.Send(ctx, auth, ss.directAddr, sub.Message, sub.UseHeaders())
 	switch {
 	case err == nil:
-		ss.journalEnd(key, mailbox.SubmissionSent, smtpID)
+		ss.completed(key, smtpID, sub)
 	case errors.Is(err, upstream.ErrUnknownOutcome):
 		ss.journalEnd(key, mailbox.SubmissionUnknown, "")
 	default:
@@ -168,6 +168,19 @@ func (ss *session) send(ctx context.Context, raw []byte, sub *Submission) (strin
 		ss.s.cfg.Verifier.Forget(ss.username, ss.password, ss.directAddr)
 	}
 	return smtpID, err
+}
+
+// completed records a send the provider accepted: the journal entry sent
+// and the sent record (which the IMAP front and delivery status use), in
+// one write of the state store. A failure is logged only: the provider has
+// the message, and the answer must be 250.
+func (ss *session) completed(key, smtpID string, sub *Submission) {
+	rec := mailbox.SentRecord{Username: ss.sender(), SmtpID: smtpID, MessageID: sub.MessageID, SentAt: time.Now()}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := ss.s.journal.CompleteSubmission(ctx, key, rec); err != nil {
+		ss.s.log.Error("recording sent message", "err", err)
+	}
 }
 
 // journalEnd records an outcome; the send's own context may have expired.
@@ -284,4 +297,10 @@ func (j *memJournal) FindSubmission(_ context.Context, key string) (mailbox.Subm
 	defer j.mu.Unlock()
 	s, ok := j.m[key]
 	return s, ok, nil
+}
+
+// CompleteSubmission marks the entry sent; there are no sent records
+// without a state store.
+func (j *memJournal) CompleteSubmission(ctx context.Context, key string, rec mailbox.SentRecord) error {
+	return j.EndSubmission(ctx, key, mailbox.SubmissionSent, rec.SmtpID)
 }

@@ -198,13 +198,7 @@ func (ss *session) Data(r io.Reader) (err error) {
 			"duration", time.Since(start), "err", err)
 		return dataReply(err)
 	}
-	if ss.s.cfg.Store != nil {
-		rec := mailbox.SentRecord{Username: ss.sender(), SmtpID: smtpID, MessageID: sub.MessageID, SentAt: time.Now()}
-		if err := ss.s.cfg.Store.RecordSent(ctx, rec); err != nil {
-			// The provider has the message: the answer must be 250.
-			ss.s.log.Error("recording sent message", "err", err)
-		}
-	}
+	// The journal recorded it (journal.go), with the sent record.
 	if t := ss.s.cfg.Tracker; t != nil {
 		t.Track(delivery.Message{Auth: directapi.Authentication{Username: ss.username, Password: ss.password},
 			DirectAddr: ss.directAddr, SmtpID: smtpID, Sender: ss.sender(), MessageID: sub.MessageID, Raw: raw,
