@@ -17,6 +17,10 @@ import (
 // ComposeOptions control Compose: the fields the provider, not the
 // Message, decides.
 type ComposeOptions struct {
+	// FromName is the display name written before the sender's address
+	// in From (RFC 5322 §3.4), RFC 2047 encoded when not ASCII; empty
+	// writes the address alone.
+	FromName string
 	// MessageID is the message identifier without angle brackets, e.g.
 	// "abc@direct.example" (RFC 5322 §3.6.4 msg-id); required. It is the
 	// smtpId the provider returns.
@@ -144,6 +148,9 @@ func topFields(msg directapi.Message, opts ComposeOptions) ([]field, error) {
 	from, err := mail.ParseAddress(msg.Sender)
 	if err != nil {
 		return nil, fmt.Errorf("mimeconv: compose: sender %q: %v: %w", msg.Sender, err, ErrInvalidAddress)
+	}
+	if name := strings.TrimSpace(opts.FromName); name != "" && !strings.ContainsAny(name, "\r\n") {
+		from.Name = name
 	}
 	var to, cc []*mail.Address
 	for i, r := range msg.Recipients {

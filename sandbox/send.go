@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net/mail"
 	"strings"
 	"time"
 
@@ -70,6 +71,25 @@ func (s *Server) clientMessageID(tx *sql.Tx, headers []directapi.MessageHeader) 
 	return "", nil
 }
 
+// fromName is the display name of a From field given in SendWithHeader's
+// headers when its address is the sender's: the sandbox is a provider
+// that accepts a From header for its display name (what a provider does
+// with one is not shown). Any other From is ignored: the sender is who
+// authenticated.
+func fromName(headers []directapi.MessageHeader, sender string) string {
+	for _, h := range headers {
+		if !strings.EqualFold(strings.TrimSpace(h.Name), "From") {
+			continue
+		}
+		a, err := mail.ParseAddress(h.Value) // decodes RFC 2047 words itself
+		if err != nil || !strings.EqualFold(a.Address, sender) {
+			return ""
+		}
+		return a.Name
+	}
+	return ""
+}
+
 // normSMTPID strips white space and angle brackets.
 func normSMTPID(id string) string {
 	return strings.TrimSuffix(strings.TrimPrefix(strings.TrimSpace(id), "<"), ">")
@@ -124,7 +144,8 @@ func (s *Server) send(tx *sql.Tx, from user, out outgoing) (string, error) {
 	if smtpID == "" {
 		smtpID = newSMTPID(from.address)
 	}
-	raw, err := mimeconv.Compose(msg, mimeconv.ComposeOptions{MessageID: smtpID, Date: now, Headers: out.headers, Attached: out.attached})
+	raw, err := mimeconv.Compose(msg, mimeconv.ComposeOptions{FromName: fromName(out.headers, from.address), MessageID: smtpID,
+		Date: now, Headers: out.headers, Attached: out.attached})
 	if err != nil {
 		switch {
 		case errors.Is(err, mimeconv.ErrInvalidAddress):

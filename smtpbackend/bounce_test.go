@@ -1,6 +1,7 @@
 package smtpbackend_test
 
 import (
+	"net/mail"
 	"os"
 	"path/filepath"
 	"strings"
@@ -170,5 +171,28 @@ func TestReceiptRefusedClearly(t *testing.T) {
 	}
 	if n := h.sb.Calls("Send") + h.sb.Calls("SendWithHeader"); n != calls {
 		t.Errorf("the provider was asked to send")
+	}
+}
+
+// TestFromDisplayNameTravels: "Alice Example <alice@…>" arrives with its
+// display name (the sandbox accepts a From header in SendWithHeader).
+func TestFromDisplayNameTravels(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil)
+	c := h.login(t, aliceAddr)
+	subject := h.subject("display name")
+	raw := []byte("From: =?utf-8?q?Alice_Exampl=C3=A9?= <" + aliceAddr + ">\r\nTo: " + bobAddr + "\r\nSubject: " + subject + "\r\n\r\nhi\r\n")
+	mustSubmit(t, c, aliceAddr, []string{bobAddr}, raw)
+	got := h.withSubject(t, bobAddr, "INBOX", subject)
+	if len(got) != 1 {
+		t.Fatalf("%d copies", len(got))
+	}
+	m, err := mail.ReadMessage(strings.NewReader(h.rawOf(t, bobAddr, got[0].UID)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := mail.ParseAddress(m.Header.Get("From"))
+	if err != nil || a.Name != "Alice Examplé" || a.Address != aliceAddr {
+		t.Errorf("From %q (%v); want Alice Examplé <%s>", m.Header.Get("From"), err, aliceAddr)
 	}
 }

@@ -3,6 +3,7 @@ package smtpbackend
 import (
 	"bytes"
 	"errors"
+	"net/mail"
 	"strings"
 
 	"github.com/directbridge/directbridge/directapi"
@@ -201,6 +202,7 @@ func Convert(raw []byte, env Envelope, sender string, lim Limits) (*Submission, 
 	if err != nil {
 		return nil, err
 	}
+	headers = append(headers, fromWithName(p.Headers)...)
 	return &Submission{
 		Message: directapi.MessageWithHeader{
 			Message: directapi.Message{
@@ -365,6 +367,27 @@ func passThroughHeaders(hs []directapi.MessageHeader) ([]directapi.MessageHeader
 		out = append(out, directapi.MessageHeader{Name: h.Name, Value: h.Value})
 	}
 	return out, nil
+}
+
+// fromWithName returns the From field, to pass on through SendWithHeader,
+// when it carries a display name ("Alice Example <alice@…>"): the
+// provider's Message has only the sender's address, and a provider that
+// accepts a From header writes the name (the sandbox does; what a real
+// provider does is not shown). checkFromField made sure its address is
+// the sender's. A From without a name is not passed: the message then
+// needs no headers and may go out with plain Send.
+func fromWithName(hs []directapi.MessageHeader) []directapi.MessageHeader {
+	for _, h := range hs {
+		if !strings.EqualFold(h.Name, "From") {
+			continue
+		}
+		a, err := mail.ParseAddress(h.Value)
+		if err != nil || strings.TrimSpace(a.Name) == "" || !foldableField(h.Name, h.Value) {
+			return nil
+		}
+		return []directapi.MessageHeader{{Name: "From", Value: strings.TrimSpace(h.Value)}}
+	}
+	return nil
 }
 
 // addressWritable reports whether a Reply-To or Disposition-Notification-To

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	netmail "net/mail"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -110,8 +111,9 @@ var goldenCases = []goldenCase{
 		env:        Envelope{From: addrAlice, Recipients: []string{addrBob, addrCarol}},
 		recipients: "bob@direct.example:TO carol@direct.example:CC",
 		check: func(t *testing.T, s *Submission) {
-			if s.UseHeaders() || s.Message.Headers != nil {
-				t.Errorf("headers = %v, want none (plain Send)", s.Message.Headers)
+			// Only the From field, for its display name (fromWithName).
+			if len(s.Message.Headers) != 1 || s.Message.Headers[0].Name != "From" {
+				t.Errorf("headers = %v, want the From field alone", s.Message.Headers)
 			}
 		},
 	},
@@ -409,7 +411,7 @@ func TestGolden(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Convert: %v", err)
 			}
-			checkGoldenCase(t, tc, s)
+			checkGoldenCase(t, tc, s, displayName(t, raw))
 			compareGolden(t, filepath.Join("testdata", "golden", tc.name+".json"), s.Message)
 			composeAccepts(t, s)
 		})
@@ -422,24 +424,34 @@ func TestGolden(t *testing.T) {
 	}
 }
 
-func checkGoldenCase(t *testing.T, tc goldenCase, s *Submission) {
+func checkGoldenCase(t *testing.T, tc goldenCase, s *Submission, fromName string) {
 	t.Helper()
 	m := s.Message
 	wantEq(t, "sender", m.Sender, strings.ToLower(tc.sender))
 	wantEq(t, "MessageID", s.MessageID, tc.messageID)
+	// The From field travels, last, exactly when it has a display name
+	// (fromWithName); the others as tc.headers says.
 	var names []string
+	fromPassed := false
 	for _, h := range m.Headers {
+		if h.Name == "From" {
+			fromPassed = true
+			continue
+		}
 		names = append(names, h.Name)
 	}
-	if !reflect.DeepEqual(names, tc.headers) {
+	if !reflect.DeepEqual(names, tc.headers) && !(len(names) == 0 && len(tc.headers) == 0) {
 		t.Errorf("headers = %q, want %q", names, tc.headers)
 	}
-	if s.UseHeaders() != (len(tc.headers) > 0) {
+	if fromPassed != (fromName != "") {
+		t.Errorf("From passed on = %v with display name %q", fromPassed, fromName)
+	}
+	if s.UseHeaders() != (len(tc.headers) > 0 || fromPassed) {
 		t.Errorf("UseHeaders = %v with headers %q", s.UseHeaders(), names)
 	}
 	for _, h := range m.Headers {
 		switch strings.ToLower(h.Name) {
-		case "from", "to", "cc", "bcc", "subject", "date", "mime-version", "received", "return-path", "sender":
+		case "to", "cc", "bcc", "subject", "date", "mime-version", "received", "return-path", "sender":
 			t.Errorf("header %s must not travel", h.Name)
 		}
 		if strings.HasPrefix(strings.ToLower(h.Name), "content-") {
@@ -1176,4 +1188,19 @@ func TestNotCarriableRefused(t *testing.T) {
 			}
 		})
 	}
+}
+
+// displayName is the display name of raw's From field, read with net/mail
+// (independently of the code under test), or "".
+func displayName(t *testing.T, raw []byte) string {
+	t.Helper()
+	m, err := netmail.ReadMessage(bytes.NewReader(raw))
+	if err != nil {
+		return ""
+	}
+	a, err := netmail.ParseAddress(m.Header.Get("From"))
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(a.Name)
 }

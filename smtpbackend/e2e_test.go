@@ -369,7 +369,7 @@ func message(header []string, body string, atts ...attachment) []byte {
 
 // simple is a plain-text message from alice to bob.
 func simple(subject, body string, extra ...string) []byte {
-	return message(append([]string{"From: Alice <" + aliceAddr + ">", "To: Bob <" + bobAddr + ">", "Subject: " + subject}, extra...), body)
+	return message(append([]string{"From: " + aliceAddr, "To: Bob <" + bobAddr + ">", "Subject: " + subject}, extra...), body)
 }
 
 func crlf(s string) string {

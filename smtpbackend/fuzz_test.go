@@ -3,6 +3,7 @@ package smtpbackend
 import (
 	"encoding/base64"
 	"errors"
+	"net/mail"
 	"os"
 	"path/filepath"
 	"strings"
@@ -102,6 +103,14 @@ func FuzzConvert(f *testing.F) {
 		}
 		for _, h := range m.Headers {
 			n := strings.ToLower(h.Name)
+			if n == "from" {
+				// Only with a display name, and naming the sender.
+				a, err := mail.ParseAddress(h.Value)
+				if err != nil || a.Name == "" || !strings.EqualFold(a.Address, strings.TrimSpace(sender)) {
+					t.Fatalf("From %q passed on", h.Value)
+				}
+				continue
+			}
 			if _, ok := passHeaders[n]; !ok && !strings.HasPrefix(n, "x-") {
 				t.Fatalf("header %q must not travel", h.Name)
 			}
