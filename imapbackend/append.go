@@ -10,8 +10,8 @@ import (
 	"github.com/emersion/go-imap/v2"
 
 	"github.com/directbridge/directbridge/directapi"
+	"github.com/directbridge/directbridge/mailstore"
 	"github.com/directbridge/directbridge/mimeconv"
-	"github.com/directbridge/directbridge/upstream"
 )
 
 // sentFolder is where the provider files a copy of every message sent.
@@ -25,7 +25,7 @@ const sentDedupeWindow = 10 * time.Minute
 
 // Append stores a message (APPEND, RFC 9051 §6.3.12) with one
 // SaveRawMessages call. The provider answers without a UID: the folder's
-// next refresh finds it and gives it the flags asked for (arrivals.go),
+// next refresh finds it and gives it the flags asked for (mailstore/mailstore/arrivals.go),
 // shared by every APPEND made meanwhile. An APPEND to the folder this
 // connection has selected makes that refresh at once and answers
 // APPENDUID (RFC 4315 §3) and EXISTS; another one answers a plain OK,
@@ -85,7 +85,7 @@ func (s *session) Append(mailbox string, r imap.LiteralReader, options *imap.App
 
 	// The folder's mirror, loaded if need be (and refreshed if older
 	// than freshness), to note the arrival in: its next refresh finds the
-	// UID and sets the flags (arrivals.go).
+	// UID and sets the flags (mailstore/mailstore/arrivals.go).
 	m, err := s.acquireFolder(ctx, folder)
 	if err != nil {
 		if errors.Is(err, errNoSuchMailbox) {
@@ -93,28 +93,8 @@ func (s *session) Append(mailbox string, r imap.LiteralReader, options *imap.App
 		}
 		return nil, err
 	}
-	defer s.srv.hub.release(m)
-	a := &arrival{sent: time.Now(), msgID: msgID, size: len(raw), seen: seen, kept: kept, raw: raw}
-	m.saving(a)
-	err = s.srv.cfg.Provider.Save(ctx, s.auth, folder, [][]byte{raw})
-	unknown := errors.Is(err, upstream.ErrUnknownOutcome)
-	a.uncertain = unknown
-	m.saveEnded(a, err == nil || unknown)
-	if unknown {
-		// The answer was lost, and the provider may have stored the
-		// message. Answering NO would make the client append it again,
-		// twice if it was stored: look in the folder first, for these
-		// very bytes (content pairing only, see placeArrivals).
-		lctx, lcancel := s.ctx()
-		defer lcancel()
-		if derr := m.discover(lctx); derr != nil || m.placed(a) == 0 {
-			m.abandon(a)
-			s.srv.cfg.Logger.Warn("imap append: outcome unknown and the message not found", "user", s.auth.Username, "err", err)
-			return nil, imapError(err)
-		}
-		s.srv.cfg.Logger.Info("imap append: answer lost, message found in the folder", "user", s.auth.Username)
-		err = nil
-	}
+	defer s.srv.store.Release(m)
+	uid, err := m.Append(ctx, s.auth, raw, msgID, seen, kept, m == s.sel)
 	if err != nil {
 		return nil, imapError(err)
 	}
@@ -122,22 +102,8 @@ func (s *session) Append(mailbox string, r imap.LiteralReader, options *imap.App
 		s.appended = true
 		return nil, nil
 	}
-	// The selected folder: the answer brings the EXISTS and APPENDUID,
-	// found with the folder's UIDs alone, by the refresh under way when
-	// it read the folder after the save (concurrent APPENDs share it),
-	// else by a refresh of its own.
-	m.awaitFlight(ctx)
-	if m.placed(a) == 0 {
-		if err := m.discover(ctx); err != nil {
-			s.srv.cfg.Logger.Warn("imap refresh after append failed", "user", s.auth.Username, "err", err)
-			return nil, nil // saved: never NO, or the client saves it again
-		}
-	}
-	m.mu.Lock()
-	validity := m.validity
-	m.mu.Unlock()
-	if uid := m.placed(a); uid != 0 {
-		return &imap.AppendData{UID: uid, UIDValidity: validity}, nil
+	if uid != 0 {
+		return &imap.AppendData{UID: uid, UIDValidity: m.Validity()}, nil
 	}
 	return nil, nil
 }
@@ -159,11 +125,11 @@ func (s *session) appendSent(ctx context.Context, msgID string, seen bool, kept 
 	if !ok {
 		return nil, false, nil
 	}
-	sm, err := s.srv.hub.acquire(ctx, s.auth, sentFolder)
+	sm, err := s.srv.store.Acquire(ctx, s.auth, sentFolder)
 	if err != nil {
 		return nil, false, err
 	}
-	defer s.srv.hub.release(sm)
+	defer s.srv.store.Release(sm)
 
 	// The provider's copy carries the smtpId as its Message-ID; a
 	// provider that kept the client's Message-ID is recognised too.
@@ -183,15 +149,7 @@ func (s *session) appendSent(ctx context.Context, msgID string, seen bool, kept 
 		}
 		return byClient
 	}
-	sm.mu.Lock()
-	var known []directapi.MessageDetail
-	for _, msg := range sm.byUID {
-		if msg.meta != nil && !msg.expunged {
-			known = append(known, *msg.meta)
-		}
-	}
-	sm.mu.Unlock()
-	uid := find(known)
+	uid := find(sm.KnownMeta())
 	if uid == 0 {
 		// Not among the messages whose metadata is known: the copy is
 		// newer than the mirror's metadata, or not there at all.
@@ -203,35 +161,29 @@ func (s *session) appendSent(ctx context.Context, msgID string, seen bool, kept 
 			log.Info("imap append: the provider's copy of a sent message is not in Sent; saving the client's", "user", s.auth.Username)
 			return nil, false, nil
 		}
-		sm.mu.Lock()
-		missing := uid <= maxUID && !sm.live(imap.UID(uid))
-		sm.mu.Unlock()
-		if missing {
-			if err := sm.sync(ctx); err != nil {
+		if uid <= mailstore.MaxUID && !sm.Live(imap.UID(uid)) {
+			if err := sm.Sync(ctx); err != nil {
 				return nil, false, err
 			}
 		}
-		sm.fillMeta(details)
+		sm.FillMeta(details)
 	}
-	if uid <= 0 || uid > maxUID {
-		return nil, false, errUIDTooLarge
+	if uid <= 0 || uid > mailstore.MaxUID {
+		return nil, false, mailstore.ErrUIDTooLarge
 	}
-	sm.mu.Lock()
-	validity := sm.validity
-	up := flagUpdate{uid: imap.UID(uid)}
-	mb := sm.mb
-	sm.mu.Unlock()
-	if fl, ok := mb.Flags(imap.UID(uid)); ok {
-		up.kept = addFlags(keptOf(fl), kept...)
+	validity := sm.Validity()
+	up := mailstore.FlagUpdate{UID: imap.UID(uid)}
+	if fl, ok := sm.Mailbox().Flags(imap.UID(uid)); ok {
+		up.Kept = addFlags(mailstore.KeptOf(fl), kept...)
 	} else {
-		up.kept = kept
+		up.Kept = kept
 	}
-	up.setKept = len(up.kept) > 0
+	up.SetKept = len(up.Kept) > 0
 	if seen {
-		up.seen = &seen
+		up.Seen = &seen
 	}
-	if up.seen != nil || up.setKept {
-		done, err := s.applyFlags(ctx, sentFolder, validity, sm, []flagUpdate{up}, nil)
+	if up.Seen != nil || up.SetKept {
+		done, err := s.srv.store.ApplyFlags(ctx, s.auth, sentFolder, validity, sm, []mailstore.FlagUpdate{up}, nil)
 		if err != nil {
 			return nil, false, err
 		}

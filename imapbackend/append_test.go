@@ -32,7 +32,7 @@ func appendMsg(c *imapclient.Client, folder, raw string, flags ...imap.Flag) (*i
 
 // TestAppend: APPEND to a folder the connection has not selected saves
 // the message with one provider call and answers without APPENDUID (the
-// UID is learned by the next refresh, arrivals.go); SELECT then shows it
+// UID is learned by the next refresh, mailstore/arrivals.go); SELECT then shows it
 // with the flags asked for: \Seen at the provider (which saves unread),
 // the rest kept by the bridge.
 func TestAppend(t *testing.T) {

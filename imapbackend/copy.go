@@ -9,6 +9,7 @@ import (
 	"github.com/emersion/go-imap/v2/imapserver"
 
 	"github.com/directbridge/directbridge/directapi"
+	"github.com/directbridge/directbridge/mailstore"
 	"github.com/directbridge/directbridge/upstream"
 )
 
@@ -62,14 +63,12 @@ func (s *session) transfer(w *imapserver.MoveWriter, numSet imap.NumSet, destNam
 	// MOVE into the folder itself gives the messages new UIDs (imaptest's
 	// move does it; RFC 6851 does not forbid it): a copy, then the
 	// originals removed for good, since the copies are there.
-	sameFolder := move && dest == m.name
+	sameFolder := move && dest == m.Name()
 	ctx, cancel := s.ctx()
 	defer cancel()
 	c := s.srv.cfg.Provider
 
-	m.mu.Lock()
-	gone, srcValidity := m.gone, m.validity
-	m.mu.Unlock()
+	gone, srcValidity := m.Gone(), m.Validity()
 	ts, err := s.targets(numSet)
 	if err != nil {
 		return nil, err
@@ -80,7 +79,7 @@ func (s *session) transfer(w *imapserver.MoveWriter, numSet imap.NumSet, destNam
 	// Messages expunged meanwhile (the client not told yet) are not
 	// copied: there is nothing left to copy (RFC 2180 §4.4.1 lets the
 	// server go on with the others).
-	var msgs []*message
+	var msgs []*mailstore.Message
 	for _, t := range ts {
 		if t.live {
 			msgs = append(msgs, t.msg)
@@ -96,16 +95,14 @@ func (s *session) transfer(w *imapserver.MoveWriter, numSet imap.NumSet, destNam
 	}
 
 	// A refresh may have removed some meanwhile; copy what is left.
-	m.mu.Lock()
 	var uids []imap.UID
 	left := msgs[:0]
 	for _, msg := range msgs {
-		if m.live(msg.uid) {
-			left, uids = append(left, msg), append(uids, msg.uid)
+		if m.Live(msg.UID) {
+			left, uids = append(left, msg), append(uids, msg.UID)
 		}
 	}
 	msgs = left
-	m.mu.Unlock()
 	if len(msgs) == 0 {
 		return nil, nil
 	}
@@ -114,7 +111,7 @@ func (s *session) transfer(w *imapserver.MoveWriter, numSet imap.NumSet, destNam
 	if move && !sameFolder {
 		op = c.Move
 	}
-	done, err := s.mutateExisting(ctx, m, uids, func(u []int64) error { return op(ctx, s.auth, m.name, dest, u) })
+	done, err := m.MutateExisting(ctx, uids, func(u []int64) error { return op(ctx, s.auth, m.Name(), dest, u) })
 	if errors.Is(err, upstream.ErrUnknownOutcome) && s.landed(m, dest, prev, msgs, move && !sameFolder) {
 		// The answer was lost but the work is done: a NO would make the
 		// client copy them again, and the messages would be there twice.
@@ -122,7 +119,7 @@ func (s *session) transfer(w *imapserver.MoveWriter, numSet imap.NumSet, destNam
 		done, err = uids, nil
 	}
 	if err != nil {
-		if uidMissing(err) {
+		if mailstore.UIDMissing(err) {
 			// Every source message exists, so it is the destination
 			// that is gone.
 			if _, gerr := c.UIDs(ctx, s.auth, dest); noFolder(gerr) {
@@ -132,10 +129,10 @@ func (s *session) transfer(w *imapserver.MoveWriter, numSet imap.NumSet, destNam
 		// Part may have been done (a later batch failed, or no answer
 		// came): show what the provider now has.
 		if move {
-			m.sync(ctx)
+			m.Sync(ctx)
 		}
-		if dm := s.srv.hub.peek(s.auth.Username, dest); dm != nil {
-			dm.sync(ctx)
+		if dm := s.srv.store.Peek(s.auth.Username, dest); dm != nil {
+			dm.Sync(ctx)
 		}
 		return nil, imapError(err)
 	}
@@ -144,29 +141,27 @@ func (s *session) transfer(w *imapserver.MoveWriter, numSet imap.NumSet, destNam
 	}
 
 	// What travels: the flags, and the metadata when known, in UID order.
-	src := make([]copied, 0, len(done))
+	src := make([]mailstore.Copied, 0, len(done))
 	for _, msg := range msgs {
-		if slices.Contains(done, msg.uid) {
-			fl := s.flagsOf(msg.uid)
-			cp := copied{uid: msg.uid, flags: keptOf(fl), seen: hasSeen(fl)}
-			m.mu.Lock()
-			if metaKnown(msg.meta) {
-				cp.meta = msg.meta
+		if slices.Contains(done, msg.UID) {
+			fl := s.flagsOf(msg.UID)
+			cp := mailstore.Copied{UID: msg.UID, Flags: mailstore.KeptOf(fl), Seen: mailstore.HasSeen(fl)}
+			if meta, _ := m.MetaOf(msg); mailstore.MetaKnown(meta) {
+				cp.Meta = meta
 			}
-			m.mu.Unlock()
 			src = append(src, cp)
 		}
 	}
 	if sameFolder {
-		if err := c.Delete(ctx, s.auth, m.name, uidList(done), true); err != nil {
+		if err := c.Delete(ctx, s.auth, m.Name(), mailstore.UIDList(done), true); err != nil {
 			// The copies are made and the originals still there: the
 			// client sees both after the refresh.
-			m.sync(ctx)
+			m.Sync(ctx)
 			return nil, imapError(err)
 		}
 	}
 	if move {
-		s.removeMessages(ctx, m, srcValidity, done)
+		m.Remove(ctx, srcValidity, done)
 	}
 
 	data := s.placeCopies(ctx, dest, prev, dm, src)
@@ -176,14 +171,6 @@ func (s *session) transfer(w *imapserver.MoveWriter, numSet imap.NumSet, destNam
 		}
 	}
 	return data, nil
-}
-
-// copied is one message that went to another folder.
-type copied struct {
-	uid   imap.UID
-	flags []imap.Flag // kept flags (not \Seen)
-	seen  bool        // \Seen, which the provider's copy keeps
-	meta  *directapi.MessageDetail
 }
 
 // placeCopies finds the new UIDs of messages copied or moved to dest
@@ -205,7 +192,7 @@ type copied struct {
 // When the destination has a mirror, the copies are put into it directly
 // (flags and metadata known), so connections watching it see them at
 // once without another refresh.
-func (s *session) placeCopies(ctx context.Context, dest string, prev int64, dm *mirror, src []copied) *imap.CopyData {
+func (s *session) placeCopies(ctx context.Context, dest string, prev int64, dm *mailstore.Folder, src []mailstore.Copied) *imap.CopyData {
 	log := s.srv.cfg.Logger
 	pids, err := s.srv.cfg.Provider.UIDs(ctx, s.auth, dest)
 	if err != nil {
@@ -216,12 +203,12 @@ func (s *session) placeCopies(ctx context.Context, dest string, prev int64, dm *
 	var top int64
 	for _, p := range pids {
 		top = max(top, p)
-		if p > prev && p <= maxUID {
+		if p > prev && p <= mailstore.MaxUID {
 			newUIDs = append(newUIDs, imap.UID(p))
 		}
 	}
 	slices.Sort(newUIDs)
-	if top > 0 && top <= maxUID {
+	if top > 0 && top <= mailstore.MaxUID {
 		// The next COPY into an unwatched folder knows where it stood.
 		if err := s.srv.cfg.Store.SeenUIDs(ctx, s.auth.Username, dest, uint32(top)); err != nil {
 			log.Warn("imap copy: state store", "err", err)
@@ -230,7 +217,7 @@ func (s *session) placeCopies(ctx context.Context, dest string, prev int64, dm *
 	if len(newUIDs) != len(src) {
 		log.Info("imap copy: new UIDs not paired", "user", s.auth.Username, "copied", len(src), "new", len(newUIDs))
 		if dm != nil {
-			dm.sync(ctx)
+			dm.Sync(ctx)
 		}
 		return nil
 	}
@@ -241,8 +228,8 @@ func (s *session) placeCopies(ctx context.Context, dest string, prev int64, dm *
 	}
 	kept := map[uint32][]string{}
 	for i, cp := range src {
-		if len(cp.flags) > 0 {
-			kept[uint32(newUIDs[i])] = flagStrings(cp.flags)
+		if len(cp.Flags) > 0 {
+			kept[uint32(newUIDs[i])] = mailstore.FlagStrings(cp.Flags)
 		}
 	}
 	if len(kept) > 0 {
@@ -251,11 +238,11 @@ func (s *session) placeCopies(ctx context.Context, dest string, prev int64, dm *
 		}
 	}
 	if dm != nil {
-		dm.addCopies(ctx, newUIDs, src)
+		dm.AddCopies(ctx, newUIDs, src)
 	}
 	data := &imap.CopyData{UIDValidity: validity}
 	for i, cp := range src {
-		data.SourceUIDs.AddNum(cp.uid)
+		data.SourceUIDs.AddNum(cp.UID)
 		data.DestUIDs.AddNum(newUIDs[i])
 	}
 	return data
@@ -267,13 +254,9 @@ func (s *session) placeCopies(ctx context.Context, dest string, prev int64, dm *
 // seen (which placeCopies keeps up to date). Only a folder the bridge has
 // never looked at costs a GetUIDs; one that does not exist is NO
 // [TRYCREATE] (RFC 9051 §6.4.7).
-func (s *session) destMax(ctx context.Context, folder string) (int64, *mirror, error) {
-	if dm := s.srv.hub.peek(s.auth.Username, folder); dm != nil {
-		dm.mu.Lock()
-		ok := dm.loaded && dm.gone == nil
-		next := dm.uidNext
-		dm.mu.Unlock()
-		if ok {
+func (s *session) destMax(ctx context.Context, folder string) (int64, *mailstore.Folder, error) {
+	if dm := s.srv.store.Peek(s.auth.Username, folder); dm != nil {
+		if next, ok := dm.Next(); ok {
 			return int64(next) - 1, dm, nil
 		}
 	}
@@ -300,45 +283,14 @@ func (s *session) destMax(ctx context.Context, folder string) (int64, *mirror, e
 
 // folderValidity is a folder's UIDVALIDITY: its mirror's, or the state
 // store's (which a later SELECT uses too).
-func (s *session) folderValidity(ctx context.Context, folder string, dm *mirror) (uint32, error) {
+func (s *session) folderValidity(ctx context.Context, folder string, dm *mailstore.Folder) (uint32, error) {
 	if dm != nil {
-		dm.mu.Lock()
-		v, ok := dm.validity, dm.loaded && dm.gone == nil
-		dm.mu.Unlock()
-		if ok {
-			return v, nil
+		if _, ok := dm.Next(); ok {
+			return dm.Validity(), nil
 		}
 	}
 	st, err := s.srv.cfg.Store.Folder(ctx, s.auth.Username, folder)
 	return st.UIDValidity, err
-}
-
-// fillMeta keeps metadata read for another purpose, so that a later FETCH
-// of these messages needs no call.
-//
-// Whole messages (GetUnreadMessages answers) are kept without their body
-// and attachments: the raw bytes are the cache's business, and the
-// metadata of a large folder must stay small.
-func (m *mirror) fillMeta(details []directapi.MessageDetail) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	for i := range details {
-		d := &details[i]
-		if d.UID <= 0 || d.UID > maxUID {
-			continue
-		}
-		if msg := m.byUID[imap.UID(d.UID)]; msg != nil && msg.meta == nil && !msg.expunged {
-			msg.meta = metaOnly(d)
-		}
-	}
-}
-
-// metaOnly is a copy of d without body and attachments, which does not
-// keep the answer it came from in memory.
-func metaOnly(d *directapi.MessageDetail) *directapi.MessageDetail {
-	c := *d
-	c.Body, c.AttachmentList = "", nil
-	return &c
 }
 
 // noFolder reports a provider refusal of a folder operation: the folder
@@ -353,7 +305,7 @@ func noFolder(err error) bool {
 // Message-ID of its source in order; for a move, none of the sources is
 // left in the source folder. Anything less certain is false, and the
 // command is answered NO as before.
-func (s *session) landed(m *mirror, dest string, prev int64, msgs []*message, move bool) bool {
+func (s *session) landed(m *mailstore.Folder, dest string, prev int64, msgs []*mailstore.Message, move bool) bool {
 	ctx, cancel := s.ctx()
 	defer cancel()
 	c := s.srv.cfg.Provider
@@ -372,12 +324,12 @@ func (s *session) landed(m *mirror, dest string, prev int64, msgs []*message, mo
 	}
 	slices.Sort(added)
 	if move {
-		left, err := c.UIDs(ctx, s.auth, m.name)
+		left, err := c.UIDs(ctx, s.auth, m.Name())
 		if err != nil {
 			return false
 		}
 		for _, msg := range msgs {
-			if slices.Contains(left, int64(msg.uid)) {
+			if slices.Contains(left, int64(msg.UID)) {
 				return false
 			}
 		}
@@ -394,11 +346,10 @@ func (s *session) landed(m *mirror, dest string, prev int64, msgs []*message, mo
 	for _, d := range copies {
 		byUID[d.UID] = d
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
 	for i, msg := range msgs {
 		d, ok := byUID[added[i]]
-		if !ok || !metaKnown(msg.meta) || d.Size != msg.meta.Size || d.MsgID != msg.meta.MsgID {
+		meta, _ := m.MetaOf(msg)
+		if !ok || !mailstore.MetaKnown(meta) || d.Size != meta.Size || d.MsgID != meta.MsgID {
 			return false
 		}
 	}

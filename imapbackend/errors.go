@@ -7,6 +7,7 @@ import (
 	"github.com/emersion/go-imap/v2"
 
 	"github.com/directbridge/directbridge/mailbox"
+	"github.com/directbridge/directbridge/mailstore"
 	"github.com/directbridge/directbridge/upstream"
 )
 
@@ -61,9 +62,9 @@ func imapError(err error) error {
 		return no(imap.ResponseCodeAuthenticationFailed, "The provider refused the credentials")
 	case errors.Is(err, mailbox.ErrUnavailable), errors.Is(err, upstream.ErrTemporary), errors.Is(err, context.DeadlineExceeded):
 		return errUnavailable
-	case errors.Is(err, errUIDTooLarge):
+	case errors.Is(err, mailstore.ErrUIDTooLarge):
 		return no(imap.ResponseCodeLimit, "This folder has message UIDs beyond 32 bits, which IMAP cannot carry")
-	case errors.Is(err, errFolderGone):
+	case errors.Is(err, mailstore.ErrFolderGone):
 		return no(imap.ResponseCodeNonExistent, "The mailbox was deleted or renumbered; select it again")
 	case errors.Is(err, upstream.ErrAddress):
 		return no(imap.ResponseCodeCannot, "The provider refused an address: "+upstream.ProviderMessage(err))

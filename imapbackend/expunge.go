@@ -1,7 +1,6 @@
 package imapbackend
 
 import (
-	"context"
 	"slices"
 
 	"github.com/emersion/go-imap/v2"
@@ -42,9 +41,7 @@ func (s *session) Expunge(w *imapserver.ExpungeWriter, uids *imap.UIDSet) error 
 	ctx, cancel := s.ctx()
 	defer cancel()
 
-	m.mu.Lock()
-	gone, validity, mb := m.gone, m.validity, m.mb
-	m.mu.Unlock()
+	gone, validity, mb := m.Gone(), m.Validity(), m.Mailbox()
 	var only map[imap.UID]bool
 	if uids != nil {
 		ts, err := s.targets(*uids)
@@ -53,7 +50,7 @@ func (s *session) Expunge(w *imapserver.ExpungeWriter, uids *imap.UIDSet) error 
 		}
 		only = make(map[imap.UID]bool, len(ts))
 		for _, t := range ts {
-			only[t.msg.uid] = true
+			only[t.msg.UID] = true
 		}
 	}
 	var del []imap.UID
@@ -69,55 +66,23 @@ func (s *session) Expunge(w *imapserver.ExpungeWriter, uids *imap.UIDSet) error 
 		return nil
 	}
 
-	forever := m.name == trashFolder || s.srv.cfg.DeleteForever
+	forever := m.Name() == trashFolder || s.srv.cfg.DeleteForever
 	c := s.srv.cfg.Provider
-	done, err := s.mutateExisting(ctx, m, del, func(u []int64) error {
-		return c.Delete(ctx, s.auth, m.name, u, forever)
+	done, err := m.MutateExisting(ctx, del, func(u []int64) error {
+		return c.Delete(ctx, s.auth, m.Name(), u, forever)
 	})
 	if err != nil {
 		// Part may be done (a later batch failed, or no answer came):
 		// show what the provider has now.
-		m.sync(ctx)
+		m.Sync(ctx)
 		return imapError(err)
 	}
-	s.removeMessages(ctx, m, validity, done)
+	m.Remove(ctx, validity, done)
 	if !forever && len(done) > 0 {
 		// Connections watching the Trash see the messages arrive.
-		if tm := s.srv.hub.peek(s.auth.Username, trashFolder); tm != nil {
-			tm.sync(ctx)
+		if tm := s.srv.store.Peek(s.auth.Username, trashFolder); tm != nil {
+			tm.Sync(ctx)
 		}
 	}
 	return nil
-}
-
-// removeMessages takes messages the provider no longer has in a folder
-// out of its mirror, queueing one EXPUNGE per message for every view
-// (which numbers each when it is sent, so that each number is right at
-// that moment, RFC 9051 §7.5.1), and drops the flags the bridge kept for
-// them, raising the mirror's version and noting the removals so that an
-// older refresh's answer does not bring them back (mirror.apply).
-func (s *session) removeMessages(ctx context.Context, m *mirror, validity uint32, uids []imap.UID) {
-	forget := map[uint32][]string{}
-	m.mu.Lock()
-	if m.loaded {
-		m.version++
-		if m.removed == nil {
-			m.removed = map[imap.UID]uint64{}
-		}
-		for _, u := range uids {
-			m.removed[u] = m.version
-			if fl, ok := m.mb.Flags(u); ok && len(keptOf(fl)) > 0 {
-				forget[uint32(u)] = nil
-			}
-		}
-		m.mb.Expunge(uids...)
-		m.forgetLocked(uids)
-	}
-	m.mu.Unlock()
-	if len(forget) > 0 {
-		if err := s.srv.cfg.Store.SetFlags(ctx, s.auth.Username, m.name, validity, forget); err != nil {
-			// Harmless: the provider never hands these UIDs out again.
-			s.srv.cfg.Logger.Warn("imap: dropping kept flags failed", "user", s.auth.Username, "err", err)
-		}
-	}
 }

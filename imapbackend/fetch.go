@@ -187,7 +187,7 @@ func (s *session) Fetch(w *imapserver.FetchWriter, numSet imap.NumSet, options *
 		if needs.markSeen && !s.readOnly {
 			if toMark = s.unseen(chunk); len(toMark) > 0 {
 				marking = make(chan error, 1)
-				go func() { marking <- s.srv.cfg.Provider.SetRead(ctx, s.auth, s.sel.name, toMark, true) }()
+				go func() { marking <- s.srv.cfg.Provider.SetRead(ctx, s.auth, s.sel.Name(), toMark, true) }()
 			}
 		}
 		err := s.fetchRaws(ctx, chunk)
@@ -226,7 +226,7 @@ func (s *session) Fetch(w *imapserver.FetchWriter, numSet imap.NumSet, options *
 		// poll; a failure leaves it to the poller. (Messages the mirror
 		// knows are expunged have their EXPUNGE queued already.)
 		if refresh {
-			if err := s.sel.sync(ctx); err != nil {
+			if err := s.sel.Sync(ctx); err != nil {
 				s.srv.cfg.Logger.Warn("imap refresh after expunged message failed", "err", err)
 			}
 		}
@@ -241,22 +241,20 @@ func (s *session) Fetch(w *imapserver.FetchWriter, numSet imap.NumSet, options *
 // cache, so sizes agree with BODY[]; metadata's size is used otherwise.
 func (s *session) fetchMeta(ctx context.Context, msgs []*fetchMsg, o *imap.FetchOptions, needs fetchNeeds) error {
 	m := s.sel
-	m.mu.Lock()
-	ref := m.ref()
-	m.mu.Unlock()
-	var want []*message
+	ref := m.Ref()
+	var want []*mailstore.Message
 	for _, fm := range msgs {
 		if !fm.live {
 			// Expunged: the provider has nothing more to give.
 			if needs.raw || o.RFC822Size || needs.headers || o.InternalDate {
-				if raw, ok := s.srv.bodies.Cached(ref, fm.msg.uid); ok {
+				if raw, ok := s.srv.bodies.Cached(ref, fm.msg.UID); ok {
 					fm.raw = raw
 				}
 			}
 			continue
 		}
 		if o.RFC822Size && !needs.raw {
-			if raw, ok := s.srv.bodies.Cached(ref, fm.msg.uid); ok {
+			if raw, ok := s.srv.bodies.Cached(ref, fm.msg.UID); ok {
 				fm.raw = raw
 			}
 		}
@@ -269,26 +267,25 @@ func (s *session) fetchMeta(ctx context.Context, msgs []*fetchMsg, o *imap.Fetch
 			return err
 		}
 	}
-	m.mu.Lock()
 	for _, fm := range msgs {
-		fm.meta = fm.msg.meta
-		if !metaKnown(fm.meta) && !fm.msg.saved.IsZero() {
+		var saved time.Time
+		fm.meta, saved = m.MetaOf(fm.msg)
+		if !mailstore.MetaKnown(fm.meta) && !saved.IsZero() {
 			// Expunged (here or, a moment ago, at the provider) before its
 			// metadata was loaded, but saved by this bridge: its bytes
 			// are in the cache, its size and internal date are known (RFC
 			// 2180 §4.1: a session not told yet may still fetch it), its
 			// headers are in the bytes.
 			if fm.raw == nil {
-				fm.raw, _ = s.srv.bodies.Cached(ref, fm.msg.uid)
+				fm.raw, _ = s.srv.bodies.Cached(ref, fm.msg.UID)
 			}
 			if fm.raw != nil {
-				fm.meta = &directapi.MessageDetail{UID: int64(fm.msg.uid), Size: len(fm.raw), ReceivedDate: directapi.NewDate(fm.msg.saved)}
+				fm.meta = &directapi.MessageDetail{UID: int64(fm.msg.UID), Size: len(fm.raw), ReceivedDate: directapi.NewDate(saved)}
 			}
 		}
 	}
-	m.mu.Unlock()
 	for _, fm := range msgs {
-		known := metaKnown(fm.meta)
+		known := mailstore.MetaKnown(fm.meta)
 		switch {
 		case needs.raw:
 			fm.needRaw = true
@@ -309,7 +306,7 @@ func (s *session) fetchMeta(ctx context.Context, msgs []*fetchMsg, o *imap.Fetch
 // fetchRaws gets the raw bytes of the messages of a batch that need them,
 // in one s.raws call (cache first, then GetRawMessagesByUIDs).
 func (s *session) fetchRaws(ctx context.Context, chunk []*fetchMsg) error {
-	var want []*message
+	var want []*mailstore.Message
 	for _, fm := range chunk {
 		if fm.needRaw && fm.raw == nil && !fm.gone {
 			if !fm.live {
@@ -328,7 +325,7 @@ func (s *session) fetchRaws(ctx context.Context, chunk []*fetchMsg) error {
 	}
 	for _, fm := range chunk {
 		if fm.needRaw && fm.raw == nil && !fm.gone {
-			if raw, ok := got[fm.msg.uid]; ok {
+			if raw, ok := got[fm.msg.UID]; ok {
 				fm.raw = raw
 			} else {
 				fm.gone = true
@@ -344,8 +341,8 @@ func (s *session) fetchRaws(ctx context.Context, chunk []*fetchMsg) error {
 func (s *session) unseen(chunk []*fetchMsg) []int64 {
 	var uids []int64
 	for _, fm := range chunk {
-		if !fm.gone && fm.live && !hasSeen(s.flagsOf(fm.msg.uid)) {
-			uids = append(uids, int64(fm.msg.uid))
+		if !fm.gone && fm.live && !mailstore.HasSeen(s.flagsOf(fm.msg.UID)) {
+			uids = append(uids, int64(fm.msg.UID))
 		}
 	}
 	return uids
@@ -356,18 +353,18 @@ func (s *session) unseen(chunk []*fetchMsg) []int64 {
 // others get FETCH FLAGS.
 func (s *session) showSeen(chunk []*fetchMsg, uids []int64) {
 	marked := make(map[imap.UID]bool, len(uids))
-	ups := make([]flagUpdate, 0, len(uids))
+	ups := make([]mailstore.FlagUpdate, 0, len(uids))
 	read := true
 	for _, u := range uids {
 		marked[imap.UID(u)] = true
-		ups = append(ups, flagUpdate{uid: imap.UID(u), seen: &read})
+		ups = append(ups, mailstore.FlagUpdate{UID: imap.UID(u), Seen: &read})
 	}
 	for _, fm := range chunk {
-		if !fm.gone && marked[fm.msg.uid] {
+		if !fm.gone && marked[fm.msg.UID] {
 			fm.nowSeen = true
 		}
 	}
-	s.sel.showFlags(ups, s.view)
+	s.sel.ShowFlags(ups, s.view)
 }
 
 // fetchFlags takes the flags to answer with, canonical as the mirror keeps
@@ -382,24 +379,13 @@ func (s *session) fetchFlags(chunk []*fetchMsg, o *imap.FetchOptions) {
 	var want []*fetchMsg
 	for _, fm := range chunk {
 		if o.Flags || fm.nowSeen {
-			uids = append(uids, fm.msg.uid)
+			uids = append(uids, fm.msg.UID)
 			want = append(want, fm)
 		}
 	}
 	for i, fl := range s.view.FetchFlags(uids...) {
 		want[i].flags = fl
 	}
-}
-
-// metaKnown reports metadata the provider gave. ensureMeta leaves a
-// placeholder (UID and size -1, nothing else) for a message the provider
-// did not list, that is, one deleted there since the last refresh.
-func metaKnown(d *directapi.MessageDetail) bool {
-	if d == nil {
-		return false
-	}
-	return !(d.Size < 0 && d.ReceivedDate.IsZero() && d.SentDate.IsZero() && len(d.Headers) == 0 &&
-		d.Subject == "" && d.Sender == "" && d.MsgNum == 0 && d.MsgID == "")
 }
 
 // internalDate is INTERNALDATE (RFC 9051 §2.3.3): when the provider
@@ -421,7 +407,7 @@ func internalDate(d *directapi.MessageDetail) time.Time {
 // the same list read from the raw bytes by the message tree when the
 // metadata has none (values made valid UTF-8, as the provider's are).
 func topHeaders(meta *directapi.MessageDetail, raw []byte) ([]directapi.MessageHeader, bool) {
-	if metaKnown(meta) && len(meta.Headers) > 0 {
+	if mailstore.MetaKnown(meta) && len(meta.Headers) > 0 {
 		return meta.Headers, true
 	}
 	if raw == nil {
@@ -504,7 +490,7 @@ func renderFetch(fm *fetchMsg, o *imap.FetchOptions) error {
 		if err != nil {
 			return err
 		}
-		fm.binSizes[i] = uint32(min(len(b), maxUID))
+		fm.binSizes[i] = uint32(min(len(b), mailstore.MaxUID))
 	}
 	return nil
 }
@@ -530,7 +516,7 @@ func writeFetch(w *imapserver.FetchWriter, chunk []*fetchMsg, o *imap.FetchOptio
 
 func writeFetchItems(rw *imapserver.FetchResponseWriter, fm *fetchMsg, o *imap.FetchOptions) error {
 	if o.UID {
-		rw.WriteUID(fm.msg.uid)
+		rw.WriteUID(fm.msg.UID)
 	}
 	if fm.flags != nil {
 		rw.WriteFlags(fm.flags)
@@ -697,7 +683,7 @@ func bodyStructureOf(p *mimeconv.Part) imap.BodyStructure {
 		ID:          p.Header.Get("Content-Id"),
 		Description: p.Header.Get("Content-Description"),
 		Encoding:    p.Encoding,
-		Size:        uint32(min(len(p.Body()), maxUID)),
+		Size:        uint32(min(len(p.Body()), mailstore.MaxUID)),
 		Extended: &imap.BodyStructureSinglePartExt{
 			Disposition: disp,
 			Language:    p.Languages(),

@@ -4,8 +4,9 @@ import (
 	"context"
 	"strings"
 
-	"github.com/directbridge/directbridge/upstream"
 	"github.com/emersion/go-imap/v2"
+
+	"github.com/directbridge/directbridge/upstream"
 )
 
 // Folder commands: CREATE, DELETE, RENAME, SUBSCRIBE and UNSUBSCRIBE, on
@@ -76,7 +77,7 @@ func (s *session) newFolderName(name string) (string, error) {
 // selectedWithin tells whether this connection has folder, or a folder
 // below it, selected.
 func (s *session) selectedWithin(folder string) bool {
-	return s.sel != nil && (s.sel.name == folder || strings.HasPrefix(s.sel.name, folder+string(delim)))
+	return s.sel != nil && (s.sel.Name() == folder || strings.HasPrefix(s.sel.Name(), folder+string(delim)))
 }
 
 // definiteRefusal tells a provider refusal (the request ran and was turned
@@ -147,13 +148,10 @@ func (s *session) startAfresh(ctx context.Context, folder string) {
 
 // dropMirror forgets the mirror of exactly this folder, if any, and tells
 // connections that have it selected (BYE at their next command). Unlike
-// hub.dropFolder it leaves the folders below alone.
+// mailstore.Store.DropFolder it leaves the folders below alone.
 func (s *session) dropMirror(user, folder string) {
-	if m := s.srv.hub.peek(user, folder); m != nil {
-		m.mu.Lock()
-		m.markGoneLocked()
-		m.mu.Unlock()
-		s.srv.hub.drop(m)
+	if m := s.srv.store.Peek(user, folder); m != nil {
+		m.MarkGone()
 	}
 }
 
@@ -209,7 +207,7 @@ func (s *session) Delete(name string) error {
 // forgetFolder drops the mirrors and the state of a deleted folder.
 func (s *session) forgetFolder(ctx context.Context, folder string) {
 	user := strings.ToLower(s.auth.Username)
-	s.srv.hub.dropFolder(user, folder)
+	s.srv.store.DropFolder(user, folder)
 	if err := s.srv.cfg.Store.ForgetFolder(ctx, user, folder); err != nil {
 		s.srv.cfg.Logger.Warn("imap: forgetting folder state", "user", user, "err", err)
 	}
@@ -296,7 +294,7 @@ func (s *session) Rename(oldName, newName string, _ *imap.RenameOptions) error {
 	for _, n := range append([]string{to}, renamedNames(fs, from, to)...) {
 		s.dropMirror(user, n)
 	}
-	s.srv.hub.dropFolder(user, from)
+	s.srv.store.DropFolder(user, from)
 	return nil
 }
 

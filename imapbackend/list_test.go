@@ -3,14 +3,15 @@ package imapbackend_test
 import (
 	"context"
 	"database/sql"
-	"github.com/directbridge/directbridge/imapbackend"
-	"github.com/directbridge/directbridge/sandbox"
 	"net/url"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/directbridge/directbridge/imapbackend"
+	"github.com/directbridge/directbridge/sandbox"
 
 	"github.com/emersion/go-imap/v2"
 	"github.com/emersion/go-imap/v2/imapclient"

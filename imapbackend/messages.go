@@ -3,14 +3,11 @@ package imapbackend
 import (
 	"context"
 	"errors"
-	"time"
 
 	"github.com/emersion/go-imap/v2"
 
-	"github.com/directbridge/directbridge/directapi"
 	"github.com/directbridge/directbridge/mailstore"
 	"github.com/directbridge/directbridge/seqview"
-	"github.com/directbridge/directbridge/upstream"
 )
 
 // target is one message a command names: its sequence number in this
@@ -19,7 +16,7 @@ import (
 // the folder (false: expunged, and the client not told yet).
 type target struct {
 	seq  uint32
-	msg  *message
+	msg  *mailstore.Message
 	live bool
 }
 
@@ -41,18 +38,14 @@ func (s *session) targets(numSet imap.NumSet) ([]target, error) {
 	if err != nil {
 		return nil, imapError(s.byeIfGone(err))
 	}
-	m := s.sel
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	out := make([]target, 0, len(ts))
-	for _, t := range ts {
-		msg := m.byUID[t.UID]
-		if msg == nil {
-			// An expunged message whose handle was let go (maxGhosts):
-			// its UID and flags are all there is.
-			msg = &message{uid: t.UID, expunged: true}
-		}
-		out = append(out, target{seq: t.Seq, msg: msg, live: t.Live})
+	uids := make([]imap.UID, len(ts))
+	for i, t := range ts {
+		uids[i] = t.UID
+	}
+	msgs := s.sel.Handles(uids)
+	out := make([]target, len(ts))
+	for i, t := range ts {
+		out[i] = target{seq: t.Seq, msg: msgs[i], live: t.Live}
 	}
 	return out, nil
 }
@@ -134,161 +127,18 @@ func (o viewOrder) After(uid imap.UID, n int) []imap.UID {
 }
 
 // ensureMeta loads the metadata (size, dates, headers) of the given
-// messages of the selected folder if any lack it (see mirror.loadMeta). A
-// message the provider no longer lists gets a placeholder, so the command
-// answers with what is known rather than fail as a whole.
-func (s *session) ensureMeta(ctx context.Context, msgs []*message) error {
-	missed, err := s.sel.loadMeta(ctx, s.srv.cfg.Provider, msgs)
-	if err != nil {
-		return err
-	}
-	s.sel.mu.Lock()
-	defer s.sel.mu.Unlock()
-	for _, msg := range missed {
-		if msg.meta == nil {
-			msg.meta = &directapi.MessageDetail{UID: int64(msg.uid), Size: -1}
-		}
-	}
-	return nil
-}
-
-// loadMeta fills in the metadata of msgs (of every message when msgs is
-// nil) that lack it, or have only a placeholder. It returns the messages
-// the provider's answers did not list (gone at the provider since the
-// last refresh).
-//
-// Cost: the first time, one GetMessageMetaData for the whole folder (a
-// round trip is the unit of cost, and listings want every message
-// anyway). Afterwards, when only a few messages lack metadata, the folder
-// is never listed again: messages that arrived since the last listing
-// (new mail, APPENDs) are found with one SearchMessagesMetadataByReceivedDate
-// over the time since then (less metaSkew, for the provider's clock), and
-// the few left, such as copies, which keep the received date of their
-// original, or old messages the unread list at SELECT did not bring, by
-// GetMessagesByUIDs.
-func (m *mirror) loadMeta(ctx context.Context, c upstream.Provider, msgs []*message) ([]*message, error) {
-	m.mu.Lock()
-	if msgs == nil {
-		msgs = make([]*message, 0, len(m.byUID))
-		for _, msg := range m.byUID {
-			if !msg.expunged {
-				msgs = append(msgs, msg)
-			}
-		}
-	}
-	var missing []int64
-	newer := false
-	for _, msg := range msgs {
-		if !metaKnown(msg.meta) && !msg.expunged {
-			missing = append(missing, int64(msg.uid))
-			newer = newer || msg.uid >= m.metaFrom
-		}
-	}
-	auth, since, total := m.auth, m.metaAt, len(m.byUID)
-	next := m.uidNext
-	m.mu.Unlock()
-	if len(missing) == 0 {
-		return m.missedMeta(msgs), nil
-	}
-	start := time.Now()
-	listAll := func() error {
-		details, err := c.Metadata(ctx, auth, m.name)
-		if err != nil {
-			return err
-		}
-		m.fillMeta(details)
-		m.mu.Lock()
-		if start.After(m.metaAt) {
-			m.metaAt, m.metaFrom = start, next
-		}
-		m.mu.Unlock()
-		return nil
-	}
-	if since.IsZero() || len(missing) > fewMissingMeta || 4*len(missing) > total {
-		if err := listAll(); err != nil {
-			return nil, err
-		}
-		return m.missedMeta(msgs), nil
-	}
-	if newer {
-		details, err := c.MetadataReceived(ctx, auth, m.name, since.Add(-metaSkew), start.Add(metaSkew))
-		if err != nil {
-			return nil, err
-		}
-		m.fillMeta(details)
-		m.mu.Lock()
-		if start.After(m.metaAt) {
-			m.metaAt, m.metaFrom = start, next
-		}
-		m.mu.Unlock()
-	}
-	var still []int64
-	m.mu.Lock()
-	for _, u := range missing {
-		if msg := m.byUID[imap.UID(u)]; msg != nil && !metaKnown(msg.meta) && !msg.expunged {
-			still = append(still, u)
-		}
-	}
-	m.mu.Unlock()
-	switch {
-	case len(still) == 0:
-	case len(still) > fewByUID:
-		// GetMessagesByUIDs answers whole messages: many are cheaper
-		// listed.
-		if err := listAll(); err != nil {
-			return nil, err
-		}
-	default:
-		details, err := c.Messages(ctx, auth, m.name, still)
-		if err != nil {
-			return nil, err
-		}
-		m.fillMeta(details)
-	}
-	return m.missedMeta(msgs), nil
-}
-
-// Limits of loading metadata by received date rather than listing the
-// folder: more missing than this (or than a quarter of the folder) is
-// listed whole; metaSkew widens the window for the provider's clock.
-// fewByUID bounds the messages asked by UID (whole messages, bodies and
-// attachments included).
-const (
-	fewMissingMeta = 200
-	fewByUID       = 20
-	metaSkew       = 5 * time.Minute
-)
-
-// missedMeta returns the messages of msgs still without metadata.
-func (m *mirror) missedMeta(msgs []*message) []*message {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	var missed []*message
-	for _, msg := range msgs {
-		if !metaKnown(msg.meta) {
-			missed = append(missed, msg)
-		}
-	}
-	return missed
+// messages of the selected folder if any lack it (mailstore.Folder.EnsureMeta).
+func (s *session) ensureMeta(ctx context.Context, msgs []*mailstore.Message) error {
+	return s.sel.EnsureMeta(ctx, msgs)
 }
 
 // raws returns the raw bytes of messages, from memory or from the
 // provider (mailstore.Bodies: batches, read-ahead for sequential readers).
 // Messages the provider no longer has are missing from the answer.
-func (s *session) raws(ctx context.Context, msgs []*message) (map[imap.UID][]byte, error) {
-	m := s.sel
-	m.mu.Lock()
-	ref, auth := m.ref(), m.auth
-	m.mu.Unlock()
+func (s *session) raws(ctx context.Context, msgs []*mailstore.Message) (map[imap.UID][]byte, error) {
 	uids := make([]imap.UID, len(msgs))
 	for i, msg := range msgs {
-		uids[i] = msg.uid
+		uids[i] = msg.UID
 	}
-	return s.srv.bodies.Get(ctx, auth, ref, uids, viewOrder{s.view})
-}
-
-// ref names the mirror's folder for the raw-message cache. Called with
-// m.mu held.
-func (m *mirror) ref() mailstore.FolderRef {
-	return mailstore.FolderRef{User: m.user, Folder: m.name, Validity: m.validity}
+	return s.srv.bodies.Get(ctx, s.auth, s.sel.Ref(), uids, viewOrder{s.view})
 }

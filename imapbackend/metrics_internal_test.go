@@ -6,6 +6,8 @@ import (
 	"go/token"
 	"reflect"
 	"testing"
+
+	"github.com/directbridge/directbridge/mailstore"
 )
 
 // TestMeteredSessionHasEveryMethod: every command method of session is
@@ -51,7 +53,7 @@ func TestCommandResult(t *testing.T) {
 		{errNoSuchMailbox, "no"},
 		{errNoCondStore, "bad"},
 		{errUnavailable, "no"},
-		{errFolderGone, "no"},
+		{mailstore.ErrFolderGone, "no"},
 	} {
 		if got := commandResult(tc.err); got != tc.want {
 			t.Errorf("commandResult(%v) = %q; want %q", tc.err, got, tc.want)

@@ -19,7 +19,7 @@ import (
 	"github.com/directbridge/directbridge/sandbox"
 )
 
-// TestFailedFirstLoadSharesOneMirror: hub.acquire drops a mirror that
+// TestFailedFirstLoadSharesOneMirror: mailstore.Store.Acquire drops a mirror that
 // failed its first load even though another connection holds a reference
 // to it and is loading it at that very moment. That connection keeps an
 // orphan mirror; the next SELECT builds a second one. The two never share
@@ -124,7 +124,7 @@ func TestConcurrentNoopsShareOneRefresh(t *testing.T) {
 	}
 }
 
-// TestConcurrentSelectsShareOneRefresh: the same check-then-sync in hub.acquire: five
+// TestConcurrentSelectsShareOneRefresh: the same check-then-sync in mailstore.Store.Acquire: five
 // connections (Thunderbird's start-up) selecting one folder at once each
 // refresh it in turn, instead of sharing the first refresh.
 func TestConcurrentSelectsShareOneRefresh(t *testing.T) {

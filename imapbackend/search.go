@@ -57,20 +57,17 @@ func (s *session) Search(kind imapserver.NumKind, criteria *imap.SearchCriteria,
 		if err != nil {
 			return nil, err
 		}
-		m.mu.Lock()
 		for _, t := range ts {
 			if !t.live {
 				continue // expunged, the client not told yet (RFC 2180 §4.3)
 			}
-			fl := s.flagsOf(t.msg.uid)
-			cands = append(cands, &searchMsg{seq: t.seq, msg: t.msg, seen: hasSeen(fl), recent: s.view.IsRecent(t.msg.uid),
-				flags: keptOf(fl), meta: t.msg.meta})
+			fl := s.flagsOf(t.msg.UID)
+			meta, _ := m.MetaOf(t.msg)
+			cands = append(cands, &searchMsg{seq: t.seq, msg: t.msg, seen: mailstore.HasSeen(fl), recent: s.view.IsRecent(t.msg.UID),
+				flags: mailstore.KeptOf(fl), meta: meta})
 		}
-		m.mu.Unlock()
 	}
-	m.mu.Lock()
-	ref := m.ref()
-	m.mu.Unlock()
+	ref := m.Ref()
 	if options.ReturnSave {
 		// A failed SEARCH ... RETURN (SAVE) leaves "$" empty (RFC 5182 §2.1).
 		s.searchRes = imap.UIDSet{}
@@ -83,7 +80,7 @@ func (s *session) Search(kind imapserver.NumKind, criteria *imap.SearchCriteria,
 		return nil, imapError(err)
 	}
 	if gone {
-		if err := m.sync(ctx); err != nil {
+		if err := m.Sync(ctx); err != nil {
 			s.srv.cfg.Logger.Warn("imap refresh after expunged message failed", "err", err)
 		}
 	}
@@ -112,7 +109,7 @@ func (s *session) searchEval(ctx context.Context, crit *imap.SearchCriteria, can
 	eval(cands)
 
 	// Stage 2: metadata.
-	var want []*message
+	var want []*mailstore.Message
 	for _, sm := range pending {
 		if sm.wantMeta && sm.meta == nil {
 			want = append(want, sm.msg)
@@ -122,11 +119,9 @@ func (s *session) searchEval(ctx context.Context, crit *imap.SearchCriteria, can
 		if err := s.ensureMeta(ctx, want); err != nil {
 			return nil, false, err
 		}
-		s.sel.mu.Lock()
 		for _, sm := range pending {
-			sm.meta = sm.msg.meta
+			sm.meta, _ = s.sel.MetaOf(sm.msg)
 		}
-		s.sel.mu.Unlock()
 		eval(append([]*searchMsg(nil), pending...))
 	}
 
@@ -143,14 +138,14 @@ func (s *session) searchEval(ctx context.Context, crit *imap.SearchCriteria, can
 	// The raw bytes of a message answer its size exactly; sizes from the
 	// cache save a download.
 	for _, sm := range rest {
-		if raw, ok := s.srv.bodies.Cached(ref, sm.msg.uid); ok {
+		if raw, ok := s.srv.bodies.Cached(ref, sm.msg.UID); ok {
 			sm.raw = raw
 		}
 	}
 	batch := mailstore.BatchSize
 	for start := 0; start < len(rest); start += batch {
 		chunk := rest[start:min(start+batch, len(rest))]
-		var need []*message
+		var need []*mailstore.Message
 		for _, sm := range chunk {
 			if sm.raw == nil {
 				need = append(need, sm.msg)
@@ -163,7 +158,7 @@ func (s *session) searchEval(ctx context.Context, crit *imap.SearchCriteria, can
 			}
 			for _, sm := range chunk {
 				if sm.raw == nil {
-					sm.raw = got[sm.msg.uid]
+					sm.raw = got[sm.msg.UID]
 				}
 			}
 		}
@@ -196,11 +191,11 @@ func searchData(kind imapserver.NumKind, matched []*searchMsg) *imap.SearchData 
 	if kind == imapserver.NumKindUID {
 		uids := imap.UIDSet{}
 		for _, sm := range matched {
-			uids.AddNum(sm.msg.uid)
+			uids.AddNum(sm.msg.UID)
 		}
 		data.All = uids
 		if len(matched) > 0 {
-			data.Min, data.Max = uint32(matched[0].msg.uid), uint32(matched[len(matched)-1].msg.uid)
+			data.Min, data.Max = uint32(matched[0].msg.UID), uint32(matched[len(matched)-1].msg.UID)
 		}
 		return data
 	}
@@ -225,15 +220,15 @@ func savedResult(matched []*searchMsg, o *imap.SearchOptions) imap.UIDSet {
 	}
 	if (o.ReturnMin || o.ReturnMax) && !o.ReturnAll && !o.ReturnCount {
 		if o.ReturnMin {
-			out.AddNum(matched[0].msg.uid)
+			out.AddNum(matched[0].msg.UID)
 		}
 		if o.ReturnMax {
-			out.AddNum(matched[len(matched)-1].msg.uid)
+			out.AddNum(matched[len(matched)-1].msg.UID)
 		}
 		return out
 	}
 	for _, sm := range matched {
-		out.AddNum(sm.msg.uid)
+		out.AddNum(sm.msg.UID)
 	}
 	return out
 }
@@ -292,7 +287,7 @@ func (t tri) not() tri {
 // the data loaded for it so far.
 type searchMsg struct {
 	seq    uint32 // this connection's sequence number
-	msg    *message
+	msg    *mailstore.Message
 	seen   bool
 	recent bool // \Recent in this session
 	flags  []imap.Flag
@@ -326,7 +321,7 @@ func (sm *searchMsg) eval(c *imap.SearchCriteria) tri {
 		}
 	}
 	for _, set := range c.UID {
-		if !set.Contains(sm.msg.uid) {
+		if !set.Contains(sm.msg.UID) {
 			return triFalse
 		}
 	}
@@ -397,7 +392,7 @@ func (sm *searchMsg) hasFlag(f imap.Flag) bool {
 	if equalFold(string(f), string(seqview.FlagRecent)) {
 		return sm.recent
 	}
-	f = canonicalFlag(f)
+	f = mailstore.CanonicalFlag(f)
 	switch f {
 	case imap.FlagSeen:
 		return sm.seen
@@ -414,7 +409,7 @@ func (sm *searchMsg) hasFlag(f imap.Flag) bool {
 // zone FETCH shows it in, against the given dates (RFC 9051 §6.4.4:
 // "disregarding time and timezone").
 func (sm *searchMsg) internalDateIn(since, before time.Time) tri {
-	if !metaKnown(sm.meta) {
+	if !mailstore.MetaKnown(sm.meta) {
 		if sm.meta == nil {
 			sm.wantMeta = true
 		}
@@ -451,7 +446,7 @@ func (sm *searchMsg) sizeIn(larger, smaller int64) tri {
 	switch {
 	case sm.raw != nil:
 		size = int64(len(sm.raw))
-	case metaKnown(sm.meta) && sm.meta.Size >= 0:
+	case mailstore.MetaKnown(sm.meta) && sm.meta.Size >= 0:
 		size = int64(sm.meta.Size)
 	default:
 		if sm.meta == nil {
@@ -490,7 +485,7 @@ func (sm *searchMsg) sentDateIn(since, before time.Time) tri {
 	if t := headerOf(hs).Envelope().Date; !t.IsZero() {
 		return triFrom(dateWithin(t, since, before))
 	}
-	if metaKnown(sm.meta) && !sm.meta.SentDate.IsZero() {
+	if mailstore.MetaKnown(sm.meta) && !sm.meta.SentDate.IsZero() {
 		return triFrom(dateWithin(sm.meta.SentDate.UTC(), since, before))
 	}
 	return triFalse

@@ -20,7 +20,7 @@ import (
 // Defaults of Config.
 const (
 	// DefaultPollInterval brings new mail to an IDLE client within 5 s
-	// (10 s at worst with a poll under way); see hub.pollInterval.
+	// (10 s at worst with a poll under way); see mailstore.Store.PollInterval.
 	DefaultPollInterval    = 5 * time.Second
 	DefaultCacheBytes      = 64 << 20
 	DefaultAppendLimit     = 50 << 20
@@ -41,7 +41,7 @@ type Config struct {
 	// AllowInsecureAuth allows LOGIN without TLS on non-loopback listeners.
 	AllowInsecureAuth bool
 	// PollInterval is how often a folder someone has selected is polled;
-	// the budget may stretch it (hub.pollInterval).
+	// the budget may stretch it (mailstore.Store.PollInterval).
 	PollInterval time.Duration
 	// MirrorIdle is how long a folder no connection has open stays in
 	// memory (its UIDs, flags, metadata); 0 means 10 minutes.
@@ -76,8 +76,8 @@ type Config struct {
 // Server is the IMAP front.
 type Server struct {
 	cfg    Config
-	hub    *hub
-	bodies *mailstore.Bodies
+	store  *mailstore.Store  // the folders' mirrors, polling, metadata
+	bodies *mailstore.Bodies // store.Bodies()
 
 	folders folderCache // per-user folder lists, shared by a user's connections (list.go)
 	// folderShape is how the provider's GetFolders lists (foldertree.go).
@@ -136,7 +136,7 @@ func New(cfg Config) (*Server, error) {
 		cfg.MaxConnsPerUser = DefaultMaxConnsPerUser
 	}
 	if cfg.MirrorIdle <= 0 {
-		cfg.MirrorIdle = idleEviction
+		cfg.MirrorIdle = mailstore.DefaultIdle
 	}
 	if cfg.CallTimeout <= 0 {
 		cfg.CallTimeout = DefaultCallTimeout
@@ -148,10 +148,11 @@ func New(cfg Config) (*Server, error) {
 		cfg.Metrics = nopMetrics{}
 	}
 	s := &Server{cfg: cfg, conns: map[string]int{}, live: map[*session]struct{}{}}
-	s.hub = newHub(&s.cfg)
-	s.bodies = mailstore.NewBodies(cfg.Provider, cfg.CacheBytes)
+	s.store = mailstore.New(mailstore.Config{Provider: cfg.Provider, State: cfg.Store, Budget: cfg.Budget,
+		PollInterval: cfg.PollInterval, Idle: cfg.MirrorIdle, CallTimeout: cfg.CallTimeout,
+		CacheBytes: cfg.CacheBytes, Logger: cfg.Logger})
+	s.bodies = s.store.Bodies()
 	s.bodies.OnLookup(cfg.Metrics.CacheLookup)
-	s.hub.bodies = s.bodies
 	return s, nil
 }
 
@@ -269,3 +270,8 @@ func isLoopback(a net.Addr) bool {
 	tcp, ok := a.(*net.TCPAddr)
 	return ok && tcp.IP.IsLoopback()
 }
+
+// PollStats reports how many folders are polled and how often each is,
+// for metrics: an interval above the configured one means the provider
+// budget stretched it.
+func (s *Server) PollStats() (folders int, interval time.Duration) { return s.store.PollStats() }

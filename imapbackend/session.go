@@ -9,6 +9,7 @@ import (
 	"github.com/emersion/go-imap/v2/imapserver"
 
 	"github.com/directbridge/directbridge/directapi"
+	"github.com/directbridge/directbridge/mailstore"
 	"github.com/directbridge/directbridge/seqview"
 )
 
@@ -20,12 +21,12 @@ type session struct {
 
 	auth directapi.Authentication // set by LOGIN; memory only
 
-	sel       *mirror
+	sel       *mailstore.Folder
 	view      *seqview.View // this connection's view of sel
 	readOnly  bool
 	searchRes imap.UIDSet // SEARCHRES "$" (RFC 5182)
 	// appended: the command that just ran was APPEND, whose arrival the
-	// poll after it leaves to be found with the next ones (arrivals.go).
+	// poll after it leaves to be found with the next ones (mailstore/mailstore/arrivals.go).
 	appended bool
 }
 
@@ -106,17 +107,14 @@ func (s *session) Select(name string, options *imap.SelectOptions) (*imap.Select
 	if err != nil {
 		return nil, err
 	}
-	if err := m.findArrivals(ctx); err != nil {
-		s.srv.hub.release(m)
+	if err := m.FindArrivals(ctx); err != nil {
+		s.srv.store.Release(m)
 		return nil, imapError(err)
 	}
-	m.mu.Lock()
-	mb := m.mb
-	m.mu.Unlock()
-	v, data, err := mb.Open(seqview.ViewOptions{ReadOnly: options.ReadOnly, Rev2: s.rev2()})
+	v, data, err := m.Mailbox().Open(seqview.ViewOptions{ReadOnly: options.ReadOnly, Rev2: s.rev2()})
 	if err != nil {
-		s.srv.hub.release(m)
-		return nil, imapError(errFolderGone)
+		s.srv.store.Release(m)
+		return nil, imapError(mailstore.ErrFolderGone)
 	}
 	s.sel, s.view, s.readOnly = m, v, options.ReadOnly
 	return data, nil
@@ -126,7 +124,7 @@ func (s *session) Select(name string, options *imap.SelectOptions) (*imap.Select
 func (s *session) Unselect() error {
 	if s.sel != nil {
 		s.view.Close()
-		s.srv.hub.release(s.sel)
+		s.srv.store.Release(s.sel)
 		s.sel, s.view, s.searchRes = nil, nil, nil
 	}
 	return nil
@@ -143,11 +141,11 @@ func (s *session) Poll(w *imapserver.UpdateWriter, allowExpunge bool) error {
 	if err := s.goneCheck(); err != nil {
 		return err
 	}
-	if !appended && s.sel.expecting() {
+	if !appended && s.sel.Expecting() {
 		// Appends are waiting to be found: show them now (one refresh
 		// for all of them, shared by every connection).
 		ctx, cancel := s.ctx()
-		if err := s.sel.discover(ctx); err != nil {
+		if err := s.sel.Discover(ctx); err != nil {
 			s.srv.cfg.Logger.Warn("imap refresh after append failed", "user", s.auth.Username, "err", err)
 		}
 		cancel()
@@ -184,11 +182,8 @@ func (s *session) Idle(w *imapserver.UpdateWriter, stop <-chan struct{}) error {
 
 func (s *session) goneCheck() error { return s.goneCheckOf(s.sel) }
 
-func (s *session) goneCheckOf(m *mirror) error {
-	m.mu.Lock()
-	gone := m.gone
-	m.mu.Unlock()
-	if gone != nil {
+func (s *session) goneCheckOf(m *mailstore.Folder) error {
+	if gone := m.Gone(); gone != nil {
 		s.conn.Bye("The selected mailbox was deleted or renumbered")
 		return gone
 	}

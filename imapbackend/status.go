@@ -5,8 +5,10 @@ import (
 	"errors"
 	"slices"
 
-	"github.com/directbridge/directbridge/upstream"
 	"github.com/emersion/go-imap/v2"
+
+	"github.com/directbridge/directbridge/mailstore"
+	"github.com/directbridge/directbridge/upstream"
 )
 
 // Status answers STATUS (RFC 9051 §6.3.11) from the folder's shared mirror,
@@ -52,37 +54,33 @@ func (s *session) statusOf(ctx context.Context, folder string, o *imap.StatusOpt
 	if err != nil {
 		return nil, err
 	}
-	defer s.srv.hub.release(m)
-	if err := m.findArrivals(ctx); err != nil {
+	defer s.srv.store.Release(m)
+	if err := m.FindArrivals(ctx); err != nil {
 		return nil, imapError(err)
 	}
 	if o.Size || o.DeletedStorage {
 		// No placeholders here: a later FETCH asks again for what is missing.
-		if _, err := m.loadMeta(ctx, s.srv.cfg.Provider, nil); err != nil {
+		if _, err := m.LoadMeta(ctx, nil); err != nil {
 			return nil, imapError(err)
 		}
 	}
 
-	m.mu.Lock()
-	mb := m.mb
-	m.mu.Unlock()
+	mb := m.Mailbox()
 	st := mb.Status()
 	unseen, deleted, recent := st.Unseen, st.Deleted, st.Recent
 	var size, deletedSize int64
 	if o.Size || o.DeletedStorage {
 		uids := mb.UIDs()
-		m.mu.Lock()
-		for _, u := range uids {
+		for i, msg := range m.Handles(uids) {
 			var sz int64
-			if msg := m.byUID[u]; msg != nil && msg.meta != nil && msg.meta.Size > 0 {
-				sz = int64(msg.meta.Size)
+			if meta, _ := m.MetaOf(msg); meta != nil && meta.Size > 0 {
+				sz = int64(meta.Size)
 			}
 			size += sz
-			if fl, _ := mb.Flags(u); slices.Contains(fl, imap.FlagDeleted) {
+			if fl, _ := mb.Flags(uids[i]); slices.Contains(fl, imap.FlagDeleted) {
 				deletedSize += sz
 			}
 		}
-		m.mu.Unlock()
 	}
 	d := &imap.StatusData{Mailbox: folder}
 	if o.NumMessages {
@@ -117,19 +115,19 @@ func (s *session) statusOf(ctx context.Context, folder string, o *imap.StatusOpt
 	return d, nil
 }
 
-// acquireFolder is hub.acquire for a folder named in a command, with the
+// acquireFolder is mailstore.Store.Acquire for a folder named in a command, with the
 // provider's refusals turned into IMAP answers: a folder the provider does
 // not know is NO [NONEXISTENT]. The provider answers an unknown folder with
 // a generic code, so the folder list decides whether that is what it meant.
 // A folder found renumbered gets a fresh mirror (and UIDVALIDITY) at once.
 // The caller releases the mirror.
-func (s *session) acquireFolder(ctx context.Context, folder string) (*mirror, error) {
+func (s *session) acquireFolder(ctx context.Context, folder string) (*mailstore.Folder, error) {
 	for attempt := 0; ; attempt++ {
-		m, err := s.srv.hub.acquire(ctx, s.auth, folder)
+		m, err := s.srv.store.Acquire(ctx, s.auth, folder)
 		if err == nil {
 			return m, nil
 		}
-		if errors.Is(err, errFolderGone) && attempt == 0 {
+		if errors.Is(err, mailstore.ErrFolderGone) && attempt == 0 {
 			continue
 		}
 		if upstream.IsRefusal(err) {

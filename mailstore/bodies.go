@@ -200,7 +200,7 @@ func (b *Bodies) readAhead(ref FolderRef, uids, need []imap.UID, order Order) []
 	if probe < 0 {
 		return nil
 	}
-	if _, ok := b.cache.peek(rawKey{ref.User, ref.Folder, ref.Validity, after[probe]}); ok {
+	if _, ok := b.cache.Peek(rawKey{ref.User, ref.Folder, ref.Validity, after[probe]}); ok {
 		return nil
 	}
 	return b.uncached(ref, after)
@@ -210,7 +210,7 @@ func (b *Bodies) readAhead(ref FolderRef, uids, need []imap.UID, order Order) []
 func (b *Bodies) uncached(ref FolderRef, uids []imap.UID) []imap.UID {
 	var out []imap.UID
 	for _, u := range uids {
-		if _, ok := b.cache.peek(rawKey{ref.User, ref.Folder, ref.Validity, u}); !ok {
+		if _, ok := b.cache.Peek(rawKey{ref.User, ref.Folder, ref.Validity, u}); !ok {
 			out = append(out, u)
 		}
 	}
@@ -319,7 +319,7 @@ func (b *Bodies) download(ctx context.Context, auth upstream.Auth, ref FolderRef
 				return
 			}
 			for id, raw := range got {
-				if id <= 0 || id > maxUID {
+				if id <= 0 || id > MaxUID {
 					continue
 				}
 				u := imap.UID(id)
@@ -331,9 +331,6 @@ func (b *Bodies) download(ctx context.Context, auth upstream.Auth, ref FolderRef
 	wg.Wait()
 	return out, firstErr
 }
-
-// maxUID is the largest UID IMAP can carry (RFC 9051 §2.3.1.1: 32 bits).
-const maxUID = 0xFFFFFFFF
 
 // chunk splits s into slices of at most n items.
 func chunk[T any](s []T, n int) [][]T {

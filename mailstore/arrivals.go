@@ -1,17 +1,17 @@
-package imapbackend
+package mailstore
 
 import (
 	"bytes"
 	"context"
+	"errors"
 	"slices"
 	"time"
 
-	"github.com/directbridge/directbridge/directapi"
-	"github.com/directbridge/directbridge/mailstore"
-	"github.com/directbridge/directbridge/mimeconv"
-	"github.com/directbridge/directbridge/seqview"
-	"github.com/directbridge/directbridge/upstream"
 	"github.com/emersion/go-imap/v2"
+
+	"github.com/directbridge/directbridge/directapi"
+	"github.com/directbridge/directbridge/mimeconv"
+	"github.com/directbridge/directbridge/upstream"
 )
 
 // APPEND costs one provider call (SaveRawMessages), which answers without
@@ -70,7 +70,7 @@ type arrival struct {
 }
 
 // abandon forgets an arrival that was not found.
-func (m *mirror) abandon(a *arrival) {
+func (m *Folder) abandon(a *arrival) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.pending = slices.DeleteFunc(slices.Clone(m.pending), func(b *arrival) bool { return b == a })
@@ -80,7 +80,7 @@ func (m *mirror) abandon(a *arrival) {
 // hold its message waits for the answer before pairing (awaitSaves), so
 // that no message saved through the bridge is shown to sessions without
 // its bytes and flags.
-func (m *mirror) saving(a *arrival) {
+func (m *Folder) saving(a *arrival) {
 	a.done = make(chan struct{})
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -89,7 +89,7 @@ func (m *mirror) saving(a *arrival) {
 
 // saveEnded notes the provider's answer to a's save: saved, a waits to
 // be paired (expect); not, it is forgotten.
-func (m *mirror) saveEnded(a *arrival, saved bool) {
+func (m *Folder) saveEnded(a *arrival, saved bool) {
 	m.mu.Lock()
 	m.inflight = slices.DeleteFunc(m.inflight, func(b *arrival) bool { return b == a })
 	close(a.done)
@@ -102,7 +102,7 @@ func (m *mirror) saveEnded(a *arrival, saved bool) {
 
 // awaitSaves waits for the saves asked for before listed (when a refresh
 // read the folder's UIDs) to be answered, or for ctx.
-func (m *mirror) awaitSaves(ctx context.Context, listed time.Time) {
+func (m *Folder) awaitSaves(ctx context.Context, listed time.Time) {
 	m.mu.Lock()
 	var wait []chan struct{}
 	for _, a := range m.inflight {
@@ -121,7 +121,7 @@ func (m *mirror) awaitSaves(ctx context.Context, listed time.Time) {
 }
 
 // expect notes an arrival and makes sure a refresh comes soon.
-func (m *mirror) expect(a *arrival) {
+func (m *Folder) expect(a *arrival) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.pending = append(m.pending, a)
@@ -133,7 +133,7 @@ func (m *mirror) expect(a *arrival) {
 }
 
 // settled refreshes the folder after appends, so watchers see them.
-func (m *mirror) settled() {
+func (m *Folder) settled() {
 	m.mu.Lock()
 	m.settle = nil
 	waiting := len(m.pending) > 0 && !m.dropped
@@ -141,24 +141,24 @@ func (m *mirror) settled() {
 	if !waiting {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), m.hub.cfg.CallTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), m.store.cfg.CallTimeout)
 	defer cancel()
-	if err := m.discover(ctx); err != nil {
-		m.hub.cfg.Logger.Warn("imap refresh after append failed", "user", m.user, "err", err)
+	if err := m.Discover(ctx); err != nil {
+		m.store.cfg.Logger.Warn("imap refresh after append failed", "user", m.user, "err", err)
 	}
 }
 
-// findArrivals refreshes the folder if appends wait to be found: STATUS
+// FindArrivals refreshes the folder if appends wait to be found: STATUS
 // and SELECT show them.
-func (m *mirror) findArrivals(ctx context.Context) error {
-	if !m.expecting() {
+func (m *Folder) FindArrivals(ctx context.Context) error {
+	if !m.Expecting() {
 		return nil
 	}
-	return m.discover(ctx)
+	return m.Discover(ctx)
 }
 
-// expecting reports arrivals not found yet.
-func (m *mirror) expecting() bool {
+// Expecting reports arrivals not found yet.
+func (m *Folder) Expecting() bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return len(m.pending) > 0
@@ -177,7 +177,7 @@ func sequential(as []*arrival) bool {
 }
 
 // placed returns the UID a refresh gave the arrival, or 0.
-func (m *mirror) placed(a *arrival) imap.UID {
+func (m *Folder) placed(a *arrival) imap.UID {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return a.uid
@@ -196,7 +196,7 @@ func (m *mirror) placed(a *arrival) imap.UID {
 // came in as well) by content, then by Message-ID and size. Arrivals not
 // placed wait up to arrivalTTL. Failures are logged: the messages are
 // saved, and only their flags are at stake.
-func (m *mirror) placeArrivals(ctx context.Context, newUIDs []imap.UID, started time.Time) (placed map[imap.UID]bool) {
+func (m *Folder) placeArrivals(ctx context.Context, newUIDs []imap.UID, started time.Time) (placed map[imap.UID]bool) {
 	m.mu.Lock()
 	pending := slices.Clone(m.pending)
 	validity, auth := m.validity, m.auth
@@ -227,7 +227,7 @@ func (m *mirror) placeArrivals(ctx context.Context, newUIDs []imap.UID, started 
 	for i, u := range pairs {
 		a := pending[i]
 		if len(a.kept) > 0 {
-			keptFlags[uint32(u)] = flagStrings(a.kept)
+			keptFlags[uint32(u)] = FlagStrings(a.kept)
 		}
 		if a.seen {
 			readUIDs = append(readUIDs, int64(u))
@@ -245,7 +245,7 @@ func (m *mirror) placeArrivals(ctx context.Context, newUIDs []imap.UID, started 
 		// The bytes are in hand: no download when a client fetches them,
 		// and a session still shown the message after another expunged
 		// it can fetch it (RFC 2180 §4.1), as with Dovecot.
-		m.hub.bodies.Put(ref, u, a.raw)
+		m.store.bodies.Put(ref, u, a.raw)
 		if m.savedAt == nil {
 			m.savedAt = map[imap.UID]saved{}
 		}
@@ -255,8 +255,8 @@ func (m *mirror) placeArrivals(ctx context.Context, newUIDs []imap.UID, started 
 	m.giveUpLocked(pending, started)
 	m.mu.Unlock()
 	if len(keptFlags) > 0 {
-		if err := m.hub.cfg.Store.SetFlags(ctx, m.user, m.name, validity, keptFlags); err != nil {
-			m.hub.cfg.Logger.Warn("imap append: storing flags failed", "user", m.user, "err", err)
+		if err := m.store.cfg.State.SetFlags(ctx, m.user, m.name, validity, keptFlags); err != nil {
+			m.store.cfg.Logger.Warn("imap append: storing flags failed", "user", m.user, "err", err)
 		}
 	}
 	placed = make(map[imap.UID]bool, len(pairs))
@@ -264,8 +264,8 @@ func (m *mirror) placeArrivals(ctx context.Context, newUIDs []imap.UID, started 
 		placed[u] = false
 	}
 	if len(readUIDs) > 0 {
-		if err := m.hub.cfg.Provider.SetRead(ctx, auth, m.name, readUIDs, true); err != nil {
-			m.hub.cfg.Logger.Warn("imap append: marking read failed", "user", m.user, "err", err)
+		if err := m.store.cfg.Provider.SetRead(ctx, auth, m.name, readUIDs, true); err != nil {
+			m.store.cfg.Logger.Warn("imap append: marking read failed", "user", m.user, "err", err)
 			return placed
 		}
 		for _, u := range readUIDs {
@@ -275,49 +275,9 @@ func (m *mirror) placeArrivals(ctx context.Context, newUIDs []imap.UID, started 
 	return placed
 }
 
-// addCopies puts messages this bridge just copied or moved into the folder
-// (newUIDs, ascending, paired with src) into the mirror, with the flags
-// and metadata of their sources, when they are the next UIDs it has not
-// seen; otherwise it leaves them to the next refresh. A refresh whose
-// answer was read before (and so lacks them) does not take them for
-// expunged (see added and apply).
-func (m *mirror) addCopies(ctx context.Context, newUIDs []imap.UID, src []copied) {
-	m.mu.Lock()
-	if !m.loaded || m.gone != nil || len(newUIDs) == 0 || newUIDs[0] < m.uidNext {
-		m.mu.Unlock()
-		return
-	}
-	m.version++
-	if m.added == nil {
-		m.added = map[imap.UID]uint64{}
-	}
-	add := make([]seqview.NewMessage, 0, len(newUIDs))
-	for i, u := range newUIDs {
-		msg := &message{uid: u}
-		if d := src[i].meta; d != nil {
-			c := *d
-			c.UID, c.Folder = int64(u), m.name
-			msg.meta = &c
-		}
-		m.byUID[u] = msg
-		m.added[u] = m.version
-		add = append(add, seqview.NewMessage{UID: u, Flags: withSeen(src[i].flags, src[i].seen)})
-	}
-	if err := m.mb.Add(add...); err != nil {
-		m.mu.Unlock()
-		m.hub.cfg.Logger.Warn("imap copy: showing the copies failed", "user", m.user, "err", err)
-		return
-	}
-	largest := m.raiseUIDNextLocked(newUIDs)
-	m.mu.Unlock()
-	if err := m.saveUIDNext(ctx, largest); err != nil {
-		m.hub.cfg.Logger.Warn("imap copy: state store", "err", err)
-	}
-}
-
 // maxContentPairing bounds the new messages downloaded to pair arrivals by
 // content: one batch of the body cache.
-const maxContentPairing = mailstore.BatchSize
+const maxContentPairing = BatchSize
 
 // pairByContent pairs arrivals with new UIDs whose bytes are the bytes
 // saved, in one download of the new messages (which the body cache keeps:
@@ -327,7 +287,7 @@ const maxContentPairing = mailstore.BatchSize
 // of them serves, as their bytes are the same. A provider that rewrites
 // what it saves (adds a header, say) pairs nothing here, and the caller
 // falls back to the metadata.
-func (m *mirror) pairByContent(ctx context.Context, auth upstream.Auth, pending []*arrival, newUIDs []imap.UID) map[int]imap.UID {
+func (m *Folder) pairByContent(ctx context.Context, auth upstream.Auth, pending []*arrival, newUIDs []imap.UID) map[int]imap.UID {
 	pairs := map[int]imap.UID{}
 	if len(newUIDs) > maxContentPairing {
 		return pairs
@@ -335,9 +295,9 @@ func (m *mirror) pairByContent(ctx context.Context, auth upstream.Auth, pending 
 	m.mu.Lock()
 	ref := m.ref()
 	m.mu.Unlock()
-	got, err := m.hub.bodies.Get(ctx, auth, ref, newUIDs, nil)
+	got, err := m.store.bodies.Get(ctx, auth, ref, newUIDs, nil)
 	if err != nil {
-		m.hub.cfg.Logger.Warn("imap append: reading new messages failed", "user", m.user, "err", err)
+		m.store.cfg.Logger.Warn("imap append: reading new messages failed", "user", m.user, "err", err)
 		return pairs
 	}
 	taken := make(map[imap.UID]bool, len(pending))
@@ -359,13 +319,13 @@ func (m *mirror) pairByContent(ctx context.Context, auth upstream.Auth, pending 
 // from no one). It reads the metadata of what arrived since the first of
 // them was saved (APPENDs are received when saved), not the messages
 // whole, which may be many.
-func (m *mirror) pairByMetadata(ctx context.Context, auth upstream.Auth, pending []*arrival, newUIDs []imap.UID, pairs map[int]imap.UID) {
-	details, err := m.hub.cfg.Provider.MetadataReceived(ctx, auth, m.name, pending[0].at.Add(-metaSkew), time.Now().Add(metaSkew))
+func (m *Folder) pairByMetadata(ctx context.Context, auth upstream.Auth, pending []*arrival, newUIDs []imap.UID, pairs map[int]imap.UID) {
+	details, err := m.store.cfg.Provider.MetadataReceived(ctx, auth, m.name, pending[0].at.Add(-metaSkew), time.Now().Add(metaSkew))
 	if err != nil {
-		m.hub.cfg.Logger.Warn("imap append: reading new messages failed", "user", m.user, "err", err)
+		m.store.cfg.Logger.Warn("imap append: reading new messages failed", "user", m.user, "err", err)
 		return
 	}
-	m.fillMeta(details)
+	m.FillMeta(details)
 	free := make(map[int64]bool, len(newUIDs))
 	for _, u := range newUIDs {
 		free[int64(u)] = true
@@ -393,7 +353,7 @@ func (m *mirror) pairByMetadata(ctx context.Context, auth upstream.Auth, pending
 // giveUpLocked counts a refresh that started at started and could not
 // pair the arrivals of tried saved before then (their messages were
 // listed unless expunged), and drops those that have waited too long.
-func (m *mirror) giveUpLocked(tried []*arrival, started time.Time) {
+func (m *Folder) giveUpLocked(tried []*arrival, started time.Time) {
 	now := time.Now()
 	for _, a := range tried {
 		if a.uid == 0 && a.at.Before(started) {
@@ -416,7 +376,7 @@ type saved struct {
 // from the bytes saved as the provider would list them (the headers, the
 // size, the time it was saved), so that ENVELOPE, INTERNALDATE and
 // RFC822.SIZE of what clients append cost no SearchMessagesMetadata call.
-// A later listing does not replace it (fillMeta), so the values a client
+// A later listing does not replace it (FillMeta), so the values a client
 // saw do not change.
 func savedMeta(uid imap.UID, a *arrival) *directapi.MessageDetail {
 	d := &directapi.MessageDetail{UID: int64(uid), Size: len(a.raw), ReceivedDate: directapi.NewDate(a.at.UTC())}
@@ -430,4 +390,50 @@ func savedMeta(uid imap.UID, a *arrival) *directapi.MessageDetail {
 		d.SentDate = directapi.NewDate(p.SentDate)
 	}
 	return d
+}
+
+// Append saves raw into the folder (one SaveRawMessages) and notes it as
+// an arrival, whose flags (seen, kept) the refresh that finds its UID
+// sets. With wantUID (the client has the folder selected and expects the
+// EXISTS and APPENDUID in the answer), the UID is found now: by the
+// refresh under way when it read the folder after the save (concurrent
+// APPENDs share it), else by a light refresh of its own; uid is 0 when it
+// could not be told. Without, uid is 0 and the next refresh finds it.
+//
+// When the provider's answer is lost (upstream.ErrUnknownOutcome), the
+// message may be there: answering NO would make the client append it
+// again, twice if it was stored. The folder is looked at first, for these
+// very bytes (content pairing only, see placeArrivals); found, Append
+// succeeds. A nil error means the provider holds the message.
+func (m *Folder) Append(ctx context.Context, auth upstream.Auth, raw []byte, msgID string, seen bool, kept []imap.Flag, wantUID bool) (uid imap.UID, err error) {
+	log := m.store.cfg.Logger
+	a := &arrival{sent: time.Now(), msgID: msgID, size: len(raw), seen: seen, kept: kept, raw: raw}
+	m.saving(a)
+	err = m.store.cfg.Provider.Save(ctx, auth, m.name, [][]byte{raw})
+	unknown := errors.Is(err, upstream.ErrUnknownOutcome)
+	a.uncertain = unknown
+	m.saveEnded(a, err == nil || unknown)
+	if unknown {
+		// The command's context may be spent: the look costs its own.
+		lctx, cancel := context.WithTimeout(context.Background(), m.store.cfg.CallTimeout)
+		defer cancel()
+		if derr := m.Discover(lctx); derr != nil || m.placed(a) == 0 {
+			m.abandon(a)
+			log.Warn("imap append: outcome unknown and the message not found", "user", m.user, "err", err)
+			return 0, err
+		}
+		log.Info("imap append: answer lost, message found in the folder", "user", m.user)
+		err = nil
+	}
+	if err != nil || !wantUID {
+		return 0, err
+	}
+	m.awaitFlight(ctx)
+	if m.placed(a) == 0 {
+		if err := m.Discover(ctx); err != nil {
+			log.Warn("imap refresh after append failed", "user", m.user, "err", err)
+			return 0, nil // saved: never an error, or the client saves it again
+		}
+	}
+	return m.placed(a), nil
 }

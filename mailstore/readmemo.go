@@ -1,4 +1,4 @@
-package imapbackend
+package mailstore
 
 import (
 	"github.com/emersion/go-imap/v2"
@@ -6,7 +6,7 @@ import (
 
 // The provider reports read state only as the list of unread messages,
 // whole (GetUnreadMessages), which is the dearest read there is on a
-// large folder. A mirror forgotten after idleEviction would pay for it
+// large folder. A mirror forgotten after Config.Idle would pay for it
 // again at the next SELECT; instead, what it knew of the read state is
 // kept as a memo (the unread UIDs, as ranges: a few bytes, no message
 // content), and the next load infers the read state from it when the
@@ -28,14 +28,14 @@ const maxMemos = 10000
 
 // memoLocked returns the mirror's read state as a memo. Called with m.mu
 // held.
-func (m *mirror) memoLocked() *readMemo {
+func (m *Folder) memoLocked() *readMemo {
 	if !m.loaded || m.mb == nil || m.gone != nil {
 		return nil
 	}
 	memo := &readMemo{validity: m.validity}
 	for _, u := range m.mb.UIDs() {
 		memo.newest = u
-		if fl, ok := m.mb.Flags(u); ok && !hasSeen(fl) {
+		if fl, ok := m.mb.Flags(u); ok && !HasSeen(fl) {
 			memo.unread.AddNum(u)
 		}
 	}
@@ -43,24 +43,24 @@ func (m *mirror) memoLocked() *readMemo {
 }
 
 // saveMemo keeps the memo of a mirror being forgotten.
-func (h *hub) saveMemo(user, name string, memo *readMemo) {
+func (st *Store) saveMemo(user, name string, memo *readMemo) {
 	if memo == nil {
 		return
 	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if len(h.memos) >= maxMemos {
-		clear(h.memos)
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if len(st.memos) >= maxMemos {
+		clear(st.memos)
 	}
-	h.memos[mirrorKey(user, name)] = memo
+	st.memos[mirrorKey(user, name)] = memo
 }
 
 // takeMemo returns and forgets the memo of a folder under validity.
-func (h *hub) takeMemo(user, name string, validity uint32) *readMemo {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	memo := h.memos[mirrorKey(user, name)]
-	delete(h.memos, mirrorKey(user, name))
+func (st *Store) takeMemo(user, name string, validity uint32) *readMemo {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	memo := st.memos[mirrorKey(user, name)]
+	delete(st.memos, mirrorKey(user, name))
 	if memo == nil || memo.validity != validity {
 		return nil
 	}

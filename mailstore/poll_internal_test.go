@@ -1,4 +1,4 @@
-package imapbackend
+package mailstore
 
 import (
 	"testing"
@@ -23,9 +23,9 @@ func TestPollIntervalStretches(t *testing.T) {
 		{10, 100, 40 * time.Second},   // a small budget
 		{100, 0, 5 * time.Second},     // nobody watching
 	} {
-		h := newHub(&Config{PollInterval: 5 * time.Second, Budget: upstream.NewBudget(tc.rate)})
-		h.polled.Store(tc.polled)
-		if got := h.pollInterval(); got != tc.want {
+		st := New(Config{PollInterval: 5 * time.Second, Budget: upstream.NewBudget(tc.rate)})
+		st.polled.Store(tc.polled)
+		if got := st.PollInterval(); got != tc.want {
 			t.Errorf("rate %g, %d folders: interval %v; want %v", tc.rate, tc.polled, got, tc.want)
 		}
 	}

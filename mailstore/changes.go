@@ -1,0 +1,93 @@
+package mailstore
+
+import (
+	"context"
+
+	"github.com/emersion/go-imap/v2"
+
+	"github.com/directbridge/directbridge/directapi"
+	"github.com/directbridge/directbridge/seqview"
+)
+
+// This file holds the changes commands make to a mirror themselves,
+// without waiting for a refresh: copies that arrived, messages removed.
+
+// Copied is one message that went to another folder.
+type Copied struct {
+	UID   imap.UID
+	Flags []imap.Flag // kept flags (not \Seen)
+	Seen  bool        // \Seen, which the provider's copy keeps
+	Meta  *directapi.MessageDetail
+}
+
+// AddCopies puts messages this bridge just copied or moved into the folder
+// (newUIDs, ascending, paired with src) into the mirror, with the flags
+// and metadata of their sources, when they are the next UIDs it has not
+// seen; otherwise it leaves them to the next refresh. A refresh whose
+// answer was read before (and so lacks them) does not take them for
+// expunged (see added and apply).
+func (m *Folder) AddCopies(ctx context.Context, newUIDs []imap.UID, src []Copied) {
+	m.mu.Lock()
+	if !m.loaded || m.gone != nil || len(newUIDs) == 0 || newUIDs[0] < m.uidNext {
+		m.mu.Unlock()
+		return
+	}
+	m.version++
+	if m.added == nil {
+		m.added = map[imap.UID]uint64{}
+	}
+	add := make([]seqview.NewMessage, 0, len(newUIDs))
+	for i, u := range newUIDs {
+		msg := &Message{UID: u}
+		if d := src[i].Meta; d != nil {
+			c := *d
+			c.UID, c.Folder = int64(u), m.name
+			msg.meta = &c
+		}
+		m.byUID[u] = msg
+		m.added[u] = m.version
+		add = append(add, seqview.NewMessage{UID: u, Flags: WithSeen(src[i].Flags, src[i].Seen)})
+	}
+	if err := m.mb.Add(add...); err != nil {
+		m.mu.Unlock()
+		m.store.cfg.Logger.Warn("imap copy: showing the copies failed", "user", m.user, "err", err)
+		return
+	}
+	largest := m.raiseUIDNextLocked(newUIDs)
+	m.mu.Unlock()
+	if err := m.saveUIDNext(ctx, largest); err != nil {
+		m.store.cfg.Logger.Warn("imap copy: state store", "err", err)
+	}
+}
+
+// Remove takes messages the provider no longer has in a folder
+// out of its mirror, queueing one EXPUNGE per message for every view
+// (which numbers each when it is sent, so that each number is right at
+// that moment, RFC 9051 §7.5.1), and drops the flags the bridge kept for
+// them, raising the mirror's version and noting the removals so that an
+// older refresh's answer does not bring them back (mirror.apply).
+func (m *Folder) Remove(ctx context.Context, validity uint32, uids []imap.UID) {
+	forget := map[uint32][]string{}
+	m.mu.Lock()
+	if m.loaded {
+		m.version++
+		if m.removed == nil {
+			m.removed = map[imap.UID]uint64{}
+		}
+		for _, u := range uids {
+			m.removed[u] = m.version
+			if fl, ok := m.mb.Flags(u); ok && len(KeptOf(fl)) > 0 {
+				forget[uint32(u)] = nil
+			}
+		}
+		m.mb.Expunge(uids...)
+		m.forgetLocked(uids)
+	}
+	m.mu.Unlock()
+	if len(forget) > 0 {
+		if err := m.store.cfg.State.SetFlags(ctx, m.user, m.name, validity, forget); err != nil {
+			// Harmless: the provider never hands these UIDs out again.
+			m.store.cfg.Logger.Warn("imap: dropping kept flags failed", "user", m.user, "err", err)
+		}
+	}
+}

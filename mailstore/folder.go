@@ -1,0 +1,160 @@
+package mailstore
+
+import (
+	"errors"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/emersion/go-imap/v2"
+
+	"github.com/directbridge/directbridge/directapi"
+	"github.com/directbridge/directbridge/seqview"
+)
+
+// Folder is the mirror of one provider folder of one user: the bridge's view of one provider folder of one user, shared by
+// every connection that selects it: the UIDs, the read state, the flags the
+// bridge keeps, message metadata loaded when first needed, and the views
+// of the connections that have it selected (package seqview). One poller per
+// mirror refreshes it while any connection watches it, so a hundred idle
+// connections on one folder cost one poll per interval.
+//
+// Concurrency: mu guards every field below it, and is never held across a
+// provider call or a state-store call, so no command on the folder waits
+// for another's round trip. Refreshes are versioned instead of locked out:
+// every change a command applies to the mirror raises version, and a
+// refresh whose provider answers were read before such a change does not
+// undo it (its read state is not applied; UIDs removed meanwhile stay
+// removed, see removed). One refresh runs at a time; callers that want one
+// share it (see refresh).
+type Folder struct {
+	store *Store
+	user  string // lower-case Direct address
+	name  string // provider folder name, also the IMAP name
+
+	mu       sync.Mutex
+	auth     directapi.Authentication // latest credentials of a watcher: polling needs some
+	validity uint32
+	uidNext  imap.UID // one more than the largest UID ever seen
+	// mb is what sessions see of the folder: the UIDs in order, every
+	// message's flags (\Seen from the provider, the rest from the state
+	// store), \Recent, and the views of the connections that have the
+	// folder selected (package seqview). Set by the first load.
+	mb *seqview.Mailbox
+	// byUID holds the handle (metadata) of every message of mb, and of
+	// messages expunged lately, which a session not told yet may still
+	// fetch (ghosts, oldest first, bounded by maxGhosts).
+	byUID    map[imap.UID]*Message
+	ghosts   []imap.UID
+	loaded   bool
+	syncedAt time.Time // when the last refresh finished
+	// version counts the changes commands applied to the mirror (flags,
+	// removals); a refresh compares it before and after its round trips.
+	version uint64
+	// removed holds UIDs this bridge removed (EXPUNGE, MOVE) at the
+	// version of the removal, until a refresh that started later shows
+	// the provider no longer lists them: an earlier refresh's answer must
+	// not bring them back, nor take them for a renumbering.
+	removed map[imap.UID]uint64
+	// added holds UIDs this bridge put into the mirror itself (copies,
+	// arrivals.go) at the version it did, until a refresh that started
+	// later lists them: an earlier refresh's answer lacks them but must
+	// not take them for expunged.
+	added map[imap.UID]uint64
+	// flight is the refresh under way, if any; lastStart is when the
+	// last successful one started.
+	flight    *refreshFlight
+	lastStart time.Time
+	lastLight time.Time // when the last light refresh (discover) started
+	// metaAt is when metadata was last listed for the folder (whole or
+	// by received date): messages that arrived since are found with
+	// SearchMessagesMetadataByReceivedDate from it on (meta.go).
+	metaAt   time.Time
+	metaFrom imap.UID // UIDNEXT when metaAt was taken: older messages were listed
+	// pending are messages saved by APPEND whose UIDs the next refresh
+	// finds (arrivals.go); settle is the refresh timer after the last.
+	pending  []*arrival
+	inflight []*arrival         // saves asked for and not answered yet
+	savedAt  map[imap.UID]saved // arrivals placed, until their handles exist
+	// unclaimed are UIDs that came in while arrivals were pending and
+	// were not paired with one (a save answered after the refresh that
+	// listed its message had started), with when they were first seen:
+	// later refreshes may still pair them, until arrivalTTL.
+	unclaimed map[imap.UID]time.Time
+	settle    *time.Timer
+	refs      int
+	evict     *time.Timer // pending forget after the last release
+	dropped   bool        // forgotten by the store; Acquire takes a new one
+	stopPoll  chan struct{}
+	gone      error // set when the folder vanished or its UIDs were renumbered
+}
+
+// refreshFlight is one refresh under way, which other callers can wait for.
+type refreshFlight struct {
+	light   bool // UIDs only (discover)
+	started time.Time
+	done    chan struct{}
+	err     error
+}
+
+// message is the handle of one message of a mirror: what the bridge
+// knows of it beyond its flags (which mb keeps). Its fields are guarded by
+// the mirror's mu.
+type Message struct {
+	UID      imap.UID
+	meta     *directapi.MessageDetail // metadata, nil until loaded
+	expunged bool                     // gone from the folder; a ghost
+	saved    time.Time                // when this bridge saved it (APPEND), else zero
+}
+
+// maxGhosts bounds the handles of expunged messages kept for sessions
+// that have not been told yet: past it, the oldest lose their metadata
+// (such a session then gets NO [EXPUNGEISSUED] for what it asks of them).
+const maxGhosts = 4096
+
+// forgetLocked turns the handles of expunged messages into ghosts.
+// Called with m.mu held.
+func (m *Folder) forgetLocked(uids []imap.UID) {
+	for _, u := range uids {
+		if msg := m.byUID[u]; msg != nil && !msg.expunged {
+			msg.expunged = true
+			m.ghosts = append(m.ghosts, u)
+		}
+	}
+	if over := len(m.ghosts) - maxGhosts; over > 0 {
+		for _, u := range m.ghosts[:over] {
+			if msg := m.byUID[u]; msg != nil && msg.expunged {
+				delete(m.byUID, u)
+			}
+		}
+		m.ghosts = slices.Delete(m.ghosts, 0, over)
+	}
+}
+
+// live tells whether uid is a message of the folder (not expunged).
+// Called with m.mu held.
+func (m *Folder) live(uid imap.UID) bool {
+	msg := m.byUID[uid]
+	return msg != nil && !msg.expunged
+}
+
+// ErrFolderGone tells sessions that their selected folder no longer exists
+// as they knew it.
+var ErrFolderGone = errors.New("imapbackend: folder deleted or renumbered")
+
+// MaxUID is the largest UID IMAP can carry (RFC 9051 §2.3.1.1: 32 bits).
+const MaxUID = 0xFFFFFFFF
+
+// ErrUIDTooLarge is a provider UID beyond 32 bits. It is refused
+// explicitly rather than truncated into some other message's UID.
+var ErrUIDTooLarge = errors.New("imapbackend: provider UID beyond 32 bits")
+
+// markGoneLocked records that the folder was deleted or renumbered; the
+// views learn it at once (an idling connection wakes, and the session
+// says BYE). Called with m.mu held.
+func (m *Folder) markGoneLocked() {
+	m.gone = ErrFolderGone
+	if m.mb != nil {
+		m.mb.Gone()
+	}
+}

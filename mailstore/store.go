@@ -1,0 +1,211 @@
+package mailstore
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/directbridge/directbridge/directapi"
+	"github.com/directbridge/directbridge/mailbox"
+	"github.com/directbridge/directbridge/upstream"
+)
+
+// Store is the mail engine between the protocol fronts and the provider:
+// it holds the mirrors of all users' folders (Folder), so that every
+// connection of a user that selects a folder shares one mirror and one
+// poller, the raw-message cache with its read-ahead (Bodies), and the
+// read memos of folders it forgot. It makes every provider call a front
+// needs to see a folder, and none while holding a lock that other
+// commands on the folder need (see Folder).
+type Store struct {
+	cfg Config
+
+	polled atomic.Int64 // mirrors with a poller (held by a connection)
+
+	mu      sync.Mutex
+	mirrors map[string]*Folder
+	memos   map[string]*readMemo // read state of forgotten mirrors (readmemo.go)
+	bodies  *Bodies              // the raw-message cache
+}
+
+// Config configures a Store.
+type Config struct {
+	// Provider is the mail provider, usually wrapped in a budget.
+	Provider upstream.Provider
+	// State keeps what the provider does not: UIDVALIDITY, the largest
+	// UID seen, flags other than \Seen.
+	State mailbox.StateStore
+	// Budget is the provider budget Provider spends, if any: polls are
+	// paced to take at most its poll share.
+	Budget *upstream.Budget
+	// PollInterval is how often a folder someone holds is polled; the
+	// budget may stretch it (PollInterval method).
+	PollInterval time.Duration
+	// Idle is how long a folder nobody holds stays in memory; 0 means
+	// DefaultIdle.
+	Idle time.Duration
+	// CallTimeout bounds the provider calls of a poll or of a refresh
+	// nobody waits for.
+	CallTimeout time.Duration
+	// CacheBytes bounds the raw-message cache (memory only, never disk).
+	CacheBytes int64
+	Logger     *slog.Logger
+}
+
+// New returns a Store. Provider and State are required.
+func New(cfg Config) *Store {
+	if cfg.Idle <= 0 {
+		cfg.Idle = DefaultIdle
+	}
+	if cfg.CallTimeout <= 0 {
+		cfg.CallTimeout = 2 * time.Minute
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Store{cfg: cfg, mirrors: map[string]*Folder{}, memos: map[string]*readMemo{},
+		bodies: NewBodies(cfg.Provider, cfg.CacheBytes)}
+}
+
+// Bodies is the store's raw-message cache.
+func (st *Store) Bodies() *Bodies { return st.bodies }
+
+func mirrorKey(user, name string) string { return strings.ToLower(user) + "\x00" + name }
+
+// freshness is how old a mirror nobody else has open may be when a
+// connection selects it or asks its STATUS before it is refreshed first:
+// clients that select in a loop do not each cost a refresh. A mirror
+// another connection has open is polled, and may be a poll interval old.
+const freshness = 2 * time.Second
+
+// Acquire returns the user's mirror of folder name, refreshed if it is
+// older than freshness, with a reference the caller must release. While
+// any reference is held, the mirror is polled every PollInterval.
+func (st *Store) Acquire(ctx context.Context, auth directapi.Authentication, name string) (*Folder, error) {
+	user := strings.ToLower(auth.Username)
+	for {
+		st.mu.Lock()
+		m := st.mirrors[mirrorKey(user, name)]
+		if m == nil {
+			m = &Folder{store: st, user: user, name: name}
+			st.mirrors[mirrorKey(user, name)] = m
+		}
+		st.mu.Unlock()
+
+		m.mu.Lock()
+		if m.dropped {
+			m.mu.Unlock()
+			continue // forgotten between the look-up and now: take the new one
+		}
+		m.auth = auth
+		// A folder someone else has open is polled and holds every
+		// change made through the bridge already: fresh enough for a
+		// poll interval.
+		maxAge := freshness
+		if m.refs > 0 && m.loaded {
+			maxAge = max(freshness, st.PollInterval())
+		}
+		m.refs++
+		if m.evict != nil {
+			m.evict.Stop()
+			m.evict = nil
+		}
+		if m.refs == 1 {
+			st.polled.Add(1)
+			m.stopPoll = make(chan struct{})
+			go m.poll(m.stopPoll)
+		}
+		m.mu.Unlock()
+		if err := m.syncIfOlder(ctx, maxAge); err != nil {
+			st.Release(m)
+			return nil, err
+		}
+		return m, nil
+	}
+}
+
+// DefaultIdle is how long a mirror no connection holds stays in memory:
+// long enough that re-selecting a folder is cheap, short enough that
+// message metadata (health data) and the user's password are not kept
+// for the life of the process.
+//
+// Config.Idle sets it; this is the default.
+const DefaultIdle = 10 * time.Minute
+
+// Release drops a reference. The last one stops the poller; a mirror that
+// never loaded (no such folder, say) is forgotten at once, any other after
+// DefaultIdle.
+func (st *Store) Release(m *Folder) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.refs--
+	if m.refs > 0 {
+		return
+	}
+	st.polled.Add(-1)
+	if m.stopPoll != nil {
+		close(m.stopPoll)
+		m.stopPoll = nil
+	}
+	if !m.loaded {
+		m.dropLocked()
+		return
+	}
+	m.evict = time.AfterFunc(st.cfg.Idle, func() {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		if m.refs == 0 {
+			m.dropLocked()
+		}
+	})
+}
+
+// dropLocked forgets the mirror and what it holds; called with m.mu held
+// (the store's lock is taken inside it, the order renumberedLocked uses too).
+func (m *Folder) dropLocked() {
+	m.store.saveMemo(m.user, m.name, m.memoLocked())
+	m.dropped = true
+	m.auth = directapi.Authentication{}
+	m.byUID, m.ghosts = nil, nil
+	m.store.drop(m)
+}
+
+// drop forgets a mirror whose folder vanished or was renumbered; the next
+// Acquire builds a new one.
+func (st *Store) drop(m *Folder) {
+	st.mu.Lock()
+	if st.mirrors[mirrorKey(m.user, m.name)] == m {
+		delete(st.mirrors, mirrorKey(m.user, m.name))
+	}
+	st.mu.Unlock()
+}
+
+// DropFolder forgets the mirrors of a folder and its sub-folders after a
+// DELETE or RENAME, telling connections that have them selected.
+func (st *Store) DropFolder(user, name string) {
+	st.mu.Lock()
+	var gone []*Folder
+	for k, m := range st.mirrors {
+		if m.user == strings.ToLower(user) && (m.name == name || strings.HasPrefix(m.name, name+".")) {
+			gone = append(gone, m)
+			delete(st.mirrors, k)
+		}
+	}
+	st.mu.Unlock()
+	for _, m := range gone {
+		m.mu.Lock()
+		m.markGoneLocked()
+		m.dropped = true
+		m.mu.Unlock()
+	}
+}
+
+// Peek returns the mirror of a folder if one exists, without a reference.
+func (st *Store) Peek(user, name string) *Folder {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.mirrors[mirrorKey(user, name)]
+}
