@@ -1,14 +1,12 @@
 package imapbackend
 
 import (
-	"context"
 	"errors"
 	"slices"
 
 	"github.com/emersion/go-imap/v2"
 	"github.com/emersion/go-imap/v2/imapserver"
 
-	"github.com/directbridge/directbridge/directapi"
 	"github.com/directbridge/directbridge/mailstore"
 	"github.com/directbridge/directbridge/upstream"
 )
@@ -89,9 +87,12 @@ func (s *session) transfer(w *imapserver.MoveWriter, numSet imap.NumSet, destNam
 		return nil, nil
 	}
 	// The destination's largest UID, from what the bridge knows of it.
-	prev, dm, err := s.destMax(ctx, dest)
+	prev, dm, err := s.srv.store.DestTop(ctx, s.auth, dest)
+	if noFolder(err) {
+		return nil, errTryCreate // RFC 9051 §6.4.7
+	}
 	if err != nil {
-		return nil, err
+		return nil, imapError(err)
 	}
 
 	// A refresh may have removed some meanwhile; copy what is left.
@@ -112,7 +113,7 @@ func (s *session) transfer(w *imapserver.MoveWriter, numSet imap.NumSet, destNam
 		op = c.Move
 	}
 	done, err := m.MutateExisting(ctx, uids, func(u []int64) error { return op(ctx, s.auth, m.Name(), dest, u) })
-	if errors.Is(err, upstream.ErrUnknownOutcome) && s.landed(m, dest, prev, msgs, move && !sameFolder) {
+	if errors.Is(err, upstream.ErrUnknownOutcome) && s.srv.store.Landed(s.auth, m, dest, prev, msgs, move && !sameFolder) {
 		// The answer was lost but the work is done: a NO would make the
 		// client copy them again, and the messages would be there twice.
 		s.srv.cfg.Logger.Info("imap copy: answer lost, the messages are at the destination", "user", s.auth.Username)
@@ -164,7 +165,7 @@ func (s *session) transfer(w *imapserver.MoveWriter, numSet imap.NumSet, destNam
 		m.Remove(ctx, srcValidity, done)
 	}
 
-	data := s.placeCopies(ctx, dest, prev, dm, src)
+	data := s.srv.store.PlaceCopies(ctx, s.auth, dest, prev, dm, src)
 	if move && data != nil {
 		if err := w.WriteCopyData(data); err != nil {
 			return nil, imapError(err)
@@ -173,185 +174,8 @@ func (s *session) transfer(w *imapserver.MoveWriter, numSet imap.NumSet, destNam
 	return data, nil
 }
 
-// placeCopies finds the new UIDs of messages copied or moved to dest
-// (whose largest UID was prev before) with one GetUIDs, gives them the
-// kept flags of their sources and returns the COPYUID data, or nil when
-// the new UIDs cannot be told for certain. The messages are in dest
-// already: failures here are logged, never answered as NO (a client would
-// copy them again).
-//
-// Pairing: when exactly as many UIDs appeared above prev as messages were
-// copied, they are the copies, in the order of the source UIDs: the
-// provider's UIDs follow the order messages arrive in a folder, and a copy
-// files them in the order of the request (the sandbox does; COPYUID, RFC
-// 4315 §3, pairs the same way). Anything else, such as a message delivered
-// to the destination at the same moment, gets a plain OK: UIDPLUS lets a
-// server leave COPYUID out, and a wrong COPYUID would make a client attach
-// its local copies and flags to the wrong messages.
-//
-// When the destination has a mirror, the copies are put into it directly
-// (flags and metadata known), so connections watching it see them at
-// once without another refresh.
-func (s *session) placeCopies(ctx context.Context, dest string, prev int64, dm *mailstore.Folder, src []mailstore.Copied) *imap.CopyData {
-	log := s.srv.cfg.Logger
-	pids, err := s.srv.cfg.Provider.UIDs(ctx, s.auth, dest)
-	if err != nil {
-		log.Warn("imap copy: reading the new UIDs failed", "user", s.auth.Username, "err", err)
-		return nil
-	}
-	var newUIDs []imap.UID
-	var top int64
-	for _, p := range pids {
-		top = max(top, p)
-		if p > prev && p <= mailstore.MaxUID {
-			newUIDs = append(newUIDs, imap.UID(p))
-		}
-	}
-	slices.Sort(newUIDs)
-	if top > 0 && top <= mailstore.MaxUID {
-		// The next COPY into an unwatched folder knows where it stood.
-		if err := s.srv.cfg.Store.SeenUIDs(ctx, s.auth.Username, dest, uint32(top)); err != nil {
-			log.Warn("imap copy: state store", "err", err)
-		}
-	}
-	if len(newUIDs) != len(src) {
-		log.Info("imap copy: new UIDs not paired", "user", s.auth.Username, "copied", len(src), "new", len(newUIDs))
-		if dm != nil {
-			dm.Sync(ctx)
-		}
-		return nil
-	}
-	validity, err := s.folderValidity(ctx, dest, dm)
-	if err != nil {
-		log.Warn("imap copy: state store", "err", err)
-		return nil
-	}
-	kept := map[uint32][]string{}
-	for i, cp := range src {
-		if len(cp.Flags) > 0 {
-			kept[uint32(newUIDs[i])] = mailstore.FlagStrings(cp.Flags)
-		}
-	}
-	if len(kept) > 0 {
-		if err := s.srv.cfg.Store.SetFlags(ctx, s.auth.Username, dest, validity, kept); err != nil {
-			log.Warn("imap copy: carrying flags failed", "user", s.auth.Username, "err", err)
-		}
-	}
-	if dm != nil {
-		dm.AddCopies(ctx, newUIDs, src)
-	}
-	data := &imap.CopyData{UIDValidity: validity}
-	for i, cp := range src {
-		data.SourceUIDs.AddNum(cp.UID)
-		data.DestUIDs.AddNum(newUIDs[i])
-	}
-	return data
-}
-
-// destMax returns the largest UID a destination folder is known to have
-// had, without asking the provider when the bridge knows: from the
-// folder's mirror, or from the state store's record of the largest UID
-// seen (which placeCopies keeps up to date). Only a folder the bridge has
-// never looked at costs a GetUIDs; one that does not exist is NO
-// [TRYCREATE] (RFC 9051 §6.4.7).
-func (s *session) destMax(ctx context.Context, folder string) (int64, *mailstore.Folder, error) {
-	if dm := s.srv.store.Peek(s.auth.Username, folder); dm != nil {
-		if next, ok := dm.Next(); ok {
-			return int64(next) - 1, dm, nil
-		}
-	}
-	st, err := s.srv.cfg.Store.Folder(ctx, s.auth.Username, folder)
-	if err != nil {
-		return 0, nil, imapError(err)
-	}
-	if st.UIDNext > 1 {
-		return int64(st.UIDNext) - 1, nil, nil
-	}
-	pids, err := s.srv.cfg.Provider.UIDs(ctx, s.auth, folder)
-	if err != nil {
-		if noFolder(err) {
-			return 0, nil, errTryCreate
-		}
-		return 0, nil, imapError(err)
-	}
-	var top int64
-	for _, p := range pids {
-		top = max(top, p)
-	}
-	return top, nil, nil
-}
-
-// folderValidity is a folder's UIDVALIDITY: its mirror's, or the state
-// store's (which a later SELECT uses too).
-func (s *session) folderValidity(ctx context.Context, folder string, dm *mailstore.Folder) (uint32, error) {
-	if dm != nil {
-		if _, ok := dm.Next(); ok {
-			return dm.Validity(), nil
-		}
-	}
-	st, err := s.srv.cfg.Store.Folder(ctx, s.auth.Username, folder)
-	return st.UIDValidity, err
-}
-
 // noFolder reports a provider refusal of a folder operation: the folder
 // does not exist (the same reading as SELECT's).
 func noFolder(err error) bool {
 	return upstream.IsRefusal(err)
-}
-
-// landed reports whether a COPY or MOVE of msgs whose answer was lost
-// took place: exactly as many messages appeared in dest above prev (its
-// largest UID before), and, for a copy, each with the size and
-// Message-ID of its source in order; for a move, none of the sources is
-// left in the source folder. Anything less certain is false, and the
-// command is answered NO as before.
-func (s *session) landed(m *mailstore.Folder, dest string, prev int64, msgs []*mailstore.Message, move bool) bool {
-	ctx, cancel := s.ctx()
-	defer cancel()
-	c := s.srv.cfg.Provider
-	pids, err := c.UIDs(ctx, s.auth, dest)
-	if err != nil {
-		return false
-	}
-	var added []int64
-	for _, p := range pids {
-		if p > prev {
-			added = append(added, p)
-		}
-	}
-	if len(added) != len(msgs) {
-		return false
-	}
-	slices.Sort(added)
-	if move {
-		left, err := c.UIDs(ctx, s.auth, m.Name())
-		if err != nil {
-			return false
-		}
-		for _, msg := range msgs {
-			if slices.Contains(left, int64(msg.UID)) {
-				return false
-			}
-		}
-		return true
-	}
-	if err := s.ensureMeta(ctx, msgs); err != nil {
-		return false
-	}
-	copies, err := c.Messages(ctx, s.auth, dest, added) // rare: a lost answer
-	if err != nil || len(copies) != len(added) {
-		return false
-	}
-	byUID := make(map[int64]directapi.MessageDetail, len(copies))
-	for _, d := range copies {
-		byUID[d.UID] = d
-	}
-	for i, msg := range msgs {
-		d, ok := byUID[added[i]]
-		meta, _ := m.MetaOf(msg)
-		if !ok || !mailstore.MetaKnown(meta) || d.Size != meta.Size || d.MsgID != meta.MsgID {
-			return false
-		}
-	}
-	return true
 }

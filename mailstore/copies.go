@@ -1,0 +1,188 @@
+package mailstore
+
+import (
+	"context"
+	"slices"
+
+	"github.com/emersion/go-imap/v2"
+
+	"github.com/directbridge/directbridge/directapi"
+	"github.com/directbridge/directbridge/upstream"
+)
+
+// This file holds what the bridge learns after a COPY or MOVE: the
+// provider answers without the new UIDs.
+
+// PlaceCopies finds the new UIDs of messages copied or moved to dest
+// (whose largest UID was prev before) with one GetUIDs, gives them the
+// kept flags of their sources and returns the COPYUID data, or nil when
+// the new UIDs cannot be told for certain. The messages are in dest
+// already: failures here are logged, never answered as NO (a client would
+// copy them again).
+//
+// Pairing: when exactly as many UIDs appeared above prev as messages were
+// copied, they are the copies, in the order of the source UIDs: the
+// provider's UIDs follow the order messages arrive in a folder, and a copy
+// files them in the order of the request (the sandbox does; COPYUID, RFC
+// 4315 §3, pairs the same way). Anything else, such as a message delivered
+// to the destination at the same moment, gets a plain OK: UIDPLUS lets a
+// server leave COPYUID out, and a wrong COPYUID would make a client attach
+// its local copies and flags to the wrong messages.
+//
+// When the destination has a mirror, the copies are put into it directly
+// (flags and metadata known), so connections watching it see them at
+// once without another refresh.
+func (st *Store) PlaceCopies(ctx context.Context, auth upstream.Auth, dest string, prev int64, dm *Folder, src []Copied) *imap.CopyData {
+	log := st.cfg.Logger
+	pids, err := st.cfg.Provider.UIDs(ctx, auth, dest)
+	if err != nil {
+		log.Warn("imap copy: reading the new UIDs failed", "user", auth.Username, "err", err)
+		return nil
+	}
+	var newUIDs []imap.UID
+	var top int64
+	for _, p := range pids {
+		top = max(top, p)
+		if p > prev && p <= MaxUID {
+			newUIDs = append(newUIDs, imap.UID(p))
+		}
+	}
+	slices.Sort(newUIDs)
+	if top > 0 && top <= MaxUID {
+		// The next COPY into an unwatched folder knows where it stood.
+		if err := st.cfg.State.SeenUIDs(ctx, auth.Username, dest, uint32(top)); err != nil {
+			log.Warn("imap copy: state store", "err", err)
+		}
+	}
+	if len(newUIDs) != len(src) {
+		log.Info("imap copy: new UIDs not paired", "user", auth.Username, "copied", len(src), "new", len(newUIDs))
+		if dm != nil {
+			dm.Sync(ctx)
+		}
+		return nil
+	}
+	validity, err := st.folderValidity(ctx, auth, dest, dm)
+	if err != nil {
+		log.Warn("imap copy: state store", "err", err)
+		return nil
+	}
+	kept := map[uint32][]string{}
+	for i, cp := range src {
+		if len(cp.Flags) > 0 {
+			kept[uint32(newUIDs[i])] = FlagStrings(cp.Flags)
+		}
+	}
+	if len(kept) > 0 {
+		if err := st.cfg.State.SetFlags(ctx, auth.Username, dest, validity, kept); err != nil {
+			log.Warn("imap copy: carrying flags failed", "user", auth.Username, "err", err)
+		}
+	}
+	if dm != nil {
+		dm.AddCopies(ctx, newUIDs, src)
+	}
+	data := &imap.CopyData{UIDValidity: validity}
+	for i, cp := range src {
+		data.SourceUIDs.AddNum(cp.UID)
+		data.DestUIDs.AddNum(newUIDs[i])
+	}
+	return data
+}
+
+// DestTop returns the largest UID a destination folder is known to have
+// had, without asking the provider when the bridge knows: from the
+// folder's mirror, or from the state store's record of the largest UID
+// seen (which PlaceCopies keeps up to date). Only a folder the bridge has
+// never looked at costs a GetUIDs; for one that does not exist, the
+// provider's refusal is returned (upstream.IsRefusal).
+func (st *Store) DestTop(ctx context.Context, auth upstream.Auth, folder string) (int64, *Folder, error) {
+	if dm := st.Peek(auth.Username, folder); dm != nil {
+		if next, ok := dm.Next(); ok {
+			return int64(next) - 1, dm, nil
+		}
+	}
+	fs, err := st.cfg.State.Folder(ctx, auth.Username, folder)
+	if err != nil {
+		return 0, nil, err
+	}
+	if fs.UIDNext > 1 {
+		return int64(fs.UIDNext) - 1, nil, nil
+	}
+	pids, err := st.cfg.Provider.UIDs(ctx, auth, folder)
+	if err != nil {
+		return 0, nil, err
+	}
+	var top int64
+	for _, p := range pids {
+		top = max(top, p)
+	}
+	return top, nil, nil
+}
+
+// folderValidity is a folder's UIDVALIDITY: its mirror's, or the state
+// store's (which a later SELECT uses too).
+func (st *Store) folderValidity(ctx context.Context, auth upstream.Auth, folder string, dm *Folder) (uint32, error) {
+	if dm != nil {
+		if _, ok := dm.Next(); ok {
+			return dm.Validity(), nil
+		}
+	}
+	fs, err := st.cfg.State.Folder(ctx, auth.Username, folder)
+	return fs.UIDValidity, err
+}
+
+// Landed reports whether a COPY or MOVE of msgs whose answer was lost
+// took place: exactly as many messages appeared in dest above prev (its
+// largest UID before), and, for a copy, each with the size and
+// Message-ID of its source in order; for a move, none of the sources is
+// left in the source folder. Anything less certain is false, and the
+// command is answered NO as before.
+func (st *Store) Landed(auth upstream.Auth, m *Folder, dest string, prev int64, msgs []*Message, move bool) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), st.cfg.CallTimeout)
+	defer cancel()
+	c := st.cfg.Provider
+	pids, err := c.UIDs(ctx, auth, dest)
+	if err != nil {
+		return false
+	}
+	var added []int64
+	for _, p := range pids {
+		if p > prev {
+			added = append(added, p)
+		}
+	}
+	if len(added) != len(msgs) {
+		return false
+	}
+	slices.Sort(added)
+	if move {
+		left, err := c.UIDs(ctx, auth, m.Name())
+		if err != nil {
+			return false
+		}
+		for _, msg := range msgs {
+			if slices.Contains(left, int64(msg.UID)) {
+				return false
+			}
+		}
+		return true
+	}
+	if err := m.EnsureMeta(ctx, msgs); err != nil {
+		return false
+	}
+	copies, err := c.Messages(ctx, auth, dest, added) // rare: a lost answer
+	if err != nil || len(copies) != len(added) {
+		return false
+	}
+	byUID := make(map[int64]directapi.MessageDetail, len(copies))
+	for _, d := range copies {
+		byUID[d.UID] = d
+	}
+	for i, msg := range msgs {
+		d, ok := byUID[added[i]]
+		meta, _ := m.MetaOf(msg)
+		if !ok || !MetaKnown(meta) || d.Size != meta.Size || d.MsgID != meta.MsgID {
+			return false
+		}
+	}
+	return true
+}
