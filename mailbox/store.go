@@ -21,6 +21,9 @@ import (
 type Store struct {
 	db       *sql.DB
 	purgedAt atomic.Int64 // Unix ms of the last purge of expired submissions
+	// The send journal's statements, prepared once: every message sent
+	// runs them, and parsing SQL is most of a small statement's cost.
+	claimStmt, completeStmt, recordStmt *sql.Stmt
 }
 
 // OpenStore opens (creating if needed) the state store in dir and brings
@@ -46,11 +49,21 @@ func OpenStore(dir string) (*Store, error) {
 		db.Close()
 		return nil, fmt.Errorf("mailbox: state store %s: %w", path, err)
 	}
-	return &Store{db: db}, nil
+	st := &Store{db: db}
+	if err := st.prepare(context.Background()); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("mailbox: state store %s: %w", path, err)
+	}
+	return st, nil
 }
 
 // Close closes the store.
-func (s *Store) Close() error { return s.db.Close() }
+func (s *Store) Close() error {
+	for _, st := range []*sql.Stmt{s.claimStmt, s.completeStmt, s.recordStmt} {
+		st.Close()
+	}
+	return s.db.Close()
+}
 
 // SentRecord links a message the bridge submitted to what the provider
 // made of it.

@@ -52,6 +52,12 @@ type Submissions interface {
 	// new attempt after the earlier one was decided not sent). Entries
 	// older than SubmissionTTL are dropped on the way.
 	BeginSubmission(ctx context.Context, s Submission) error
+	// ClaimSubmission records a new attempt in state sending, at
+	// s.FirstAt, unless an entry of its key younger than SubmissionTTL
+	// exists: claimed is true when the caller may send; otherwise prev is
+	// the entry found, and the caller decides (BeginSubmission starts it
+	// over). One write for a message never seen, which is nearly every one.
+	ClaimSubmission(ctx context.Context, s Submission) (prev Submission, claimed bool, err error)
 	// EndSubmission records the outcome: sent (with smtpID) or unknown.
 	EndSubmission(ctx context.Context, key string, state SubmissionState, smtpID string) error
 	// CompleteSubmission records, in one transaction, that the
@@ -69,13 +75,67 @@ type Submissions interface {
 // within minutes to hours.
 const SubmissionTTL = 24 * time.Hour
 
-func (s *Store) BeginSubmission(ctx context.Context, sub Submission) error {
-	now := time.Now()
-	// Expired entries go at most once a minute, not at every send.
+// prepare prepares the journal's statements.
+func (s *Store) prepare(ctx context.Context) error {
+	var err error
+	prep := func(q string) *sql.Stmt {
+		if err != nil {
+			return nil
+		}
+		var st *sql.Stmt
+		st, err = s.db.PrepareContext(ctx, q)
+		return st
+	}
+	// A live entry is left alone; an expired one not purged yet is
+	// taken over, as a new entry would be.
+	s.claimStmt = prep(`INSERT INTO submissions (key, username, state, smtp_id, match, first_at, updated_at)
+		VALUES (?, ?, ?, '', ?, ?, ?)
+		ON CONFLICT (key) DO UPDATE SET state = excluded.state, smtp_id = '', match = excluded.match,
+			first_at = excluded.first_at, updated_at = excluded.updated_at
+		WHERE submissions.first_at < ?`)
+	s.completeStmt = prep(`UPDATE submissions SET state = ?, smtp_id = ?, updated_at = ? WHERE key = ?`)
+	s.recordStmt = prep(`INSERT INTO sent (username, smtp_id, message_id, sent_at) VALUES (?, ?, ?, ?)`)
+	return err
+}
+
+// purgeSubmissions drops expired entries, at most once a minute rather
+// than at every send.
+func (s *Store) purgeSubmissions(ctx context.Context, now time.Time) error {
 	if last := s.purgedAt.Load(); now.UnixMilli()-last > time.Minute.Milliseconds() && s.purgedAt.CompareAndSwap(last, now.UnixMilli()) {
 		if _, err := s.db.ExecContext(ctx, `DELETE FROM submissions WHERE first_at < ?`, now.Add(-SubmissionTTL).UnixMilli()); err != nil {
 			return fmt.Errorf("mailbox: journal: %w", err)
 		}
+	}
+	return nil
+}
+
+func (s *Store) ClaimSubmission(ctx context.Context, sub Submission) (Submission, bool, error) {
+	now := time.Now()
+	if err := s.purgeSubmissions(ctx, now); err != nil {
+		return Submission{}, false, err
+	}
+	res, err := s.claimStmt.ExecContext(ctx, sub.Key, strings.ToLower(sub.Username), SubmissionSending, sub.Match,
+		sub.FirstAt.UnixMilli(), now.UnixMilli(), now.Add(-SubmissionTTL).UnixMilli())
+	if err != nil {
+		return Submission{}, false, fmt.Errorf("mailbox: journal: %w", err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return Submission{}, false, fmt.Errorf("mailbox: journal: %w", err)
+	} else if n == 1 {
+		return Submission{}, true, nil
+	}
+	prev, ok, err := s.FindSubmission(ctx, sub.Key)
+	if err != nil || ok {
+		return prev, false, err
+	}
+	// Forgotten in between (its attempt was refused): a new entry.
+	return Submission{}, true, s.BeginSubmission(ctx, sub)
+}
+
+func (s *Store) BeginSubmission(ctx context.Context, sub Submission) error {
+	now := time.Now()
+	if err := s.purgeSubmissions(ctx, now); err != nil {
+		return err
 	}
 	_, err := s.db.ExecContext(ctx, `INSERT INTO submissions (key, username, state, smtp_id, match, first_at, updated_at)
 		VALUES (?, ?, ?, '', ?, ?, ?)
@@ -102,11 +162,10 @@ func (s *Store) CompleteSubmission(ctx context.Context, key string, rec SentReco
 		return fmt.Errorf("mailbox: journal: %w", err)
 	}
 	defer tx.Rollback()
-	if _, err := tx.ExecContext(ctx, `UPDATE submissions SET state = ?, smtp_id = ?, updated_at = ? WHERE key = ?`,
-		SubmissionSent, rec.SmtpID, time.Now().UnixMilli(), key); err != nil {
+	if _, err := tx.StmtContext(ctx, s.completeStmt).ExecContext(ctx, SubmissionSent, rec.SmtpID, time.Now().UnixMilli(), key); err != nil {
 		return fmt.Errorf("mailbox: journal: %w", err)
 	}
-	if _, err := tx.ExecContext(ctx, `INSERT INTO sent (username, smtp_id, message_id, sent_at) VALUES (?, ?, ?, ?)`,
+	if _, err := tx.StmtContext(ctx, s.recordStmt).ExecContext(ctx,
 		strings.ToLower(rec.Username), rec.SmtpID, rec.MessageID, rec.SentAt.UnixMilli()); err != nil {
 		return fmt.Errorf("mailbox: recording sent message: %w", err)
 	}

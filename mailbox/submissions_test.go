@@ -62,3 +62,43 @@ func TestSubmissionJournal(t *testing.T) {
 		t.Errorf("after a new attempt: %+v", got)
 	}
 }
+
+// TestClaimSubmission: a claim records a new entry and says so; a second
+// claim of the same key finds the first (and changes nothing); an entry
+// older than SubmissionTTL is taken over as a new one.
+func TestClaimSubmission(t *testing.T) {
+	ctx := context.Background()
+	st, err := mailbox.OpenStore(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	at := time.Now().Truncate(time.Millisecond)
+	sub := mailbox.Submission{Key: "k", Username: "alice@direct.example", Match: "m", FirstAt: at}
+	if _, claimed, err := st.ClaimSubmission(ctx, sub); err != nil || !claimed {
+		t.Fatalf("first claim: claimed %v, %v", claimed, err)
+	}
+	if err := st.EndSubmission(ctx, "k", mailbox.SubmissionSent, "smtp-k"); err != nil {
+		t.Fatal(err)
+	}
+	later := sub
+	later.FirstAt, later.Match = at.Add(time.Second), "other"
+	prev, claimed, err := st.ClaimSubmission(ctx, later)
+	if err != nil || claimed {
+		t.Fatalf("second claim: claimed %v, %v", claimed, err)
+	}
+	if prev.State != mailbox.SubmissionSent || prev.SmtpID != "smtp-k" || prev.Match != "m" || !prev.FirstAt.Equal(at.UTC()) {
+		t.Errorf("second claim found %+v; want the first entry, sent", prev)
+	}
+	old := mailbox.Submission{Key: "old", Username: "alice@direct.example", FirstAt: at.Add(-mailbox.SubmissionTTL - time.Minute)}
+	if err := st.BeginSubmission(ctx, old); err != nil {
+		t.Fatal(err)
+	}
+	old.FirstAt = at
+	if _, claimed, err := st.ClaimSubmission(ctx, old); err != nil || !claimed {
+		t.Fatalf("claim over an expired entry: claimed %v, %v", claimed, err)
+	}
+	if got, ok, _ := st.FindSubmission(ctx, "old"); !ok || got.State != mailbox.SubmissionSending || !got.FirstAt.Equal(at.UTC()) {
+		t.Errorf("after taking over an expired entry: %+v (found %v)", got, ok)
+	}
+}

@@ -120,11 +120,13 @@ func fingerprint(m directapi.Message) [32]byte {
 func (ss *session) send(ctx context.Context, raw []byte, sub *Submission) (string, error) {
 	j := ss.s.journal
 	key := submissionKey(ss.username, ss.directAddr, raw)
-	entry, ok, err := j.FindSubmission(ctx, key)
+	attempt := time.Now()
+	claim := mailbox.Submission{Key: key, Username: ss.username, Match: matchOf(sub), FirstAt: attempt}
+	entry, claimed, err := j.ClaimSubmission(ctx, claim)
 	if err != nil {
-		return "", err // 451: better late than twice
+		return "", err // unrecorded, a lost answer could not be resolved: 451
 	}
-	if ok {
+	if !claimed {
 		switch entry.State {
 		case mailbox.SubmissionSent:
 			ss.s.log.Info("smtp retry of a sent message recognised", "user", ss.username, "smtp_id", entry.SmtpID)
@@ -144,12 +146,12 @@ func (ss *session) send(ctx context.Context, raw []byte, sub *Submission) (strin
 			if time.Now().Before(undecidedUntil(entry, ss.s.cfg.SendTimeout, ss.s.cfg.UndecidedHold)) {
 				return "", errUndecided
 			}
-			// Past the bound: the provider does not have it.
+			// Past the bound: the provider does not have it. Start over.
 		}
-	}
-	attempt := time.Now()
-	if err := j.BeginSubmission(ctx, mailbox.Submission{Key: key, Username: ss.username, Match: matchOf(sub), FirstAt: attempt}); err != nil {
-		return "", err // unrecorded, a lost answer could not be resolved: 451
+		claim.FirstAt = time.Now()
+		if err := j.BeginSubmission(ctx, claim); err != nil {
+			return "", err
+		}
 	}
 	auth := directapi.Authentication{Username: ss.username, Password: ss.password}
 	smtpID, err := ss.s.cfg.Provider.Send(ctx, auth, ss.directAddr, sub.Message, sub.UseHeaders())
@@ -262,9 +264,24 @@ type memJournal struct {
 	m  map[string]mailbox.Submission
 }
 
+func (j *memJournal) ClaimSubmission(_ context.Context, s mailbox.Submission) (mailbox.Submission, bool, error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if prev, ok := j.m[s.Key]; ok && time.Since(prev.FirstAt) <= mailbox.SubmissionTTL {
+		return prev, false, nil
+	}
+	j.beginLocked(s)
+	return mailbox.Submission{}, true, nil
+}
+
 func (j *memJournal) BeginSubmission(_ context.Context, s mailbox.Submission) error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
+	j.beginLocked(s)
+	return nil
+}
+
+func (j *memJournal) beginLocked(s mailbox.Submission) {
 	for k, v := range j.m {
 		if time.Since(v.FirstAt) > mailbox.SubmissionTTL {
 			delete(j.m, k)
@@ -272,7 +289,6 @@ func (j *memJournal) BeginSubmission(_ context.Context, s mailbox.Submission) er
 	}
 	s.State, s.SmtpID, s.UpdatedAt = mailbox.SubmissionSending, "", time.Now()
 	j.m[s.Key] = s
-	return nil
 }
 
 func (j *memJournal) EndSubmission(_ context.Context, key string, state mailbox.SubmissionState, smtpID string) error {
