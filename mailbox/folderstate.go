@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/directbridge/directbridge/internal/sqlstmt"
 )
 
 // The provider keeps stable UIDs per folder but no UIDVALIDITY and no
@@ -34,7 +36,7 @@ type FolderState struct {
 // nextValidity hands out UIDVALIDITY values: the current time in seconds,
 // or one more than the last value if that is not larger, so values never
 // repeat, even across folders or after a clock step back.
-func nextValidity(tx *sql.Tx) (uint32, error) {
+func nextValidity(tx *sqlstmt.Tx) (uint32, error) {
 	var last int64
 	err := tx.QueryRow(`SELECT last FROM validity_counter WHERE id = 1`).Scan(&last)
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
@@ -48,8 +50,8 @@ func nextValidity(tx *sql.Tx) (uint32, error) {
 	return uint32(v), err
 }
 
-func (s *Store) tx(ctx context.Context, fn func(*sql.Tx) error) error {
-	tx, err := s.db.BeginTx(ctx, nil)
+func (s *Store) tx(ctx context.Context, fn func(*sqlstmt.Tx) error) error {
+	tx, err := s.stmts.Begin(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("mailbox: state store: %w", err)
 	}
@@ -64,7 +66,7 @@ func (s *Store) tx(ctx context.Context, fn func(*sql.Tx) error) error {
 // UIDVALIDITY) on first use.
 func (s *Store) Folder(ctx context.Context, username, folder string) (FolderState, error) {
 	var st FolderState
-	err := s.tx(ctx, func(tx *sql.Tx) error {
+	err := s.tx(ctx, func(tx *sqlstmt.Tx) error {
 		err := tx.QueryRow(`SELECT uid_validity, uid_next FROM folder_state WHERE username = ? AND folder = ?`,
 			username, folder).Scan(&st.UIDValidity, &st.UIDNext)
 		if !errors.Is(err, sql.ErrNoRows) {
@@ -86,7 +88,7 @@ func (s *Store) SeenUIDs(ctx context.Context, username, folder string, maxUID ui
 	if maxUID == 0 {
 		return nil
 	}
-	return s.tx(ctx, func(tx *sql.Tx) error {
+	return s.tx(ctx, func(tx *sqlstmt.Tx) error {
 		_, err := tx.Exec(`UPDATE folder_state SET uid_next = MAX(uid_next, ?) WHERE username = ? AND folder = ?`,
 			int64(maxUID)+1, username, folder)
 		return err
@@ -98,7 +100,7 @@ func (s *Store) SeenUIDs(ctx context.Context, username, folder string, maxUID ui
 // high-water mark.
 func (s *Store) ResetFolder(ctx context.Context, username, folder string, uidNext uint32) (FolderState, error) {
 	st := FolderState{UIDNext: max(uidNext, 1)}
-	err := s.tx(ctx, func(tx *sql.Tx) error {
+	err := s.tx(ctx, func(tx *sqlstmt.Tx) error {
 		var err error
 		if st.UIDValidity, err = nextValidity(tx); err != nil {
 			return err
@@ -117,7 +119,7 @@ func (s *Store) ResetFolder(ctx context.Context, username, folder string, uidNex
 // ForgetFolder removes the state of a folder and its sub-folders (after a
 // DeleteFolder); a folder created later under the name starts afresh.
 func (s *Store) ForgetFolder(ctx context.Context, username, folder string) error {
-	return s.tx(ctx, func(tx *sql.Tx) error {
+	return s.tx(ctx, func(tx *sqlstmt.Tx) error {
 		for _, table := range []string{"folder_state", "flags"} {
 			_, err := tx.Exec(`DELETE FROM `+table+` WHERE username = ? AND (folder = ? OR substr(folder, 1, length(?)) = ?)`,
 				username, folder, folder+".", folder+".")
@@ -132,7 +134,7 @@ func (s *Store) ForgetFolder(ctx context.Context, username, folder string) error
 // RenameFolder moves the state of a folder and its sub-folders to a new
 // name (after a MoveFolder, which keeps UIDs): flags survive a rename.
 func (s *Store) RenameFolder(ctx context.Context, username, from, to string) error {
-	return s.tx(ctx, func(tx *sql.Tx) error {
+	return s.tx(ctx, func(tx *sqlstmt.Tx) error {
 		for _, table := range []string{"folder_state", "flags"} {
 			if _, err := tx.Exec(`DELETE FROM `+table+` WHERE username = ? AND (folder = ? OR substr(folder, 1, length(?)) = ?)`,
 				username, to, to+".", to+"."); err != nil {
@@ -150,8 +152,14 @@ func (s *Store) RenameFolder(ctx context.Context, username, from, to string) err
 
 // Flags returns the kept flags of a folder by UID.
 func (s *Store) Flags(ctx context.Context, username, folder string, validity uint32) (map[uint32][]string, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT uid, flags FROM flags WHERE username = ? AND folder = ? AND uid_validity = ?`,
-		username, folder, validity)
+	return s.FlagsFrom(ctx, username, folder, validity, 0)
+}
+
+// FlagsFrom returns the kept flags of a folder's UIDs from from on (a
+// range of the primary key).
+func (s *Store) FlagsFrom(ctx context.Context, username, folder string, validity, from uint32) (map[uint32][]string, error) {
+	rows, err := s.stmts.Query(ctx, `SELECT uid, flags FROM flags WHERE username = ? AND folder = ? AND uid_validity = ? AND uid >= ?`,
+		username, folder, validity, from)
 	if err != nil {
 		return nil, fmt.Errorf("mailbox: state store: %w", err)
 	}
@@ -171,7 +179,7 @@ func (s *Store) Flags(ctx context.Context, username, folder string, validity uin
 // SetFlags replaces the kept flags of some messages; an empty list removes
 // the entry. All changes are one transaction.
 func (s *Store) SetFlags(ctx context.Context, username, folder string, validity uint32, flags map[uint32][]string) error {
-	return s.tx(ctx, func(tx *sql.Tx) error {
+	return s.tx(ctx, func(tx *sqlstmt.Tx) error {
 		for uid, fl := range flags {
 			var err error
 			if len(fl) == 0 {

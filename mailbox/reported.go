@@ -18,7 +18,7 @@ type Reported interface {
 // MarkReported records a DSN about smtpID's recipient; first is false
 // when one was recorded before.
 func (s *Store) MarkReported(ctx context.Context, smtpID, recipient string) (bool, error) {
-	res, err := s.db.ExecContext(ctx, `INSERT INTO reported (smtp_id, recipient, at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING`,
+	res, err := s.stmts.Exec(ctx, `INSERT INTO reported (smtp_id, recipient, at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING`,
 		smtpID, strings.ToLower(recipient), time.Now().UnixMilli())
 	if err != nil {
 		return false, fmt.Errorf("mailbox: reported: %w", err)
@@ -32,7 +32,7 @@ func (s *Store) MarkReported(ctx context.Context, smtpID, recipient string) (boo
 
 // UnmarkReported takes a record back: the DSN could not be filed.
 func (s *Store) UnmarkReported(ctx context.Context, smtpID, recipient string) error {
-	if _, err := s.db.ExecContext(ctx, `DELETE FROM reported WHERE smtp_id = ? AND recipient = ?`, smtpID, strings.ToLower(recipient)); err != nil {
+	if _, err := s.stmts.Exec(ctx, `DELETE FROM reported WHERE smtp_id = ? AND recipient = ?`, smtpID, strings.ToLower(recipient)); err != nil {
 		return fmt.Errorf("mailbox: reported: %w", err)
 	}
 	return nil

@@ -52,6 +52,9 @@ type FolderStates interface {
 	// given UIDVALIDITY only; flags kept under another one are not
 	// returned. Each list is sorted.
 	Flags(ctx context.Context, username, folder string, validity uint32) (map[uint32][]string, error)
+	// FlagsFrom is Flags for the UIDs from from on only: a refresh that
+	// found new messages reads theirs, not the whole folder's.
+	FlagsFrom(ctx context.Context, username, folder string, validity, from uint32) (map[uint32][]string, error)
 	// SetFlags replaces the kept flags of some messages, all in one
 	// transaction; an empty list removes the message's entry.
 	SetFlags(ctx context.Context, username, folder string, validity uint32, flags map[uint32][]string) error

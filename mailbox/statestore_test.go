@@ -85,6 +85,9 @@ func testStateStore(t *testing.T, open func(t *testing.T) StateStore) {
 		if err != nil || !maps.EqualFunc(got, want, slices.Equal) {
 			t.Fatalf("Flags = %v, %v; want %v", got, err, want)
 		}
+		if from, err := s.FlagsFrom(ctx, alice, "INBOX", v, 2); err != nil || !maps.EqualFunc(from, map[uint32][]string{3: {"home"}}, slices.Equal) {
+			t.Fatalf("FlagsFrom 2 = %v, %v; want UID 3's only", from, err)
+		}
 		if other, err := s.Flags(ctx, alice, "INBOX", v+1); err != nil || len(other) != 0 {
 			t.Fatalf("Flags under another UIDVALIDITY = %v, %v; want none", other, err)
 		}

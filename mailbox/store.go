@@ -13,6 +13,8 @@ import (
 	"time"
 
 	_ "modernc.org/sqlite" // pure-Go SQLite, so builds stay CGO_ENABLED=0
+
+	"github.com/directbridge/directbridge/internal/sqlstmt"
 )
 
 // Store is the StateStore kept in SQLite, in the file state.db of the
@@ -21,9 +23,9 @@ import (
 type Store struct {
 	db       *sql.DB
 	purgedAt atomic.Int64 // Unix ms of the last purge of expired submissions
-	// The send journal's statements, prepared once: every message sent
-	// runs them, and parsing SQL is most of a small statement's cost.
-	claimStmt, completeStmt, recordStmt *sql.Stmt
+	// stmts keeps every statement prepared: parsing SQL is most of a
+	// small statement's cost (package sqlstmt).
+	stmts *sqlstmt.Cache
 }
 
 // OpenStore opens (creating if needed) the state store in dir and brings
@@ -49,19 +51,12 @@ func OpenStore(dir string) (*Store, error) {
 		db.Close()
 		return nil, fmt.Errorf("mailbox: state store %s: %w", path, err)
 	}
-	st := &Store{db: db}
-	if err := st.prepare(context.Background()); err != nil {
-		db.Close()
-		return nil, fmt.Errorf("mailbox: state store %s: %w", path, err)
-	}
-	return st, nil
+	return &Store{db: db, stmts: sqlstmt.New(db)}, nil
 }
 
 // Close closes the store.
 func (s *Store) Close() error {
-	for _, st := range []*sql.Stmt{s.claimStmt, s.completeStmt, s.recordStmt} {
-		st.Close()
-	}
+	s.stmts.Close()
 	return s.db.Close()
 }
 
@@ -78,7 +73,7 @@ type SentRecord struct {
 // recognise a client's APPEND of its own copy to Sent (the provider files
 // one already); delivery status builds on it.
 func (s *Store) RecordSent(ctx context.Context, r SentRecord) error {
-	_, err := s.db.ExecContext(ctx, `INSERT INTO sent (username, smtp_id, message_id, sent_at) VALUES (?, ?, ?, ?)`,
+	_, err := s.stmts.Exec(ctx, `INSERT INTO sent (username, smtp_id, message_id, sent_at) VALUES (?, ?, ?, ?)`,
 		strings.ToLower(r.Username), r.SmtpID, r.MessageID, r.SentAt.UnixMilli())
 	if err != nil {
 		return fmt.Errorf("mailbox: recording sent message: %w", err)
@@ -90,7 +85,7 @@ func (s *Store) RecordSent(ctx context.Context, r SentRecord) error {
 // sent at or after since, or ok false.
 func (s *Store) FindSent(ctx context.Context, username, messageID string, since time.Time) (rec SentRecord, ok bool, err error) {
 	var at int64
-	err = s.db.QueryRowContext(ctx, `SELECT username, smtp_id, message_id, sent_at FROM sent
+	err = s.stmts.QueryRow(ctx, `SELECT username, smtp_id, message_id, sent_at FROM sent
 		WHERE username = ? AND message_id = ? AND sent_at >= ? ORDER BY sent_at DESC LIMIT 1`,
 		strings.ToLower(username), messageID, since.UnixMilli()).Scan(&rec.Username, &rec.SmtpID, &rec.MessageID, &at)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -107,7 +102,7 @@ func (s *Store) FindSent(ctx context.Context, username, messageID string, since 
 // answered 250 for that message.
 func (s *Store) KnownSmtpID(ctx context.Context, smtpID string) (bool, error) {
 	var n int
-	err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM sent WHERE smtp_id = ?`, smtpID).Scan(&n)
+	err := s.stmts.QueryRow(ctx, `SELECT COUNT(*) FROM sent WHERE smtp_id = ?`, smtpID).Scan(&n)
 	if err != nil {
 		return false, fmt.Errorf("mailbox: looking up sent message: %w", err)
 	}
@@ -118,7 +113,7 @@ func (s *Store) KnownSmtpID(ctx context.Context, smtpID string) (bool, error) {
 // at most limit of them. The admin socket's status operation uses it when
 // asked about a mailbox's recent messages without naming them.
 func (s *Store) RecentSent(ctx context.Context, username string, since time.Time, limit int) ([]SentRecord, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT username, smtp_id, message_id, sent_at FROM sent
+	rows, err := s.stmts.Query(ctx, `SELECT username, smtp_id, message_id, sent_at FROM sent
 		WHERE username = ? AND sent_at >= ? ORDER BY sent_at DESC, id DESC LIMIT ?`,
 		strings.ToLower(username), since.UnixMilli(), limit)
 	if err != nil {

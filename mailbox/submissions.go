@@ -75,34 +75,11 @@ type Submissions interface {
 // within minutes to hours.
 const SubmissionTTL = 24 * time.Hour
 
-// prepare prepares the journal's statements.
-func (s *Store) prepare(ctx context.Context) error {
-	var err error
-	prep := func(q string) *sql.Stmt {
-		if err != nil {
-			return nil
-		}
-		var st *sql.Stmt
-		st, err = s.db.PrepareContext(ctx, q)
-		return st
-	}
-	// A live entry is left alone; an expired one not purged yet is
-	// taken over, as a new entry would be.
-	s.claimStmt = prep(`INSERT INTO submissions (key, username, state, smtp_id, match, first_at, updated_at)
-		VALUES (?, ?, ?, '', ?, ?, ?)
-		ON CONFLICT (key) DO UPDATE SET state = excluded.state, smtp_id = '', match = excluded.match,
-			first_at = excluded.first_at, updated_at = excluded.updated_at
-		WHERE submissions.first_at < ?`)
-	s.completeStmt = prep(`UPDATE submissions SET state = ?, smtp_id = ?, updated_at = ? WHERE key = ?`)
-	s.recordStmt = prep(`INSERT INTO sent (username, smtp_id, message_id, sent_at) VALUES (?, ?, ?, ?)`)
-	return err
-}
-
 // purgeSubmissions drops expired entries, at most once a minute rather
 // than at every send.
 func (s *Store) purgeSubmissions(ctx context.Context, now time.Time) error {
 	if last := s.purgedAt.Load(); now.UnixMilli()-last > time.Minute.Milliseconds() && s.purgedAt.CompareAndSwap(last, now.UnixMilli()) {
-		if _, err := s.db.ExecContext(ctx, `DELETE FROM submissions WHERE first_at < ?`, now.Add(-SubmissionTTL).UnixMilli()); err != nil {
+		if _, err := s.stmts.Exec(ctx, `DELETE FROM submissions WHERE first_at < ?`, now.Add(-SubmissionTTL).UnixMilli()); err != nil {
 			return fmt.Errorf("mailbox: journal: %w", err)
 		}
 	}
@@ -114,7 +91,13 @@ func (s *Store) ClaimSubmission(ctx context.Context, sub Submission) (Submission
 	if err := s.purgeSubmissions(ctx, now); err != nil {
 		return Submission{}, false, err
 	}
-	res, err := s.claimStmt.ExecContext(ctx, sub.Key, strings.ToLower(sub.Username), SubmissionSending, sub.Match,
+	// A live entry is left alone; an expired one not purged yet is
+	// taken over, as a new entry would be.
+	res, err := s.stmts.Exec(ctx, `INSERT INTO submissions (key, username, state, smtp_id, match, first_at, updated_at)
+		VALUES (?, ?, ?, '', ?, ?, ?)
+		ON CONFLICT (key) DO UPDATE SET state = excluded.state, smtp_id = '', match = excluded.match,
+			first_at = excluded.first_at, updated_at = excluded.updated_at
+		WHERE submissions.first_at < ?`, sub.Key, strings.ToLower(sub.Username), SubmissionSending, sub.Match,
 		sub.FirstAt.UnixMilli(), now.UnixMilli(), now.Add(-SubmissionTTL).UnixMilli())
 	if err != nil {
 		return Submission{}, false, fmt.Errorf("mailbox: journal: %w", err)
@@ -137,7 +120,7 @@ func (s *Store) BeginSubmission(ctx context.Context, sub Submission) error {
 	if err := s.purgeSubmissions(ctx, now); err != nil {
 		return err
 	}
-	_, err := s.db.ExecContext(ctx, `INSERT INTO submissions (key, username, state, smtp_id, match, first_at, updated_at)
+	_, err := s.stmts.Exec(ctx, `INSERT INTO submissions (key, username, state, smtp_id, match, first_at, updated_at)
 		VALUES (?, ?, ?, '', ?, ?, ?)
 		ON CONFLICT (key) DO UPDATE SET state = excluded.state, smtp_id = '', match = excluded.match, first_at = excluded.first_at, updated_at = excluded.updated_at`,
 		sub.Key, strings.ToLower(sub.Username), SubmissionSending, sub.Match, sub.FirstAt.UnixMilli(), now.UnixMilli())
@@ -148,7 +131,7 @@ func (s *Store) BeginSubmission(ctx context.Context, sub Submission) error {
 }
 
 func (s *Store) EndSubmission(ctx context.Context, key string, state SubmissionState, smtpID string) error {
-	_, err := s.db.ExecContext(ctx, `UPDATE submissions SET state = ?, smtp_id = ?, updated_at = ? WHERE key = ?`,
+	_, err := s.stmts.Exec(ctx, `UPDATE submissions SET state = ?, smtp_id = ?, updated_at = ? WHERE key = ?`,
 		state, smtpID, time.Now().UnixMilli(), key)
 	if err != nil {
 		return fmt.Errorf("mailbox: journal: %w", err)
@@ -157,15 +140,15 @@ func (s *Store) EndSubmission(ctx context.Context, key string, state SubmissionS
 }
 
 func (s *Store) CompleteSubmission(ctx context.Context, key string, rec SentRecord) error {
-	tx, err := s.db.BeginTx(ctx, nil)
+	tx, err := s.stmts.Begin(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("mailbox: journal: %w", err)
 	}
 	defer tx.Rollback()
-	if _, err := tx.StmtContext(ctx, s.completeStmt).ExecContext(ctx, SubmissionSent, rec.SmtpID, time.Now().UnixMilli(), key); err != nil {
+	if _, err := tx.ExecContext(ctx, `UPDATE submissions SET state = ?, smtp_id = ?, updated_at = ? WHERE key = ?`, SubmissionSent, rec.SmtpID, time.Now().UnixMilli(), key); err != nil {
 		return fmt.Errorf("mailbox: journal: %w", err)
 	}
-	if _, err := tx.StmtContext(ctx, s.recordStmt).ExecContext(ctx,
+	if _, err := tx.ExecContext(ctx, `INSERT INTO sent (username, smtp_id, message_id, sent_at) VALUES (?, ?, ?, ?)`,
 		strings.ToLower(rec.Username), rec.SmtpID, rec.MessageID, rec.SentAt.UnixMilli()); err != nil {
 		return fmt.Errorf("mailbox: recording sent message: %w", err)
 	}
@@ -176,7 +159,7 @@ func (s *Store) CompleteSubmission(ctx context.Context, key string, rec SentReco
 }
 
 func (s *Store) ForgetSubmission(ctx context.Context, key string) error {
-	if _, err := s.db.ExecContext(ctx, `DELETE FROM submissions WHERE key = ?`, key); err != nil {
+	if _, err := s.stmts.Exec(ctx, `DELETE FROM submissions WHERE key = ?`, key); err != nil {
 		return fmt.Errorf("mailbox: journal: %w", err)
 	}
 	return nil
@@ -185,7 +168,7 @@ func (s *Store) ForgetSubmission(ctx context.Context, key string) error {
 func (s *Store) FindSubmission(ctx context.Context, key string) (Submission, bool, error) {
 	var sub Submission
 	var first, updated int64
-	err := s.db.QueryRowContext(ctx, `SELECT key, username, state, smtp_id, match, first_at, updated_at FROM submissions
+	err := s.stmts.QueryRow(ctx, `SELECT key, username, state, smtp_id, match, first_at, updated_at FROM submissions
 		WHERE key = ? AND first_at >= ?`, key, time.Now().Add(-SubmissionTTL).UnixMilli()).
 		Scan(&sub.Key, &sub.Username, &sub.State, &sub.SmtpID, &sub.Match, &first, &updated)
 	if errors.Is(err, sql.ErrNoRows) {

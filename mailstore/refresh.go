@@ -185,10 +185,19 @@ func (m *Folder) doRefresh(ctx context.Context, started time.Time, light bool) e
 		// Flags stored for a UID before the mirror saw it (COPY, MOVE
 		// and APPEND set them on the new UIDs) show at once. Read before
 		// taking the lock: no store I/O under it.
+		// Only UIDs from the lowest new one on: the folder's other
+		// flags are in the mirror already.
+		from := imap.UID(MaxUID)
+		for _, u := range added {
+			from = min(from, u)
+		}
+		for u := range placed {
+			from = min(from, u)
+		}
 		m.mu.Lock()
 		validity := m.validity
 		m.mu.Unlock()
-		if kept, err = m.store.cfg.State.Flags(ctx, m.user, m.name, validity); err != nil {
+		if kept, err = m.store.cfg.State.FlagsFrom(ctx, m.user, m.name, validity, uint32(from)); err != nil {
 			return err
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/directbridge/directbridge/directapi"
+	"github.com/directbridge/directbridge/internal/sqlstmt"
 )
 
 // Folder names fixed by the document (messaging-rest.md, "Folder rules").
@@ -86,7 +87,7 @@ type user struct {
 // seed creates the configured mailboxes and registration accounts, or
 // resets their passwords when they exist: the configuration is the truth.
 func (s *Server) seed(ctx context.Context, users, resellers []Account) error {
-	return s.tx(ctx, func(tx *sql.Tx) error {
+	return s.tx(ctx, func(tx *sqlstmt.Tx) error {
 		for _, a := range users {
 			addr, err := normAddress(a.Name)
 			if err != nil {
@@ -113,7 +114,7 @@ func (s *Server) seed(ctx context.Context, users, resellers []Account) error {
 
 // createOrResetMailbox creates a mailbox with its initial folders, or sets
 // the password of an existing one. It returns the user id.
-func (s *Server) createOrResetMailbox(tx *sql.Tx, addr, password string) (int64, error) {
+func (s *Server) createOrResetMailbox(tx *sqlstmt.Tx, addr, password string) (int64, error) {
 	salt, hash := hashPassword(password)
 	var id int64
 	err := tx.QueryRow(`SELECT id FROM users WHERE address = ?`, addr).Scan(&id)
@@ -141,7 +142,7 @@ func (s *Server) createOrResetMailbox(tx *sql.Tx, addr, password string) (int64,
 // authenticate checks messaging credentials (code 1 on failure). A
 // disabled user "cannot connect to the mailbox" (registration-rest.md,
 // UserStateType), so it fails authentication too.
-func (s *Server) authenticate(tx *sql.Tx, username string, password directapi.Secret) (user, error) {
+func (s *Server) authenticate(tx *sqlstmt.Tx, username string, password directapi.Secret) (user, error) {
 	var u user
 	var salt, hash []byte
 	var state string
@@ -172,7 +173,7 @@ func (s *Server) authenticate(tx *sql.Tx, username string, password directapi.Se
 // registration document's account kinds support. A wrong password or a
 // mailbox user's credentials are an authentication failure (code 1); a
 // directAddr outside the domain or unknown is an address error (code 2).
-func (s *Server) authenticateTuser(tx *sql.Tx, a directapi.AuthenticationWithTuser) (user, error) {
+func (s *Server) authenticateTuser(tx *sqlstmt.Tx, a directapi.AuthenticationWithTuser) (user, error) {
 	if strings.TrimSpace(a.DirectAddr) == "" {
 		return user{}, errAddress("directAddr missing")
 	}
@@ -210,7 +211,7 @@ func (s *Server) authenticateTuser(tx *sql.Tx, a directapi.AuthenticationWithTus
 
 // hostsDomain reports whether the sandbox is authoritative for domain: its
 // own domain or the domain of any mailbox it holds.
-func (s *Server) hostsDomain(tx *sql.Tx, domain string) (bool, error) {
+func (s *Server) hostsDomain(tx *sqlstmt.Tx, domain string) (bool, error) {
 	if strings.EqualFold(domain, s.domain) {
 		return true, nil
 	}

@@ -2,10 +2,10 @@ package sandbox
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 
 	"github.com/directbridge/directbridge/directapi"
+	"github.com/directbridge/directbridge/internal/sqlstmt"
 )
 
 // This file holds Go-only operations that stand for what happens outside
@@ -19,7 +19,7 @@ func (s *Server) AddUser(ctx context.Context, address, password string) error {
 	if err != nil {
 		return fmt.Errorf("sandbox: %w", err)
 	}
-	return s.tx(ctx, func(tx *sql.Tx) error {
+	return s.tx(ctx, func(tx *sqlstmt.Tx) error {
 		_, err := s.createOrResetMailbox(tx, addr, password)
 		return err
 	})
@@ -29,7 +29,7 @@ func (s *Server) AddUser(ctx context.Context, address, password string) error {
 // authentication; users whose certificate expired or was revoked can
 // connect, but their messages in and out are rejected.
 func (s *Server) SetUserState(ctx context.Context, address string, state directapi.UserStateType) error {
-	res, err := s.db.ExecContext(ctx, `UPDATE users SET state = ? WHERE address = ?`, string(state), address)
+	res, err := s.stmts.Exec(ctx, `UPDATE users SET state = ? WHERE address = ?`, string(state), address)
 	if err != nil {
 		return fmt.Errorf("sandbox: %w", err)
 	}
@@ -43,7 +43,7 @@ func (s *Server) SetUserState(ctx context.Context, address string, state directa
 // address, as mail from another provider would arrive, and returns its UID.
 func (s *Server) Deliver(ctx context.Context, address, folder string, raw []byte) (int64, error) {
 	var uid int64
-	err := s.tx(ctx, func(tx *sql.Tx) error {
+	err := s.tx(ctx, func(tx *sqlstmt.Tx) error {
 		var u user
 		if err := tx.QueryRow(`SELECT id, address FROM users WHERE address = ?`, address).Scan(&u.id, &u.address); err != nil {
 			return fmt.Errorf("sandbox: no mailbox %s: %w", address, err)
@@ -63,7 +63,7 @@ func (s *Server) Deliver(ctx context.Context, address, folder string, raw []byte
 // it to produce UIDs a real provider may reach, such as values beyond 32
 // bits.
 func (s *Server) SetNextUID(ctx context.Context, address, folder string, uid int64) error {
-	return s.tx(ctx, func(tx *sql.Tx) error {
+	return s.tx(ctx, func(tx *sqlstmt.Tx) error {
 		var u user
 		if err := tx.QueryRow(`SELECT id, address FROM users WHERE address = ?`, address).Scan(&u.id, &u.address); err != nil {
 			return fmt.Errorf("sandbox: no mailbox %s: %w", address, err)

@@ -7,6 +7,8 @@ import (
 	"sort"
 	"strings"
 	"unicode"
+
+	"github.com/directbridge/directbridge/internal/sqlstmt"
 )
 
 // maxFolderName bounds a folder name in bytes.
@@ -50,7 +52,7 @@ func parentNames(name string) []string {
 
 // createFolderRow inserts a folder. Its UIDs continue after the last UID
 // any earlier folder of the same name handed out.
-func createFolderRow(tx *sql.Tx, userID int64, name string) (int64, error) {
+func createFolderRow(tx *sqlstmt.Tx, userID int64, name string) (int64, error) {
 	next, err := nextUIDFor(tx, userID, name, 1)
 	if err != nil {
 		return 0, err
@@ -63,7 +65,7 @@ func createFolderRow(tx *sql.Tx, userID int64, name string) (int64, error) {
 }
 
 // nextUIDFor returns max(atLeast, high-water mark of name + 1).
-func nextUIDFor(tx *sql.Tx, userID int64, name string, atLeast int64) (int64, error) {
+func nextUIDFor(tx *sqlstmt.Tx, userID int64, name string, atLeast int64) (int64, error) {
 	var last int64
 	err := tx.QueryRow(`SELECT last_uid FROM uid_highwater WHERE user_id = ? AND name = ?`, userID, name).Scan(&last)
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
@@ -73,14 +75,14 @@ func nextUIDFor(tx *sql.Tx, userID int64, name string, atLeast int64) (int64, er
 }
 
 // rememberHighwater records the last UID of a folder name about to vanish.
-func rememberHighwater(tx *sql.Tx, userID int64, name string, nextUID int64) error {
+func rememberHighwater(tx *sqlstmt.Tx, userID int64, name string, nextUID int64) error {
 	_, err := tx.Exec(`INSERT INTO uid_highwater (user_id, name, last_uid) VALUES (?, ?, ?)
 		ON CONFLICT (user_id, name) DO UPDATE SET last_uid = MAX(last_uid, excluded.last_uid)`, userID, name, nextUID-1)
 	return err
 }
 
 // folderID resolves an existing folder; a missing one is code 3.
-func folderID(tx *sql.Tx, u user, name string) (int64, error) {
+func folderID(tx *sqlstmt.Tx, u user, name string) (int64, error) {
 	var id int64
 	err := tx.QueryRow(`SELECT id FROM folders WHERE user_id = ? AND name = ?`, u.id, name).Scan(&id)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -89,7 +91,7 @@ func folderID(tx *sql.Tx, u user, name string) (int64, error) {
 	return id, err
 }
 
-func folderExists(tx *sql.Tx, u user, name string) (bool, error) {
+func folderExists(tx *sqlstmt.Tx, u user, name string) (bool, error) {
 	_, err := folderID(tx, u, name)
 	var me *msgError
 	if errors.As(err, &me) {
@@ -99,7 +101,7 @@ func folderExists(tx *sql.Tx, u user, name string) (bool, error) {
 }
 
 // ensureFolder returns the folder's id, creating it and its ancestors.
-func ensureFolder(tx *sql.Tx, u user, name string) (int64, error) {
+func ensureFolder(tx *sqlstmt.Tx, u user, name string) (int64, error) {
 	for _, p := range append(parentNames(name), name) {
 		ok, err := folderExists(tx, u, p)
 		if err != nil {
@@ -116,7 +118,7 @@ func ensureFolder(tx *sql.Tx, u user, name string) (int64, error) {
 
 // createFolder creates name and any missing ancestors, as IMAP CREATE does
 // (RFC 9051 §6.3.4). Reserved or existing names are refused.
-func createFolder(tx *sql.Tx, u user, name string) error {
+func createFolder(tx *sqlstmt.Tx, u user, name string) error {
 	if err := validateFolderName(name); err != nil {
 		return err
 	}
@@ -140,7 +142,7 @@ type folderRow struct {
 	nextUID int64
 }
 
-func subtree(tx *sql.Tx, u user, name string) ([]folderRow, error) {
+func subtree(tx *sqlstmt.Tx, u user, name string) ([]folderRow, error) {
 	// SQLite counts characters, not bytes, in substr and length: the
 	// prefix test must measure the prefix the same way.
 	rows, err := tx.Query(`SELECT id, name, next_uid FROM folders WHERE user_id = ? AND (name = ? OR substr(name, 1, length(?)) = ?)`,
@@ -162,7 +164,7 @@ func subtree(tx *sql.Tx, u user, name string) ([]folderRow, error) {
 
 // deleteFolder removes a non-reserved folder, its sub-folders and all
 // their messages, for good (document operation 24).
-func deleteFolder(tx *sql.Tx, u user, name string) error {
+func deleteFolder(tx *sqlstmt.Tx, u user, name string) error {
 	if err := validateFolderName(name); err != nil {
 		return err
 	}
@@ -199,7 +201,7 @@ func containsName(tree []folderRow, name string) bool {
 // moveFolder renames a non-reserved folder with its sub-folders (document
 // operation 23). Messages keep their UIDs; ancestors of the new name are
 // created as IMAP RENAME does (RFC 9051 §6.3.6).
-func moveFolder(tx *sql.Tx, u user, from, to string) error {
+func moveFolder(tx *sqlstmt.Tx, u user, from, to string) error {
 	for _, n := range []string{from, to} {
 		if err := validateFolderName(n); err != nil {
 			return err
@@ -249,7 +251,7 @@ func moveFolder(tx *sql.Tx, u user, from, to string) error {
 }
 
 // listFolders returns the sub-folders (all levels) of root, sorted.
-func listFolders(tx *sql.Tx, u user, root string, subscribedOnly, childrenOnly bool) ([]string, error) {
+func listFolders(tx *sqlstmt.Tx, u user, root string, subscribedOnly, childrenOnly bool) ([]string, error) {
 	if err := validateFolderName(root); err != nil {
 		return nil, err
 	}
@@ -287,7 +289,7 @@ func listFolders(tx *sql.Tx, u user, root string, subscribedOnly, childrenOnly b
 
 // setSubscribed changes the subscription of folders, all or none, and
 // returns the names of all subscribed folders afterwards.
-func setSubscribed(tx *sql.Tx, u user, names []string, subscribed bool) ([]string, error) {
+func setSubscribed(tx *sqlstmt.Tx, u user, names []string, subscribed bool) ([]string, error) {
 	if len(names) == 0 {
 		return nil, errInvalid("folders missing")
 	}
@@ -304,7 +306,7 @@ func setSubscribed(tx *sql.Tx, u user, names []string, subscribed bool) ([]strin
 }
 
 // allocUIDs reserves n consecutive UIDs of a folder and returns the first.
-func allocUIDs(tx *sql.Tx, folderID int64, n int) (int64, error) {
+func allocUIDs(tx *sqlstmt.Tx, folderID int64, n int) (int64, error) {
 	var first int64
 	err := tx.QueryRow(`UPDATE folders SET next_uid = next_uid + ? WHERE id = ? RETURNING next_uid - ?`, n, folderID, n).Scan(&first)
 	return first, err

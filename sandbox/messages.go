@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/directbridge/directbridge/directapi"
+	"github.com/directbridge/directbridge/internal/sqlstmt"
 	"github.com/directbridge/directbridge/mimeconv"
 )
 
@@ -28,7 +29,7 @@ type storedMsg struct {
 
 // insertMessage appends raw to a folder under the next UID. Headers are
 // read once here, so that filters need not parse every message.
-func insertMessage(tx *sql.Tx, folderID int64, raw []byte, unread bool, received time.Time, trashedFrom string) (int64, error) {
+func insertMessage(tx *sqlstmt.Tx, folderID int64, raw []byte, unread bool, received time.Time, trashedFrom string) (int64, error) {
 	uid, err := allocUIDs(tx, folderID, 1)
 	if err != nil {
 		return 0, err
@@ -96,7 +97,7 @@ func (f msgFilter) all() bool {
 // (schema.go), their content is read only for the rows chosen, and
 // message numbers are counted over the (folder_id, uid) index. No
 // operation reads the raw bytes of a message it does not answer with.
-func loadMessages(tx *sql.Tx, folderID int64, f msgFilter) ([]storedMsg, error) {
+func loadMessages(tx *sqlstmt.Tx, folderID int64, f msgFilter) ([]storedMsg, error) {
 	ms, err := selectMessages(tx, folderID, f)
 	if err != nil || len(ms) == 0 {
 		return ms, err
@@ -122,7 +123,7 @@ func loadMessages(tx *sql.Tx, folderID int64, f msgFilter) ([]storedMsg, error) 
 // UID order. Every query it makes is answered from an index: the UNIQUE
 // (folder_id, uid) one, messages_state for the unread state and the
 // header filters, messages_received for date ranges.
-func selectMessages(tx *sql.Tx, folderID int64, f msgFilter) ([]storedMsg, error) {
+func selectMessages(tx *sqlstmt.Tx, folderID int64, f msgFilter) ([]storedMsg, error) {
 	q, args := selectQuery(folderID, f)
 	rows, err := tx.Query(q, args...)
 	if err != nil {
@@ -197,7 +198,7 @@ const fewNumbers = 32
 // loadContent reads the raw bytes, unread state and arrival time of ms
 // (sorted by UID, as selectMessages returns them), looking each message up
 // by its UID in the (folder_id, uid) index.
-func loadContent(tx *sql.Tx, folderID int64, ms []storedMsg) error {
+func loadContent(tx *sqlstmt.Tx, folderID int64, ms []storedMsg) error {
 	uids := make([]int64, len(ms))
 	for i, m := range ms {
 		uids[i] = m.uid
@@ -233,7 +234,7 @@ func loadContent(tx *sql.Tx, folderID int64, ms []storedMsg) error {
 // duplicates) from the (folder_id, uid) index alone: the cost grows with
 // the position of the last message wanted, counted in index entries, and
 // no message is read.
-func numberMessages(tx *sql.Tx, folderID int64, ms []storedMsg) error {
+func numberMessages(tx *sqlstmt.Tx, folderID int64, ms []storedMsg) error {
 	if len(ms) > fewNumbers {
 		return walkNumbers(tx, folderID, ms)
 	}
@@ -271,7 +272,7 @@ func numberMessages(tx *sql.Tx, folderID int64, ms []storedMsg) error {
 
 // walkNumbers is numberMessages for many messages: one pass over the
 // folder's UIDs up to the last one wanted.
-func walkNumbers(tx *sql.Tx, folderID int64, ms []storedMsg) error {
+func walkNumbers(tx *sqlstmt.Tx, folderID int64, ms []storedMsg) error {
 	rows, err := tx.Query(walkQuery, folderID, ms[len(ms)-1].uid)
 	if err != nil {
 		return err
@@ -355,7 +356,7 @@ func details(folder string, ms []storedMsg, full bool) []directapi.MessageDetail
 
 // requireUIDs checks that every UID exists in the folder. Operations that
 // change messages refuse the whole request otherwise, so nothing is half done.
-func requireUIDs(tx *sql.Tx, folderID int64, uids []int64) error {
+func requireUIDs(tx *sqlstmt.Tx, folderID int64, uids []int64) error {
 	if len(uids) == 0 {
 		return errInvalid("uids missing")
 	}
@@ -386,7 +387,7 @@ func dedupe(uids []int64) []int64 {
 }
 
 // markMessages sets the unread state.
-func markMessages(tx *sql.Tx, folderID int64, uids []int64, unread bool) error {
+func markMessages(tx *sqlstmt.Tx, folderID int64, uids []int64, unread bool) error {
 	if err := requireUIDs(tx, folderID, uids); err != nil {
 		return err
 	}
@@ -399,7 +400,7 @@ func markMessages(tx *sql.Tx, folderID int64, uids []int64, unread bool) error {
 
 // copyMessages copies (or, with move, moves) messages to dest. New UIDs
 // are handed out in the order of the source UIDs; the unread state goes along.
-func copyMessages(tx *sql.Tx, srcID, destID int64, uids []int64, move bool, trashedFrom string) error {
+func copyMessages(tx *sqlstmt.Tx, srcID, destID int64, uids []int64, move bool, trashedFrom string) error {
 	if err := requireUIDs(tx, srcID, uids); err != nil {
 		return err
 	}
@@ -431,7 +432,7 @@ func copyMessages(tx *sql.Tx, srcID, destID int64, uids []int64, move bool, tras
 }
 
 // removeMessages deletes messages for good.
-func removeMessages(tx *sql.Tx, folderID int64, uids []int64) error {
+func removeMessages(tx *sqlstmt.Tx, folderID int64, uids []int64) error {
 	if err := requireUIDs(tx, folderID, uids); err != nil {
 		return err
 	}
@@ -443,7 +444,7 @@ func removeMessages(tx *sql.Tx, folderID int64, uids []int64) error {
 // the messages move to INBOX.Trash (created when missing) and remember
 // their folder, which GetDeletedMessageCount counts. A message already in
 // INBOX.Trash has nowhere further to go, so there both values remove it.
-func deleteMessages(tx *sql.Tx, u user, folder string, uids []int64, forever bool) error {
+func deleteMessages(tx *sqlstmt.Tx, u user, folder string, uids []int64, forever bool) error {
 	src, err := folderID(tx, u, folder)
 	if err != nil {
 		return err
@@ -465,7 +466,7 @@ func deleteMessages(tx *sql.Tx, u user, folder string, uids []int64, forever boo
 // messages of a folder. "Deleted" are messages deleted from the folder
 // with deleteForever=false that still wait in INBOX.Trash; for INBOX.Trash
 // itself, every message in it.
-func countMessages(tx *sql.Tx, u user, folder, which string) (int, error) {
+func countMessages(tx *sqlstmt.Tx, u user, folder, which string) (int, error) {
 	id, err := folderID(tx, u, folder)
 	if err != nil {
 		return 0, err
@@ -488,6 +489,6 @@ func countMessages(tx *sql.Tx, u user, folder, which string) (int, error) {
 }
 
 // uidsOf lists a folder's UIDs in ascending order.
-func uidsOf(tx *sql.Tx, folderID int64) ([]int64, error) {
+func uidsOf(tx *sqlstmt.Tx, folderID int64) ([]int64, error) {
 	return column[int64](tx, `SELECT uid FROM messages WHERE folder_id = ? ORDER BY uid`, folderID)
 }

@@ -3,18 +3,19 @@ package sandbox
 import (
 	"bytes"
 	"context"
-	"database/sql"
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/directbridge/directbridge/internal/sqlstmt"
 )
 
 // referenceLoad is the plain definition of a listing that loadMessages
 // must agree with: number every message of the folder, then filter. It
 // reads every row of the folder, which is what loadMessages avoids.
-func referenceLoad(tx *sql.Tx, folderID int64, f msgFilter) ([]storedMsg, error) {
+func referenceLoad(tx *sqlstmt.Tx, folderID int64, f msgFilter) ([]storedMsg, error) {
 	q := `SELECT id, uid, msgnum, raw, unread, received_at, from_hdr, subject FROM (
 		SELECT *, ROW_NUMBER() OVER (ORDER BY uid) AS msgnum FROM messages WHERE folder_id = ?) WHERE 1 = 1`
 	args := []any{folderID}
@@ -63,7 +64,7 @@ func TestLoadMessagesMatchesReference(t *testing.T) {
 	const n = 1000
 	base := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
 	var folder, other int64
-	err = (&Server{db: db}).tx(context.Background(), func(tx *sql.Tx) error {
+	err = (&Server{db: db, stmts: sqlstmt.New(db)}).tx(context.Background(), func(tx *sqlstmt.Tx) error {
 		if _, err := tx.Exec(`INSERT INTO users (address, pw_salt, pw_hash, created_at) VALUES ('a@direct.example', x'00', x'00', 0)`); err != nil {
 			return err
 		}
@@ -108,7 +109,7 @@ func TestLoadMessagesMatchesReference(t *testing.T) {
 		}
 		return out
 	}
-	tx, err := db.Begin()
+	tx, err := sqlstmt.New(db).Begin(context.Background(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,13 +2,13 @@ package sandbox
 
 import (
 	"context"
-	"database/sql"
 	"encoding/base64"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/directbridge/directbridge/directapi"
+	"github.com/directbridge/directbridge/internal/sqlstmt"
 )
 
 // This file holds the 34 messaging operations (messaging-rest.md,
@@ -17,13 +17,13 @@ import (
 
 // withUser decodes the request into req, authenticates the credentials
 // that auth returns from it, and runs fn in one transaction.
-func withUser[T any](s *Server, ctx context.Context, c *call, auth func(*T) directapi.Authentication, fn func(tx *sql.Tx, u user, req *T) (any, error)) (any, error) {
+func withUser[T any](s *Server, ctx context.Context, c *call, auth func(*T) directapi.Authentication, fn func(tx *sqlstmt.Tx, u user, req *T) (any, error)) (any, error) {
 	var req T
 	if err := c.decode(&req); err != nil {
 		return nil, err
 	}
 	var resp any
-	err := s.tx(ctx, func(tx *sql.Tx) error {
+	err := s.tx(ctx, func(tx *sqlstmt.Tx) error {
 		a := auth(&req)
 		u, err := s.authenticate(tx, a.Username, a.Password)
 		if err != nil {
@@ -39,7 +39,7 @@ func plainAuth(a *directapi.Authentication) directapi.Authentication { return *a
 func uidsAuth(r *directapi.UidsRequestType) directapi.Authentication { return r.Auth }
 
 // inFolder resolves the {folder} path parameter.
-func inFolder(tx *sql.Tx, u user, c *call) (int64, string, error) {
+func inFolder(tx *sqlstmt.Tx, u user, c *call) (int64, string, error) {
 	name := c.param("folder")
 	if err := validateFolderName(name); err != nil {
 		return 0, "", err
@@ -54,7 +54,7 @@ func sendResponse(id string) directapi.SendMessageResponseType {
 
 func (s *Server) handleSend(ctx context.Context, c *call) (any, error) {
 	return withUser(s, ctx, c, func(r *directapi.SendRequest) directapi.Authentication { return r.Authentication },
-		func(tx *sql.Tx, u user, r *directapi.SendRequest) (any, error) {
+		func(tx *sqlstmt.Tx, u user, r *directapi.SendRequest) (any, error) {
 			id, err := s.send(tx, u, outgoing{msg: r.Message})
 			return sendResponse(id), err
 		})
@@ -62,7 +62,7 @@ func (s *Server) handleSend(ctx context.Context, c *call) (any, error) {
 
 func (s *Server) handleSendWithHeader(ctx context.Context, c *call) (any, error) {
 	return withUser(s, ctx, c, func(r *directapi.SendRequestWithHeader) directapi.Authentication { return r.Authentication },
-		func(tx *sql.Tx, u user, r *directapi.SendRequestWithHeader) (any, error) {
+		func(tx *sqlstmt.Tx, u user, r *directapi.SendRequestWithHeader) (any, error) {
 			id, err := s.send(tx, u, outgoing{msg: r.Message.Message, headers: r.Message.Headers})
 			return sendResponse(id), err
 		})
@@ -70,13 +70,13 @@ func (s *Server) handleSendWithHeader(ctx context.Context, c *call) (any, error)
 
 // withTuser is withUser for the ...WithTuser operations: the credentials
 // are a T-user's, and the acting mailbox is directAddr.
-func withTuser[T any](s *Server, ctx context.Context, c *call, auth func(*T) directapi.AuthenticationWithTuser, fn func(tx *sql.Tx, u user, req *T) (any, error)) (any, error) {
+func withTuser[T any](s *Server, ctx context.Context, c *call, auth func(*T) directapi.AuthenticationWithTuser, fn func(tx *sqlstmt.Tx, u user, req *T) (any, error)) (any, error) {
 	var req T
 	if err := c.decode(&req); err != nil {
 		return nil, err
 	}
 	var resp any
-	err := s.tx(ctx, func(tx *sql.Tx) error {
+	err := s.tx(ctx, func(tx *sqlstmt.Tx) error {
 		u, err := s.authenticateTuser(tx, auth(&req))
 		if err != nil {
 			return err
@@ -89,7 +89,7 @@ func withTuser[T any](s *Server, ctx context.Context, c *call, auth func(*T) dir
 
 func (s *Server) handleSendWithTuser(ctx context.Context, c *call) (any, error) {
 	return withTuser(s, ctx, c, func(r *directapi.SendWithTuserRequest) directapi.AuthenticationWithTuser { return r.Authentication },
-		func(tx *sql.Tx, u user, r *directapi.SendWithTuserRequest) (any, error) {
+		func(tx *sqlstmt.Tx, u user, r *directapi.SendWithTuserRequest) (any, error) {
 			id, err := s.send(tx, u, outgoing{msg: r.Message})
 			return sendResponse(id), err
 		})
@@ -98,7 +98,7 @@ func (s *Server) handleSendWithTuser(ctx context.Context, c *call) (any, error) 
 func (s *Server) handleSendWithHeaderWithTuser(ctx context.Context, c *call) (any, error) {
 	return withTuser(s, ctx, c, func(r *directapi.SendWithHeaderWithTuserRequest) directapi.AuthenticationWithTuser {
 		return r.Authentication
-	}, func(tx *sql.Tx, u user, r *directapi.SendWithHeaderWithTuserRequest) (any, error) {
+	}, func(tx *sqlstmt.Tx, u user, r *directapi.SendWithHeaderWithTuserRequest) (any, error) {
 		id, err := s.send(tx, u, outgoing{msg: r.Message.Message, headers: r.Message.Headers})
 		return sendResponse(id), err
 	})
@@ -108,7 +108,7 @@ func (s *Server) handleSendWithHeaderWithTuser(ctx context.Context, c *call) (an
 // UidsRequestType's recipients field is "not shown"; the sandbox accepts a
 // Recipient array or an object wrapping one (directapi.RecipientCollection).
 func (s *Server) handleForward(ctx context.Context, c *call) (any, error) {
-	return withUser(s, ctx, c, uidsAuth, func(tx *sql.Tx, u user, r *directapi.UidsRequestType) (any, error) {
+	return withUser(s, ctx, c, uidsAuth, func(tx *sqlstmt.Tx, u user, r *directapi.UidsRequestType) (any, error) {
 		fid, folder, err := inFolder(tx, u, c)
 		if err != nil {
 			return nil, err
@@ -126,14 +126,14 @@ func (s *Server) handleForward(ctx context.Context, c *call) (any, error) {
 }
 
 func (s *Server) handleGetMessageStatus(ctx context.Context, c *call) (any, error) {
-	return withUser(s, ctx, c, plainAuth, func(tx *sql.Tx, u user, _ *directapi.Authentication) (any, error) {
+	return withUser(s, ctx, c, plainAuth, func(tx *sqlstmt.Tx, u user, _ *directapi.Authentication) (any, error) {
 		return s.statusReport(tx, u, []string{c.param("smtpId")})
 	})
 }
 
 func (s *Server) handleGetMessageStatuses(ctx context.Context, c *call) (any, error) {
 	return withUser(s, ctx, c, func(r *directapi.SmtpIdsRequestType) directapi.Authentication { return r.Auth },
-		func(tx *sql.Tx, u user, r *directapi.SmtpIdsRequestType) (any, error) {
+		func(tx *sqlstmt.Tx, u user, r *directapi.SmtpIdsRequestType) (any, error) {
 			if len(r.SmtpIDs) == 0 {
 				return nil, errInvalid("smtpIds missing")
 			}
@@ -143,14 +143,14 @@ func (s *Server) handleGetMessageStatuses(ctx context.Context, c *call) (any, er
 
 func (s *Server) handleGetMessageStatusWithTuser(ctx context.Context, c *call) (any, error) {
 	return withTuser(s, ctx, c, func(a *directapi.AuthenticationWithTuser) directapi.AuthenticationWithTuser { return *a },
-		func(tx *sql.Tx, u user, _ *directapi.AuthenticationWithTuser) (any, error) {
+		func(tx *sqlstmt.Tx, u user, _ *directapi.AuthenticationWithTuser) (any, error) {
 			return s.statusReport(tx, u, []string{c.param("smtpId")})
 		})
 }
 
 func (s *Server) handleCount(which string) handlerFunc {
 	return func(ctx context.Context, c *call) (any, error) {
-		return withUser(s, ctx, c, plainAuth, func(tx *sql.Tx, u user, _ *directapi.Authentication) (any, error) {
+		return withUser(s, ctx, c, plainAuth, func(tx *sqlstmt.Tx, u user, _ *directapi.Authentication) (any, error) {
 			n, err := countMessages(tx, u, c.param("folder"), which)
 			return directapi.GetCountResponse{APIResponse: ok(), Count: n}, err
 		})
@@ -171,7 +171,7 @@ func (s *Server) handleGetDeletedMessageCount(ctx context.Context, c *call) (any
 
 // listing answers an operation that returns messages of {folder}.
 func listing[T any](s *Server, ctx context.Context, c *call, auth func(*T) directapi.Authentication, full bool, filter func(*T) (msgFilter, error)) (any, error) {
-	return withUser(s, ctx, c, auth, func(tx *sql.Tx, u user, r *T) (any, error) {
+	return withUser(s, ctx, c, auth, func(tx *sqlstmt.Tx, u user, r *T) (any, error) {
 		fid, folder, err := inFolder(tx, u, c)
 		if err != nil {
 			return nil, err
@@ -271,7 +271,7 @@ func parseTimeParam(v string, utc bool) (time.Time, error) {
 }
 
 func (s *Server) handleGetUIDs(ctx context.Context, c *call) (any, error) {
-	return withUser(s, ctx, c, plainAuth, func(tx *sql.Tx, u user, _ *directapi.Authentication) (any, error) {
+	return withUser(s, ctx, c, plainAuth, func(tx *sqlstmt.Tx, u user, _ *directapi.Authentication) (any, error) {
 		fid, _, err := inFolder(tx, u, c)
 		if err != nil {
 			return nil, err
@@ -285,7 +285,7 @@ func (s *Server) handleGetUIDs(ctx context.Context, c *call) (any, error) {
 // without root itself. subscribedFolderOnly is "not shown" in format; the
 // sandbox takes true/false in any case, and 1/0, yes/no.
 func (s *Server) handleGetFolders(ctx context.Context, c *call) (any, error) {
-	return withUser(s, ctx, c, plainAuth, func(tx *sql.Tx, u user, _ *directapi.Authentication) (any, error) {
+	return withUser(s, ctx, c, plainAuth, func(tx *sqlstmt.Tx, u user, _ *directapi.Authentication) (any, error) {
 		only, err := parseBoolParam("subscribedFolderOnly", c.param("subscribedOnly"))
 		if err != nil {
 			return nil, err
@@ -309,26 +309,26 @@ func parseBoolParam(name, v string) (bool, error) {
 // change (the document gives the response type, not its content).
 func (s *Server) handleSetFoldersSubscribed(ctx context.Context, c *call) (any, error) {
 	return withUser(s, ctx, c, func(r *directapi.SetFoldersSubscribedRequestType) directapi.Authentication { return r.Auth },
-		func(tx *sql.Tx, u user, r *directapi.SetFoldersSubscribedRequestType) (any, error) {
+		func(tx *sqlstmt.Tx, u user, r *directapi.SetFoldersSubscribedRequestType) (any, error) {
 			names, err := setSubscribed(tx, u, r.Folders, r.Subscribed)
 			return directapi.GetFoldersResponseType{APIResponse: ok(), Folders: names}, err
 		})
 }
 
 func (s *Server) handleCreateFolder(ctx context.Context, c *call) (any, error) {
-	return withUser(s, ctx, c, plainAuth, func(tx *sql.Tx, u user, _ *directapi.Authentication) (any, error) {
+	return withUser(s, ctx, c, plainAuth, func(tx *sqlstmt.Tx, u user, _ *directapi.Authentication) (any, error) {
 		return ok(), createFolder(tx, u, c.param("folder"))
 	})
 }
 
 func (s *Server) handleMoveFolder(ctx context.Context, c *call) (any, error) {
-	return withUser(s, ctx, c, plainAuth, func(tx *sql.Tx, u user, _ *directapi.Authentication) (any, error) {
+	return withUser(s, ctx, c, plainAuth, func(tx *sqlstmt.Tx, u user, _ *directapi.Authentication) (any, error) {
 		return ok(), moveFolder(tx, u, c.param("folder"), c.param("newFolder"))
 	})
 }
 
 func (s *Server) handleDeleteFolder(ctx context.Context, c *call) (any, error) {
-	return withUser(s, ctx, c, plainAuth, func(tx *sql.Tx, u user, _ *directapi.Authentication) (any, error) {
+	return withUser(s, ctx, c, plainAuth, func(tx *sqlstmt.Tx, u user, _ *directapi.Authentication) (any, error) {
 		return ok(), deleteFolder(tx, u, c.param("folder"))
 	})
 }
@@ -336,7 +336,7 @@ func (s *Server) handleDeleteFolder(ctx context.Context, c *call) (any, error) {
 // copyOrMove serves Copy and Move. Copying into the same folder duplicates
 // the messages, as IMAP COPY does; moving into the same folder is refused.
 func (s *Server) copyOrMove(ctx context.Context, c *call, move bool) (any, error) {
-	return withUser(s, ctx, c, uidsAuth, func(tx *sql.Tx, u user, r *directapi.UidsRequestType) (any, error) {
+	return withUser(s, ctx, c, uidsAuth, func(tx *sqlstmt.Tx, u user, r *directapi.UidsRequestType) (any, error) {
 		src, folder, err := inFolder(tx, u, c)
 		if err != nil {
 			return nil, err
@@ -365,7 +365,7 @@ func (s *Server) handleMoveMessages(ctx context.Context, c *call) (any, error) {
 }
 
 func (s *Server) handleDeleteMessages(ctx context.Context, c *call) (any, error) {
-	return withUser(s, ctx, c, uidsAuth, func(tx *sql.Tx, u user, r *directapi.UidsRequestType) (any, error) {
+	return withUser(s, ctx, c, uidsAuth, func(tx *sqlstmt.Tx, u user, r *directapi.UidsRequestType) (any, error) {
 		forever, err := parseBoolParam("deleteForever", c.param("deleteForever"))
 		if err != nil {
 			return nil, err
@@ -383,7 +383,7 @@ func (s *Server) handleDeleteMessages(ctx context.Context, c *call) (any, error)
 // for both.
 func (s *Server) handleMark(unread bool) handlerFunc {
 	return func(ctx context.Context, c *call) (any, error) {
-		return withUser(s, ctx, c, uidsAuth, func(tx *sql.Tx, u user, r *directapi.UidsRequestType) (any, error) {
+		return withUser(s, ctx, c, uidsAuth, func(tx *sqlstmt.Tx, u user, r *directapi.UidsRequestType) (any, error) {
 			fid, _, err := inFolder(tx, u, c)
 			if err != nil {
 				return nil, err
@@ -397,7 +397,7 @@ func (s *Server) handleMark(unread bool) handlerFunc {
 // UIDs that exist. Its request body is "not shown"; the sandbox takes
 // UidsRequestType.
 func (s *Server) handleGetRawMessages(ctx context.Context, c *call) (any, error) {
-	return withUser(s, ctx, c, uidsAuth, func(tx *sql.Tx, u user, r *directapi.UidsRequestType) (any, error) {
+	return withUser(s, ctx, c, uidsAuth, func(tx *sqlstmt.Tx, u user, r *directapi.UidsRequestType) (any, error) {
 		fid, folder, err := inFolder(tx, u, c)
 		if err != nil {
 			return nil, err
@@ -425,7 +425,7 @@ func (s *Server) handleGetRawMessages(ctx context.Context, c *call) (any, error)
 // fails the whole request.
 func (s *Server) handleSaveRawMessages(ctx context.Context, c *call) (any, error) {
 	return withUser(s, ctx, c, func(r *directapi.RawMessagesRequestType) directapi.Authentication { return r.Auth },
-		func(tx *sql.Tx, u user, r *directapi.RawMessagesRequestType) (any, error) {
+		func(tx *sqlstmt.Tx, u user, r *directapi.RawMessagesRequestType) (any, error) {
 			fid, _, err := inFolder(tx, u, c)
 			if err != nil {
 				return nil, err

@@ -16,6 +16,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/directbridge/directbridge/directapi"
+	"github.com/directbridge/directbridge/internal/sqlstmt"
 )
 
 // This file is the patient registration service (registration-rest.md):
@@ -81,7 +82,7 @@ func (s *Server) handleLogin(ctx context.Context, c *call) (any, error) {
 		return nil, regErr(directapi.RegCodeInvalidArgument, "argument missing: password")
 	}
 	var salt, hash []byte
-	err := s.db.QueryRowContext(ctx, `SELECT pw_salt, pw_hash FROM resellers WHERE username = ?`, username).Scan(&salt, &hash)
+	err := s.stmts.QueryRow(ctx, `SELECT pw_salt, pw_hash FROM resellers WHERE username = ?`, username).Scan(&salt, &hash)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		passwordMatches(make([]byte, 16), make([]byte, 32), password)
@@ -146,7 +147,7 @@ func (s *Server) checkSession(id string) (string, error) {
 // organization found for the domain", with the domain in the text as the
 // document requires. Which domains a given reseller may use is "not
 // shown": every session may use every hosted domain.
-func (s *Server) checkDomain(tx *sql.Tx, domain string) (string, error) {
+func (s *Server) checkDomain(tx *sqlstmt.Tx, domain string) (string, error) {
 	domain = strings.ToLower(strings.TrimSpace(domain))
 	if domain != "" {
 		ok, err := s.hostsDomain(tx, domain)
@@ -229,7 +230,7 @@ func isDigits(s string) bool {
 
 // patientByID loads the identity of an existing patients row; an unknown
 // id is code 205, since the id names an identity proofing record.
-func patientByID(tx *sql.Tx, id int64) (identity, error) {
+func patientByID(tx *sqlstmt.Tx, id int64) (identity, error) {
 	var p identity
 	err := tx.QueryRow(`SELECT first_name, last_name, ssn4, dob FROM patients WHERE id = ?`, id).
 		Scan(&p.firstName, &p.lastName, &p.ssn4, &p.dob)
@@ -242,7 +243,7 @@ func patientByID(tx *sql.Tx, id int64) (identity, error) {
 
 // findPatient returns the id of the patients row with this identity
 // (names compared case-insensitively), or 0 when there is none.
-func findPatient(tx *sql.Tx, p identity) (int64, error) {
+func findPatient(tx *sqlstmt.Tx, p identity) (int64, error) {
 	var id int64
 	err := tx.QueryRow(`SELECT id FROM patients
 		WHERE first_name = ? COLLATE NOCASE AND last_name = ? COLLATE NOCASE AND ssn4 = ? AND dob = ?
@@ -287,7 +288,7 @@ func (s *Server) handleProvision(ctx context.Context, c *call) (any, error) {
 		return nil, err
 	}
 	var resp directapi.AddUsersResponseV2Type
-	err = s.tx(ctx, func(tx *sql.Tx) error {
+	err = s.tx(ctx, func(tx *sqlstmt.Tx) error {
 		domain, err := s.checkDomain(tx, c.param("domain"))
 		if err != nil {
 			return err
@@ -415,7 +416,7 @@ func randomPassword() string {
 
 // addressExists reports whether a mailbox with this address exists
 // (addresses compare case-insensitively).
-func addressExists(tx *sql.Tx, addr string) (bool, error) {
+func addressExists(tx *sqlstmt.Tx, addr string) (bool, error) {
 	var n int
 	err := tx.QueryRow(`SELECT COUNT(*) FROM users WHERE address = ?`, addr).Scan(&n)
 	return n > 0, err
@@ -455,7 +456,7 @@ func derivedUsername(first, last string) string {
 
 // freeDerivedAddress returns the first free address derivedUsername@domain,
 // derivedUsername2@domain, derivedUsername3@domain, ...
-func freeDerivedAddress(tx *sql.Tx, who identity, domain string) (string, error) {
+func freeDerivedAddress(tx *sqlstmt.Tx, who identity, domain string) (string, error) {
 	base := derivedUsername(who.firstName, who.lastName)
 	for n := 1; n < 100000; n++ {
 		local := base
@@ -532,7 +533,7 @@ func (s *Server) handleAddressByMeta(ctx context.Context, c *call) (any, error) 
 		return nil, err
 	}
 	resp := directapi.GetPatientAddressesResponseType{Patient: []directapi.DirectUserDetail{}}
-	err := s.tx(ctx, func(tx *sql.Tx) error {
+	err := s.tx(ctx, func(tx *sqlstmt.Tx) error {
 		domain, err := s.checkDomain(tx, c.param("domain"))
 		if err != nil {
 			return err
@@ -592,7 +593,7 @@ func resolveUsername(username, domain string) (string, bool) {
 // unknown address, an address of another domain, a username that cannot
 // form an address) is code 210 "Direct address not found", with the
 // address in the text as the document requires.
-func mailboxInDomain(tx *sql.Tx, username, domain string) (userRow, error) {
+func mailboxInDomain(tx *sqlstmt.Tx, username, domain string) (userRow, error) {
 	addr, valid := resolveUsername(username, domain)
 	notFound := regErr(directapi.RegCodeAddressNotFound, "Direct address not found: %s", addr)
 	if !valid || domainOf(addr) != domain {
@@ -617,7 +618,7 @@ func (s *Server) handleAddressByUsername(ctx context.Context, c *call) (any, err
 		return nil, err
 	}
 	var resp directapi.GetPatientAddressesResponseType
-	err := s.tx(ctx, func(tx *sql.Tx) error {
+	err := s.tx(ctx, func(tx *sqlstmt.Tx) error {
 		domain, err := s.checkDomain(tx, c.param("domain"))
 		if err != nil {
 			return err
@@ -661,7 +662,7 @@ func (s *Server) handleSetPasswords(ctx context.Context, c *call) (any, error) {
 	if err := c.decode(&req); err != nil {
 		return nil, err
 	}
-	err := s.tx(ctx, func(tx *sql.Tx) error {
+	err := s.tx(ctx, func(tx *sqlstmt.Tx) error {
 		domain, err := s.checkDomain(tx, c.param("domain"))
 		if err != nil {
 			return err

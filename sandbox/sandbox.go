@@ -14,6 +14,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/directbridge/directbridge/internal/sqlstmt"
 )
 
 // DefaultMaxBodyBytes bounds a request body; base64 attachments make Send
@@ -66,6 +68,7 @@ type Options struct {
 // database. It is an http.Handler; Serve runs it on a listener.
 type Server struct {
 	db           *sql.DB
+	stmts        *sqlstmt.Cache // db's prepared statements
 	dir          string
 	removeDir    bool
 	domain       string
@@ -126,7 +129,7 @@ func Open(opts Options) (*Server, error) {
 		s.cleanup()
 		return nil, err
 	}
-	s.db = db
+	s.db, s.stmts = db, sqlstmt.New(db)
 	if err := s.seed(context.Background(), opts.Users, opts.Resellers); err != nil {
 		s.Close()
 		return nil, err
@@ -145,6 +148,7 @@ func (s *Server) Dir() string { return s.dir }
 func (s *Server) Close() error {
 	var err error
 	if s.db != nil {
+		s.stmts.Close()
 		err = s.db.Close()
 	}
 	s.cleanup()

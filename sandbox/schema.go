@@ -7,6 +7,8 @@ import (
 	"net/url"
 
 	_ "modernc.org/sqlite" // pure-Go SQLite, so builds stay CGO_ENABLED=0
+
+	"github.com/directbridge/directbridge/internal/sqlstmt"
 )
 
 // schema is the sandbox database. Times are epoch milliseconds (UTC).
@@ -112,8 +114,8 @@ func openDB(path string) (*sql.DB, error) {
 }
 
 // tx runs fn in one transaction: every operation is all or nothing.
-func (s *Server) tx(ctx context.Context, fn func(*sql.Tx) error) error {
-	tx, err := s.db.BeginTx(ctx, nil)
+func (s *Server) tx(ctx context.Context, fn func(*sqlstmt.Tx) error) error {
+	tx, err := s.stmts.Begin(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("sandbox: begin: %w", err)
 	}
@@ -129,7 +131,7 @@ func (s *Server) tx(ctx context.Context, fn func(*sql.Tx) error) error {
 
 // column runs a one-column query and returns its values; never nil, so
 // an empty result is written as [] in JSON answers.
-func column[T any](tx *sql.Tx, query string, args ...any) ([]T, error) {
+func column[T any](tx *sqlstmt.Tx, query string, args ...any) ([]T, error) {
 	rows, err := tx.Query(query, args...)
 	if err != nil {
 		return nil, err

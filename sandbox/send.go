@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/directbridge/directbridge/directapi"
+	"github.com/directbridge/directbridge/internal/sqlstmt"
 	"github.com/directbridge/directbridge/mimeconv"
 )
 
@@ -43,7 +44,7 @@ func newSMTPID(addr string) string {
 // What a provider does with a client's Message-ID is not shown; keeping
 // it is what mail servers do. "" means mint one (also always with
 // Options.MintMessageIDs).
-func (s *Server) clientMessageID(tx *sql.Tx, headers []directapi.MessageHeader) (string, error) {
+func (s *Server) clientMessageID(tx *sqlstmt.Tx, headers []directapi.MessageHeader) (string, error) {
 	if s.mintIDs {
 		return "", nil
 	}
@@ -99,7 +100,7 @@ func normSMTPID(id string) string {
 // recipient mailbox the sandbox holds, files an unread copy in the sender's
 // INBOX.Sent and records one delivery log per recipient. It runs inside the
 // caller's transaction, so a failure leaves no trace.
-func (s *Server) send(tx *sql.Tx, from user, out outgoing) (string, error) {
+func (s *Server) send(tx *sqlstmt.Tx, from user, out outgoing) (string, error) {
 	msg := out.msg
 	sender, err := normAddress(msg.Sender)
 	if err != nil || sender != from.address {
@@ -178,7 +179,7 @@ func (s *Server) send(tx *sql.Tx, from user, out outgoing) (string, error) {
 
 // sendable refuses senders whose certificate is invalid: their outbound
 // messages are rejected (registration-rest.md, UserStateType).
-func (s *Server) sendable(tx *sql.Tx, from user) error {
+func (s *Server) sendable(tx *sqlstmt.Tx, from user) error {
 	var state string
 	if err := tx.QueryRow(`SELECT state FROM users WHERE id = ?`, from.id).Scan(&state); err != nil {
 		return err
@@ -194,7 +195,7 @@ func (s *Server) sendable(tx *sql.Tx, from user) error {
 // mailbox of the sandbox gets it in its INBOX (Delivered); an unknown
 // address in a domain the sandbox hosts is Locally Failed; any other domain
 // is Waiting for the receiving provider's MDN.
-func (s *Server) deliver(tx *sql.Tx, rcpt string, raw []byte, now time.Time) (status, details string, err error) {
+func (s *Server) deliver(tx *sqlstmt.Tx, rcpt string, raw []byte, now time.Time) (status, details string, err error) {
 	var u user
 	var state string
 	err = tx.QueryRow(`SELECT id, address, state FROM users WHERE address = ?`, rcpt).Scan(&u.id, &u.address, &state)

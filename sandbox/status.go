@@ -2,19 +2,19 @@ package sandbox
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"fmt"
 	"time"
 
 	"github.com/directbridge/directbridge/directapi"
+	"github.com/directbridge/directbridge/internal/sqlstmt"
 )
 
 // statusReport answers the status operations with the delivery logs of
 // the given messages sent by u. An unknown smtpId contributes nothing: the
 // document says the logs are "empty if ... nothing was found", so that is
 // a success with no records, not an error.
-func (s *Server) statusReport(tx *sql.Tx, u user, smtpIDs []string) (directapi.DirectMessageStatusReportResponseType, error) {
+func (s *Server) statusReport(tx *sqlstmt.Tx, u user, smtpIDs []string) (directapi.DirectMessageStatusReportResponseType, error) {
 	ids := make([]string, 0, len(smtpIDs))
 	for _, id := range smtpIDs {
 		ids = append(ids, normSMTPID(id))
@@ -68,7 +68,7 @@ func currentStatus(status, details string, sent, now time.Time) (string, string)
 // recipient, as a receiving provider's MDN or DSN would. Tests use it to
 // produce Delivered or Remotely Failed for addresses outside the sandbox.
 func (s *Server) SetDeliveryStatus(ctx context.Context, smtpID, recipient, status, details string) error {
-	res, err := s.db.ExecContext(ctx, `UPDATE delivery_logs SET status = ?, details = ? WHERE smtp_id = ? AND recipient = ? COLLATE NOCASE`,
+	res, err := s.stmts.Exec(ctx, `UPDATE delivery_logs SET status = ?, details = ? WHERE smtp_id = ? AND recipient = ? COLLATE NOCASE`,
 		status, details, normSMTPID(smtpID), recipient)
 	if err != nil {
 		return fmt.Errorf("sandbox: %w", err)

@@ -1,0 +1,182 @@
+// Package sqlstmt keeps SQL statements prepared, for the SQLite databases
+// of the state store (package mailbox) and the sandbox, which run the
+// same few dozen statements thousands of times a second. SQLite compiles
+// a statement's text each time it is prepared, and database/sql prepares
+// every Exec and Query anew: under imaptest's stress that compilation was
+// 13% of the bridge's CPU, more than running the statements.
+//
+// Both databases have one connection (SetMaxOpenConns(1)), so a statement
+// cannot be prepared on the database while a transaction holds the
+// connection: database/sql would wait for the connection forever. A
+// statement seen inside a transaction is therefore run unprepared that
+// once, and prepared on the database when the transaction ends; from then
+// on every transaction reuses it (sql.Tx.StmtContext finds it already
+// prepared on the connection).
+package sqlstmt
+
+import (
+	"context"
+	"database/sql"
+	"sync"
+)
+
+// MaxStatements bounds the statements kept. Statements built with a
+// varying number of placeholders (IN lists) are distinct texts; past the
+// bound new texts simply run unprepared.
+const MaxStatements = 512
+
+// Cache holds the prepared statements of one database.
+type Cache struct {
+	db    *sql.DB
+	mu    sync.Mutex
+	stmts map[string]*sql.Stmt
+	want  map[string]bool // seen in a transaction, to prepare after it
+}
+
+// New returns a cache for db.
+func New(db *sql.DB) *Cache {
+	return &Cache{db: db, stmts: map[string]*sql.Stmt{}, want: map[string]bool{}}
+}
+
+// Close closes the prepared statements (not the database).
+func (c *Cache) Close() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for q, st := range c.stmts {
+		st.Close()
+		delete(c.stmts, q)
+	}
+}
+
+// lookup returns the prepared statement of q, or nil after noting q to be
+// prepared later.
+func (c *Cache) lookup(q string) *sql.Stmt {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if st := c.stmts[q]; st != nil {
+		return st
+	}
+	if len(c.stmts)+len(c.want) < MaxStatements {
+		c.want[q] = true
+	}
+	return nil
+}
+
+// prepareWanted prepares the statements noted during transactions. Called
+// with no transaction of this goroutine open. A statement that fails to
+// prepare (a syntax error shows the same way unprepared) is dropped.
+func (c *Cache) prepareWanted(ctx context.Context) {
+	c.mu.Lock()
+	var qs []string
+	for q := range c.want {
+		qs = append(qs, q)
+	}
+	clear(c.want)
+	c.mu.Unlock()
+	for _, q := range qs {
+		st, err := c.db.PrepareContext(context.WithoutCancel(ctx), q)
+		if err != nil {
+			continue
+		}
+		c.mu.Lock()
+		if c.stmts[q] == nil {
+			c.stmts[q] = st
+			st = nil
+		}
+		c.mu.Unlock()
+		if st != nil {
+			st.Close() // prepared twice at once: keep one
+		}
+	}
+}
+
+// Exec runs q outside a transaction.
+func (c *Cache) Exec(ctx context.Context, q string, args ...any) (sql.Result, error) {
+	if st := c.lookup(q); st != nil {
+		return st.ExecContext(ctx, args...)
+	}
+	defer c.prepareWanted(ctx)
+	return c.db.ExecContext(ctx, q, args...)
+}
+
+// Query runs q outside a transaction.
+func (c *Cache) Query(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
+	if st := c.lookup(q); st != nil {
+		return st.QueryContext(ctx, args...)
+	}
+	rows, err := c.db.QueryContext(ctx, q, args...)
+	// Not prepared now: the rows hold the only connection until closed.
+	return rows, err
+}
+
+// QueryRow runs q outside a transaction.
+func (c *Cache) QueryRow(ctx context.Context, q string, args ...any) *sql.Row {
+	if st := c.lookup(q); st != nil {
+		return st.QueryRowContext(ctx, args...)
+	}
+	return c.db.QueryRowContext(ctx, q, args...)
+}
+
+// Sweep prepares what transactions and queries asked for; Tx.Commit and
+// Tx.Rollback call it, and so may a caller after Query or QueryRow.
+func (c *Cache) Sweep(ctx context.Context) { c.prepareWanted(ctx) }
+
+// Tx is a transaction whose Exec, Query and QueryRow (and their Context
+// forms) use the cache's statements. Every other method is sql.Tx's.
+type Tx struct {
+	*sql.Tx
+	c   *Cache
+	ctx context.Context
+}
+
+// Begin starts a transaction.
+func (c *Cache) Begin(ctx context.Context, opts *sql.TxOptions) (*Tx, error) {
+	tx, err := c.db.BeginTx(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	return &Tx{Tx: tx, c: c, ctx: ctx}, nil
+}
+
+// Commit commits, then prepares the statements first seen in it.
+func (t *Tx) Commit() error {
+	err := t.Tx.Commit()
+	t.c.prepareWanted(t.ctx)
+	return err
+}
+
+// Rollback rolls back, then prepares the statements first seen in it.
+func (t *Tx) Rollback() error {
+	err := t.Tx.Rollback()
+	t.c.prepareWanted(t.ctx)
+	return err
+}
+
+func (t *Tx) ExecContext(ctx context.Context, q string, args ...any) (sql.Result, error) {
+	if st := t.c.lookup(q); st != nil {
+		return t.Tx.StmtContext(ctx, st).ExecContext(ctx, args...)
+	}
+	return t.Tx.ExecContext(ctx, q, args...)
+}
+
+func (t *Tx) QueryContext(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
+	if st := t.c.lookup(q); st != nil {
+		return t.Tx.StmtContext(ctx, st).QueryContext(ctx, args...)
+	}
+	return t.Tx.QueryContext(ctx, q, args...)
+}
+
+func (t *Tx) QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row {
+	if st := t.c.lookup(q); st != nil {
+		return t.Tx.StmtContext(ctx, st).QueryRowContext(ctx, args...)
+	}
+	return t.Tx.QueryRowContext(ctx, q, args...)
+}
+
+func (t *Tx) Exec(q string, args ...any) (sql.Result, error) { return t.ExecContext(t.ctx, q, args...) }
+
+func (t *Tx) Query(q string, args ...any) (*sql.Rows, error) {
+	return t.QueryContext(t.ctx, q, args...)
+}
+
+func (t *Tx) QueryRow(q string, args ...any) *sql.Row { return t.QueryRowContext(t.ctx, q, args...) }
