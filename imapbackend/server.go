@@ -160,7 +160,7 @@ func New(cfg Config) (*Server, error) {
 // refused before STARTTLS (LOGINDISABLED), except on loopback listeners or
 // with AllowInsecureAuth.
 func (s *Server) ServePlain(l net.Listener) error {
-	return s.serve(l, s.cfg.AllowInsecureAuth || isLoopback(l.Addr()))
+	return s.serve(corkListener{l}, s.cfg.AllowInsecureAuth || isLoopback(l.Addr()))
 }
 
 // ServeTLS serves IMAP over implicit TLS (RFC 8314 §3.2) on l.
@@ -168,7 +168,7 @@ func (s *Server) ServeTLS(l net.Listener) error {
 	if s.cfg.TLSConfig == nil {
 		return errors.New("imapbackend: implicit TLS needs a TLS configuration")
 	}
-	return s.serve(tls.NewListener(l, s.cfg.TLSConfig), true)
+	return s.serve(tls.NewListener(corkListener{l}, s.cfg.TLSConfig), true)
 }
 
 func (s *Server) serve(l net.Listener, insecureAuth bool) error {
