@@ -171,8 +171,10 @@ func (m *Folder) ShowFlags(ups []FlagUpdate, source *seqview.View) {
 // MutateExisting runs a provider operation that changes messages. The
 // provider refuses the whole request when any UID is gone (another client
 // removed it since the last refresh); then the mirror is refreshed (which
-// queues the EXPUNGEs) and the operation tried again, a few times, with
-// the UIDs that remain. It returns the UIDs the operation was carried out for.
+// queues the EXPUNGEs) and the operation tried again with the UIDs that
+// remain, as long as each refresh takes some away (ten clients expunging
+// in one folder, as imaptest does, can take a UID away again between
+// a refresh and the retry) and at most mutateRetries times. It returns the UIDs the operation was carried out for.
 //
 // A refusal after part of a batched request went through (PartialError)
 // is not retried: the operation may not be repeatable (a copy would be
@@ -181,7 +183,8 @@ func (m *Folder) MutateExisting(ctx context.Context, uids []imap.UID, op func([]
 	err := op(UIDList(uids))
 	// Commands of other connections change the folder at the same time
 	// (nothing is locked across provider calls), so a UID may vanish
-	// again between the refresh and the retry: a few rounds.
+	// again between the refresh and the retry. Every round removes at
+	// least one UID or ends, so the rounds are bounded by the UIDs too.
 	for attempt := 0; err != nil && UIDMissing(err) && attempt < mutateRetries; attempt++ {
 		if serr := m.Sync(ctx); serr != nil {
 			if errors.Is(serr, ErrFolderGone) {
@@ -207,9 +210,9 @@ func (m *Folder) MutateExisting(ctx context.Context, uids []imap.UID, op func([]
 	return uids, nil
 }
 
-// mutateRetries is how many times a change refused for a vanished UID is
-// tried again with the UIDs that remain.
-const mutateRetries = 3
+// mutateRetries bounds the times a change refused for a vanished UID is
+// tried again with the UIDs that remain (each time fewer).
+const mutateRetries = 16
 
 // UIDMissing reports the provider's refusal of a request ("other error"),
 // which it gives when a UID is gone. A request partly carried out is
