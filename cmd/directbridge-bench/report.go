@@ -321,7 +321,9 @@ func readPrevious(path string) (*previous, error) {
 			}
 			continue
 		}
-		if col > 0 && col < len(cells) && cells[0] != "" && !strings.HasPrefix(cells[0], "---") {
+		// The first table is the newest run; earlier runs kept below it
+		// in the same file must not overwrite its figures.
+		if _, seen := p.measured[cells[0]]; !seen && col > 0 && col < len(cells) && cells[0] != "" && !strings.HasPrefix(cells[0], "---") {
 			p.measured[cells[0]] = cells[col]
 		}
 	}
