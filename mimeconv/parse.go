@@ -3,7 +3,6 @@ package mimeconv
 import (
 	"bytes"
 	"fmt"
-	"net/mail"
 	"strings"
 	"time"
 
@@ -134,23 +133,4 @@ func Parse(raw []byte, opts ParseOptions) (*Parsed, error) {
 func isFromField(b []byte) bool {
 	rest := bytes.TrimLeft(b[len("From"):], " \t")
 	return len(rest) > 0 && rest[0] == ':'
-}
-
-// parseDate reads a Date field (RFC 5322 §3.3, including the obsolete
-// forms of §4.3 that net/mail accepts); zero if it cannot.
-func parseDate(v string) time.Time {
-	v = strings.TrimSpace(v)
-	if v == "" {
-		return time.Time{}
-	}
-	if t, err := mail.ParseDate(v); err == nil {
-		return t
-	}
-	// A trailing zone comment such as "(CDT)" that net/mail rejects.
-	if i := strings.LastIndexByte(v, '('); i > 0 {
-		if t, err := mail.ParseDate(strings.TrimSpace(v[:i])); err == nil {
-			return t
-		}
-	}
-	return time.Time{}
 }
