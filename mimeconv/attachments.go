@@ -14,6 +14,26 @@ import (
 type filePart struct {
 	fields []field
 	data   []byte
+	// report is the report-type of a machine-readable report part
+	// (RFC 6522 §3: "disposition-notification", "delivery-status"), ""
+	// for any other part; reportMate marks a part that may follow one in
+	// a multipart/report (the returned headers or message).
+	report     string
+	reportMate bool
+}
+
+// reportParts are the parts of a receipt (RFC 8098 §3) or bounce (RFC 3464
+// §2) besides its human-readable text: the report itself and what may
+// follow it. They keep their own type, inline, in 7bit or 8bit (the
+// message/* types forbid base64, RFC 2046 §5.2.4), so that Compose can
+// rebuild the multipart/report an agent recognises.
+var reportParts = map[string]string{
+	"message/disposition-notification":        "disposition-notification",
+	"message/delivery-status":                 "delivery-status",
+	"message/global-disposition-notification": "",
+	"message/global-delivery-status":          "",
+	"text/rfc822-headers":                     "",
+	"message/global-headers":                  "",
 }
 
 // attachmentParts decodes and describes msg.AttachmentList.
@@ -30,7 +50,21 @@ func attachmentParts(list []directapi.Attachment) ([]filePart, error) {
 		case err != nil || !strings.Contains(mt, "/"):
 			mt, params = "application/octet-stream", nil
 		case mt == "message/rfc822":
-			parts = append(parts, messagePart(data, name))
+			fp := messagePart(data, name)
+			fp.reportMate = true
+			parts = append(parts, fp)
+			continue
+		case isReportPart(mt, data):
+			data = toCRLF(data)
+			parts = append(parts, filePart{
+				fields: []field{
+					{"Content-Type", mt},
+					{"Content-Transfer-Encoding", messageEncoding(data)},
+				},
+				data:       data,
+				report:     reportParts[mt],
+				reportMate: reportParts[mt] == "",
+			})
 			continue
 		case strings.HasPrefix(mt, "multipart/") || strings.HasPrefix(mt, "message/"):
 			// These types forbid base64 (RFC 2046 §5.1, §5.2) and the
@@ -62,6 +96,16 @@ func attachmentParts(list []directapi.Attachment) ([]filePart, error) {
 		})
 	}
 	return parts, nil
+}
+
+// isReportPart reports a part of a receipt or bounce (reportParts) whose
+// content fits 7bit or 8bit once its line breaks are CRLF: text fields,
+// no NUL, no line over 998 octets (RFC 5322 §2.1.1).
+func isReportPart(mt string, data []byte) bool {
+	if _, ok := reportParts[mt]; !ok {
+		return false
+	}
+	return messageEncoding(toCRLF(data)) != "binary"
 }
 
 // decodeAttachment decodes the base64 content of an Attachment. Line

@@ -64,8 +64,14 @@ const rfc5322Date = "Mon, 02 Jan 2006 15:04:05 -0700"
 // from opts.Attached or an attachment of type message/rfc822, are sent as
 // message/rfc822 in 7bit, 8bit or binary, never base64 (RFC 2046 §5.2.1),
 // with CRLF line endings, so a message stored with bare LF comes back with
-// CRLF. Attachments of other multipart/* or message/* types, which forbid
-// base64 too, are sent as application/octet-stream.
+// CRLF. The parts of a receipt or bounce (message/disposition-
+// notification, message/delivery-status, text/rfc822-headers and their
+// global forms) keep their type, inline, in 7bit or 8bit; when the
+// attachments are one report and at most the headers or message it is
+// about, the message is multipart/report (RFC 6522) instead of mixed, so
+// that it arrives as the receipt or bounce it was. Attachments of other
+// multipart/* or message/* types, which forbid base64 too, are sent as
+// application/octet-stream.
 //
 // Errors wrap ErrInvalidOptions, ErrInvalidAddress, ErrInvalidHeader or
 // ErrInvalidAttachment.
@@ -113,7 +119,16 @@ func Compose(msg directapi.Message, opts ComposeOptions) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	top = append(top, field{"Content-Type", mime.FormatMediaType("multipart/mixed", map[string]string{"boundary": boundary})})
+	mixed := map[string]string{"boundary": boundary}
+	if rt := reportType(files); rt != "" {
+		// A receipt or bounce: multipart/report (RFC 6522), the text
+		// first, then the report, then the headers or message it is
+		// about.
+		mixed["report-type"] = rt
+		top = append(top, field{"Content-Type", mime.FormatMediaType("multipart/report", mixed)})
+	} else {
+		top = append(top, field{"Content-Type", mime.FormatMediaType("multipart/mixed", mixed)})
+	}
 	h, err := buildHeader(top)
 	if err != nil {
 		return nil, err
@@ -134,6 +149,18 @@ func Compose(msg directapi.Message, opts ComposeOptions) ([]byte, error) {
 		return nil, fmt.Errorf("mimeconv: compose: %w", err)
 	}
 	return buf.Bytes(), nil
+}
+
+// reportType is the report-type of a message whose attachments are one
+// report part (message/disposition-notification or message/delivery-
+// status) followed by at most one part it may carry (the returned
+// headers or message, RFC 6522 §3); "" for any other message, which is
+// then multipart/mixed (report parts keep their type inside it).
+func reportType(files []filePart) string {
+	if len(files) == 0 || len(files) > 2 || files[0].report == "" || len(files) == 2 && !files[1].reportMate {
+		return ""
+	}
+	return files[0].report
 }
 
 // topFields validates msg and opts and returns the message's own header

@@ -14,9 +14,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/directbridge/directbridge/directapi"
 	"github.com/emersion/go-message"
 	gomail "github.com/emersion/go-message/mail"
+
+	"github.com/directbridge/directbridge/directapi"
 )
 
 var testDate = time.Date(2025, 7, 1, 10, 30, 0, 0, time.FixedZone("", 2*3600))
@@ -556,5 +557,61 @@ func TestComposeReadableByGoMessage(t *testing.T) {
 	}
 	if want := "[text/html application/pdf application/zip application/octet-stream message/rfc822]"; fmt.Sprint(leaves) != want {
 		t.Errorf("leaves = %v, want %s", leaves, want)
+	}
+}
+
+// TestComposeReport: one report part, with the headers it reports on,
+// makes a multipart/report whose report part keeps its type in 7bit;
+// with another attachment beside it the message is multipart/mixed and
+// the report part still keeps its type; a report part that cannot be
+// 7bit or 8bit (NUL) is opaque data.
+func TestComposeReport(t *testing.T) {
+	b64 := func(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) }
+	dsn := "Reporting-MTA: dns; direct.example\r\n\r\nFinal-Recipient: rfc822; x@y.example\r\nAction: failed\r\nStatus: 5.1.1\r\n"
+	msg := directapi.Message{Sender: "a@direct.example", Subject: "Undelivered", Body: "It failed.",
+		Recipients: []directapi.Recipient{{Email: "b@direct.example", Type: directapi.TO}},
+		AttachmentList: []directapi.Attachment{
+			{Content: b64(dsn), ContentType: "message/delivery-status", Filename: "attachment-1"},
+			{Content: b64("Message-ID: <m@x>\r\nSubject: s\r\n"), ContentType: "text/rfc822-headers", Filename: "attachment-2"},
+		}}
+	parts := func(raw []byte) (top string, params map[string]string, types, encs []string) {
+		e, err := message.Read(bytes.NewReader(raw))
+		if err != nil {
+			t.Fatal(err)
+		}
+		top, params, _ = e.Header.ContentType()
+		e.Walk(func(_ []int, p *message.Entity, _ error) error {
+			if pt, _, _ := p.Header.ContentType(); !strings.HasPrefix(pt, "multipart/") {
+				types = append(types, pt)
+				encs = append(encs, p.Header.Get("Content-Transfer-Encoding"))
+			}
+			return nil
+		})
+		return
+	}
+	raw, err := Compose(msg, ComposeOptions{MessageID: "r1@direct.example", Date: time.Now()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	top, params, types, encs := parts(raw)
+	if top != "multipart/report" || params["report-type"] != "delivery-status" ||
+		strings.Join(types, " ") != "text/plain message/delivery-status text/rfc822-headers" || encs[1] != "7bit" {
+		t.Fatalf("report: %s %v %v %v", top, params, types, encs)
+	}
+	msg.AttachmentList = append(msg.AttachmentList, directapi.Attachment{Content: b64("%PDF-1.4"), ContentType: "application/pdf", Filename: "a.pdf"})
+	raw, err = Compose(msg, ComposeOptions{MessageID: "r2@direct.example", Date: time.Now()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if top, _, types, _ = parts(raw); top != "multipart/mixed" || types[1] != "message/delivery-status" {
+		t.Fatalf("report beside a file: %s %v", top, types)
+	}
+	msg.AttachmentList = []directapi.Attachment{{Content: b64("Action: failed\x00\r\n"), ContentType: "message/delivery-status", Filename: "x"}}
+	raw, err = Compose(msg, ComposeOptions{MessageID: "r3@direct.example", Date: time.Now()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if top, _, types, _ = parts(raw); top != "multipart/mixed" || types[1] != "application/octet-stream" {
+		t.Fatalf("binary report part: %s %v", top, types)
 	}
 }

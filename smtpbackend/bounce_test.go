@@ -1,13 +1,14 @@
 package smtpbackend_test
 
 import (
+	"io"
 	"net/mail"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	gomessage "github.com/emersion/go-message"
 
 	"github.com/emersion/go-smtp"
 
@@ -153,24 +154,58 @@ func TestBounceNoMDN(t *testing.T) {
 	}
 }
 
-// TestReceiptRefusedClearly: a DSN submitted through SMTP is answered 554
-// 5.6.3 with a reason, and nothing is sent.
-func TestReceiptRefusedClearly(t *testing.T) {
+// TestReceiptArrivesAsReport: an MDN (RFC 8098) submitted through SMTP
+// arrives as a multipart/report of report-type disposition-notification
+// whose report part is the one sent, in 7bit, and whose text and returned
+// headers are there too: an agent still recognises it as a receipt.
+func TestReceiptArrivesAsReport(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, nil)
-	raw, err := os.ReadFile(filepath.Join("testdata", "messages", "direct-dsn-failed.txt"))
+	c := h.login(t, aliceAddr)
+	subject := h.subject("receipt")
+	report := "Reporting-UA: bridge.test; directbridge\r\nOriginal-Recipient: rfc822;" + aliceAddr +
+		"\r\nFinal-Recipient: rfc822;" + aliceAddr + "\r\nOriginal-Message-ID: <orig-1@direct.example>\r\n" +
+		"Disposition: automatic-action/MDN-sent-automatically; processed\r\n"
+	raw := "From: " + aliceAddr + "\r\nTo: " + bobAddr + "\r\nSubject: " + subject + "\r\nMessage-ID: <mdn-" + subject[len(subject)-8:] + "@direct.example>\r\n" +
+		"MIME-Version: 1.0\r\nContent-Type: multipart/report; report-type=disposition-notification; boundary=rb\r\n\r\n" +
+		"--rb\r\nContent-Type: text/plain; charset=us-ascii\r\n\r\nThe message was processed.\r\n" +
+		"--rb\r\nContent-Type: message/disposition-notification\r\n\r\n" + report +
+		"--rb\r\nContent-Type: text/rfc822-headers\r\n\r\nMessage-ID: <orig-1@direct.example>\r\nSubject: lab results\r\n" +
+		"--rb--\r\n"
+	mustSubmit(t, c, aliceAddr, []string{bobAddr}, []byte(raw))
+	got := h.withSubject(t, bobAddr, "INBOX", subject)
+	if len(got) != 1 {
+		t.Fatalf("%d copies", len(got))
+	}
+	delivered := h.rawOf(t, bobAddr, got[0].UID)
+	e, err := gomessage.Read(strings.NewReader(delivered))
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := h.login(t, aliceAddr)
-	calls := h.sb.Calls("Send") + h.sb.Calls("SendWithHeader")
-	_, err = submit(c, aliceAddr, []string{bobAddr}, raw)
-	se := wantReply(t, err, 554, 5, 6, 3)
-	if se != nil && !strings.Contains(se.Message, "multipart/report") {
-		t.Errorf("reason %q does not say why", se.Message)
+	typ, params, _ := e.Header.ContentType()
+	if typ != "multipart/report" || params["report-type"] != "disposition-notification" {
+		t.Fatalf("arrived as %s %v; want multipart/report; report-type=disposition-notification", typ, params)
 	}
-	if n := h.sb.Calls("Send") + h.sb.Calls("SendWithHeader"); n != calls {
-		t.Errorf("the provider was asked to send")
+	var types []string
+	var reportBytes, encoding string
+	e.Walk(func(_ []int, p *gomessage.Entity, _ error) error {
+		pt, _, _ := p.Header.ContentType()
+		if strings.HasPrefix(pt, "multipart/") {
+			return nil
+		}
+		types = append(types, pt)
+		if pt == "message/disposition-notification" {
+			b, _ := io.ReadAll(p.Body)
+			reportBytes, encoding = string(b), p.Header.Get("Content-Transfer-Encoding")
+		}
+		return nil
+	})
+	if strings.Join(types, " ") != "text/plain message/disposition-notification text/rfc822-headers" {
+		t.Errorf("parts %v; want text, report, headers", types)
+	}
+	// The CRLF before the next delimiter belongs to it (RFC 2046 §5.1.1).
+	if reportBytes != strings.TrimSuffix(report, "\r\n") || encoding != "7bit" {
+		t.Errorf("report part (%s):\n%q\nwant (7bit)\n%q", encoding, reportBytes, report)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	netmail "net/mail"
 	"os"
 	"path/filepath"
@@ -17,6 +18,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	gomessage "github.com/emersion/go-message"
 
 	"github.com/directbridge/directbridge/directapi"
 	"github.com/directbridge/directbridge/mimeconv"
@@ -1170,9 +1173,6 @@ func TestBareLFNormalised(t *testing.T) {
 // why, unless Limits.Flatten.
 func TestNotCarriableRefused(t *testing.T) {
 	for _, tc := range []struct{ file, sender, why string }{
-		{"messages/direct-mdn-dispatched.txt", "", "receipt"},
-		{"messages/direct-dsn-failed.txt", "", "receipt or bounce"},
-		{"golden/real-direct-mdn-processed.eml", "", "receipt"},
 		{"messages/direct-smime-signed-wrapped.eml", "", "signed"},
 		{"messages/direct-encrypted-signed-ccda.txt", "", "encrypted"},
 	} {
@@ -1188,6 +1188,74 @@ func TestNotCarriableRefused(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestReportsCarried: the receipts and bounces of the shared test
+// messages (text, report part, returned headers) convert to their text as
+// the body and their report and headers as attachments of their own
+// content type, byte for byte; a report of another shape is refused.
+func TestReportsCarried(t *testing.T) {
+	for _, tc := range []struct{ file, report string }{
+		{"messages/direct-mdn-dispatched.txt", "message/disposition-notification"},
+		{"messages/direct-dsn-failed.txt", "message/delivery-status"},
+		{"golden/real-direct-mdn-processed.eml", "message/disposition-notification"},
+	} {
+		t.Run(tc.file, func(t *testing.T) {
+			raw, err := os.ReadFile(filepath.Join("testdata", tc.file))
+			if err != nil {
+				t.Fatal(err)
+			}
+			m, err := netmail.ReadMessage(bytes.NewReader(raw))
+			if err != nil {
+				t.Fatal(err)
+			}
+			from, err := netmail.ParseAddress(m.Header.Get("From"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			sub, err := Convert(raw, Envelope{Recipients: []string{"bob@direct.example"}}, from.Address, Limits{})
+			if err != nil {
+				t.Fatalf("Convert: %v", err)
+			}
+			atts := sub.Message.AttachmentList
+			if len(atts) == 0 || atts[0].ContentType != tc.report {
+				t.Fatalf("attachments %+v; want the %s part first", atts, tc.report)
+			}
+			got, _ := base64.StdEncoding.DecodeString(atts[0].Content)
+			// Line ends become CRLF (Convert normalises bare LF), and the
+			// CRLF before a delimiter, or at the end of a part the
+			// message never closes, is not content (RFC 2046 §5.1.1).
+			want := bytes.ReplaceAll(bytes.ReplaceAll(reportBody(t, raw, tc.report), []byte("\r\n"), []byte("\n")), []byte("\n"), []byte("\r\n"))
+			trim := func(b []byte) []byte { return bytes.TrimRight(b, "\r\n") }
+			if !bytes.Equal(trim(got), trim(want)) {
+				t.Errorf("report part changed:\n%q\nwant\n%q", got, want)
+			}
+		})
+	}
+	odd := "From: a@direct.example\r\nTo: b@direct.example\r\nSubject: odd\r\nContent-Type: multipart/report; report-type=disposition-notification; boundary=b\r\n\r\n" +
+		"--b\r\nContent-Type: text/plain\r\n\r\nt\r\n--b\r\nContent-Type: image/png\r\n\r\nx\r\n--b\r\nContent-Type: message/disposition-notification\r\n\r\nDisposition: manual-action/MDN-sent-manually; displayed\r\n--b--\r\n"
+	_, err := Convert([]byte(odd), Envelope{Recipients: []string{"b@direct.example"}}, "a@direct.example", Limits{})
+	if !errors.Is(err, ErrNotCarriable) {
+		t.Fatalf("a report of another shape: err = %v; want ErrNotCarriable", err)
+	}
+}
+
+// reportBody returns the decoded body of raw's first part of type mt,
+// read with go-message (independently of the code under test).
+func reportBody(t *testing.T, raw []byte, mt string) []byte {
+	t.Helper()
+	e, err := gomessage.Read(bytes.NewReader(raw))
+	if err != nil && e == nil {
+		t.Fatal(err)
+	}
+	var out []byte
+	e.Walk(func(path []int, part *gomessage.Entity, err error) error {
+		if typ, _, _ := part.Header.ContentType(); typ == mt && out == nil {
+			out, _ = io.ReadAll(part.Body)
+		}
+		return nil
+	})
+	return out
 }
 
 // displayName is the display name of raw's From field, read with net/mail
