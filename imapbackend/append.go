@@ -25,7 +25,7 @@ const sentDedupeWindow = 10 * time.Minute
 
 // Append stores a message (APPEND, RFC 9051 §6.3.12) with one
 // SaveRawMessages call. The provider answers without a UID: the folder's
-// next refresh finds it and gives it the flags asked for (mailstore/mailstore/arrivals.go),
+// next refresh finds it and gives it the flags asked for (mailstore/arrivals.go),
 // shared by every APPEND made meanwhile. An APPEND to the folder this
 // connection has selected makes that refresh at once and answers
 // APPENDUID (RFC 4315 §3) and EXISTS; another one answers a plain OK,
@@ -85,7 +85,7 @@ func (s *session) Append(mailbox string, r imap.LiteralReader, options *imap.App
 
 	// The folder's mirror, loaded if need be (and refreshed if older
 	// than freshness), to note the arrival in: its next refresh finds the
-	// UID and sets the flags (mailstore/mailstore/arrivals.go).
+	// UID and sets the flags (mailstore/arrivals.go).
 	m, err := s.acquireFolder(ctx, folder)
 	if err != nil {
 		if errors.Is(err, errNoSuchMailbox) {
@@ -94,7 +94,7 @@ func (s *session) Append(mailbox string, r imap.LiteralReader, options *imap.App
 		return nil, err
 	}
 	defer s.srv.store.Release(m)
-	uid, err := m.Append(ctx, s.auth, raw, msgID, seen, kept, m == s.sel)
+	uid, err := m.Append(ctx, s.auth, s.id, raw, msgID, seen, kept, m == s.sel)
 	if err != nil {
 		return nil, imapError(err)
 	}

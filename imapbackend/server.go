@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/emersion/go-imap/v2"
@@ -82,6 +83,8 @@ type Server struct {
 	folders folderCache // per-user folder lists, shared by a user's connections (list.go)
 	// folderShape is how the provider's GetFolders lists (foldertree.go).
 	folderShape folderShape
+
+	nextID atomic.Uint64 // session ids
 
 	mu      sync.Mutex
 	servers []*imapserver.Server
@@ -174,7 +177,7 @@ func (s *Server) ServeTLS(l net.Listener) error {
 func (s *Server) serve(l net.Listener, insecureAuth bool) error {
 	srv := imapserver.New(&imapserver.Options{
 		NewSession: func(c *imapserver.Conn) (imapserver.Session, *imapserver.GreetingData, error) {
-			sess := &session{srv: s, conn: c}
+			sess := &session{srv: s, conn: c, id: s.nextID.Add(1)}
 			s.mu.Lock()
 			s.live[sess] = struct{}{}
 			s.mu.Unlock()

@@ -18,6 +18,7 @@ import (
 type session struct {
 	srv  *Server
 	conn *imapserver.Conn
+	id   uint64 // names the connection to the store (a retried APPEND, mailstore/retries.go)
 
 	auth directapi.Authentication // set by LOGIN; memory only
 
@@ -26,7 +27,7 @@ type session struct {
 	readOnly  bool
 	searchRes imap.UIDSet // SEARCHRES "$" (RFC 5182)
 	// appended: the command that just ran was APPEND, whose arrival the
-	// poll after it leaves to be found with the next ones (mailstore/mailstore/arrivals.go).
+	// poll after it leaves to be found with the next ones (mailstore/arrivals.go).
 	appended bool
 }
 

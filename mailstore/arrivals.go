@@ -405,9 +405,24 @@ func savedMeta(uid imap.UID, a *arrival) *directapi.MessageDetail {
 // again, twice if it was stored. The folder is looked at first, for these
 // very bytes (content pairing only, see placeArrivals); found, Append
 // succeeds. A nil error means the provider holds the message.
-func (m *Folder) Append(ctx context.Context, auth upstream.Auth, raw []byte, msgID string, seen bool, kept []imap.Flag, wantUID bool) (uid imap.UID, err error) {
+//
+// conn names the client connection: an APPEND of the same bytes from
+// another connection shortly after is recognised as a retry (retries.go).
+func (m *Folder) Append(ctx context.Context, auth upstream.Auth, conn uint64, raw []byte, msgID string, seen bool, kept []imap.Flag, wantUID bool) (uid imap.UID, err error) {
 	log := m.store.cfg.Logger
+	key := m.store.appends.key(m.user, m.name, raw)
+	if earlier := m.store.appends.earlier(key, conn); earlier != nil {
+		if uid := m.retriedUID(ctx, earlier); uid != 0 {
+			log.Info("imap append: a retry of an earlier append recognised; not saved again", "user", m.user, "uid", uid)
+			return uid, nil
+		}
+	}
 	a := &arrival{sent: time.Now(), msgID: msgID, size: len(raw), seen: seen, kept: kept, raw: raw}
+	defer func() {
+		if err == nil {
+			m.store.appends.note(key, conn, a)
+		}
+	}()
 	m.saving(a)
 	err = m.store.cfg.Provider.Save(ctx, auth, m.name, [][]byte{raw})
 	unknown := errors.Is(err, upstream.ErrUnknownOutcome)

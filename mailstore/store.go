@@ -29,6 +29,7 @@ type Store struct {
 	mirrors map[string]*Folder
 	memos   map[string]*readMemo // read state of forgotten mirrors (readmemo.go)
 	bodies  *Bodies              // the raw-message cache
+	appends recentAppends        // fingerprints of recent APPENDs (retries.go)
 }
 
 // Config configures a Store.
