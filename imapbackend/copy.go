@@ -112,12 +112,22 @@ func (s *session) transfer(w *imapserver.MoveWriter, numSet imap.NumSet, destNam
 	if move && !sameFolder {
 		op = c.Move
 	}
+	// The flags go down before the call, under the destination: a bridge
+	// killed during it finds them again (mailstore.Store.NotePendingFlags).
+	var pending []int64
+	if !sameFolder {
+		pending = s.srv.store.NotePendingFlags(ctx, dest, m, msgs)
+	}
 	done, err := m.MutateExisting(ctx, uids, func(u []int64) error { return op(ctx, s.auth, m.Name(), dest, u) })
 	if errors.Is(err, upstream.ErrUnknownOutcome) && s.srv.store.Landed(s.auth, m, dest, prev, msgs, move && !sameFolder) {
 		// The answer was lost but the work is done: a NO would make the
 		// client copy them again, and the messages would be there twice.
 		s.srv.cfg.Logger.Info("imap copy: answer lost, the messages are at the destination", "user", s.auth.Username)
 		done, err = uids, nil
+	}
+	if err != nil && !errors.Is(err, upstream.ErrUnknownOutcome) {
+		// Certainly not copied: nothing will arrive for those flags.
+		s.srv.store.DropPendingFlags(ctx, pending)
 	}
 	if err != nil {
 		if mailstore.UIDMissing(err) {
@@ -166,6 +176,9 @@ func (s *session) transfer(w *imapserver.MoveWriter, numSet imap.NumSet, destNam
 	}
 
 	data := s.srv.store.PlaceCopies(ctx, s.auth, dest, prev, dm, src)
+	if data != nil {
+		s.srv.store.DropPendingFlags(ctx, pending)
+	}
 	if move && data != nil {
 		if err := w.WriteCopyData(data); err != nil {
 			return nil, imapError(err)

@@ -68,5 +68,20 @@ CREATE TABLE reported (
 	PRIMARY KEY (smtp_id, recipient)
 );
 `,
+	}, {
+		version: 4,
+		name:    "flags of messages being copied or moved",
+		sql: `
+CREATE TABLE pending_flags (
+	id         INTEGER PRIMARY KEY,
+	username   TEXT NOT NULL COLLATE NOCASE,
+	folder     TEXT NOT NULL,
+	msg_id     TEXT NOT NULL,
+	size       INTEGER NOT NULL,
+	flags      TEXT NOT NULL,
+	created_at INTEGER NOT NULL
+);
+CREATE INDEX pending_flags_by_folder ON pending_flags (username, folder);
+`,
 	},
 }

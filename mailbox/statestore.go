@@ -19,6 +19,7 @@ type StateStore interface {
 	SentJournal
 	Submissions
 	Reported
+	PendingFlags
 	// Close releases the store. No method may be called after it.
 	Close() error
 }

@@ -1,12 +1,14 @@
 package mailstore
 
 import (
+	"cmp"
 	"context"
 	"slices"
 
 	"github.com/emersion/go-imap/v2"
 
 	"github.com/directbridge/directbridge/directapi"
+	"github.com/directbridge/directbridge/mailbox"
 	"github.com/directbridge/directbridge/upstream"
 )
 
@@ -185,4 +187,103 @@ func (st *Store) Landed(auth upstream.Auth, m *Folder, dest string, prev int64, 
 		}
 	}
 	return true
+}
+
+// NotePendingFlags writes down, before a COPY or MOVE of msgs from m to
+// dest, the kept flags of those that have any, under their Message-ID and
+// size (mailbox.PendingFlags): a bridge killed during the provider's call
+// finds them again when dest is next refreshed (recoverPendingFlags).
+// Messages whose metadata the bridge has not loaded are left out (their
+// flags go on after the call only). It returns the entries' ids, for
+// DropPendingFlags once the flags are on the new UIDs; a failure is
+// logged and the copy goes on.
+func (st *Store) NotePendingFlags(ctx context.Context, dest string, m *Folder, msgs []*Message) []int64 {
+	mb := m.Mailbox()
+	if mb == nil {
+		return nil
+	}
+	var pf []mailbox.PendingFlag
+	for _, msg := range msgs {
+		fl, ok := mb.Flags(msg.UID)
+		kept := KeptOf(fl)
+		meta, _ := m.MetaOf(msg)
+		if !ok || len(kept) == 0 || !MetaKnown(meta) || meta.MsgID == "" || meta.Size < 0 {
+			continue
+		}
+		pf = append(pf, mailbox.PendingFlag{MsgID: meta.MsgID, Size: meta.Size, Flags: FlagStrings(kept)})
+	}
+	if len(pf) == 0 {
+		return nil
+	}
+	ids, err := st.cfg.State.AddPendingFlags(ctx, m.user, dest, pf)
+	if err != nil {
+		st.cfg.Logger.Warn("imap copy: writing down flags failed", "user", m.user, "err", err)
+		return nil
+	}
+	return ids
+}
+
+// DropPendingFlags forgets entries of NotePendingFlags whose flags are on
+// the new UIDs.
+func (st *Store) DropPendingFlags(ctx context.Context, ids []int64) {
+	if len(ids) == 0 {
+		return
+	}
+	if err := st.cfg.State.DropPendingFlags(ctx, ids); err != nil {
+		st.cfg.Logger.Warn("imap copy: state store", "err", err)
+	}
+}
+
+// recoverPendingFlags gives messages new to the folder (added, ascending)
+// the flags written down for them before a copy or move whose end the
+// bridge did not see (it was killed, or the new UIDs could not be paired):
+// matched by Message-ID and size, one match each, oldest entry first.
+// The flags go to the state store and into kept, which the refresh shows.
+// It costs a state-store read per refresh that found new messages, and a
+// provider call for the new messages' metadata only when flags wait.
+func (m *Folder) recoverPendingFlags(ctx context.Context, auth upstream.Auth, validity uint32, added []imap.UID, kept map[uint32][]string) error {
+	if len(added) == 0 {
+		return nil
+	}
+	st := m.store
+	pend, err := st.cfg.State.PendingFlagsOf(ctx, m.user, m.name)
+	if err != nil || len(pend) == 0 {
+		return err
+	}
+	var details []directapi.MessageDetail
+	if len(added) <= fewByUID {
+		details, err = st.cfg.Provider.Messages(ctx, auth, m.name, UIDList(added))
+	} else {
+		details, err = st.cfg.Provider.Metadata(ctx, auth, m.name)
+	}
+	if err != nil {
+		return err
+	}
+	isNew := make(map[int64]bool, len(added))
+	for _, u := range added {
+		isNew[int64(u)] = true
+	}
+	slices.SortFunc(details, func(a, b directapi.MessageDetail) int { return cmp.Compare(a.UID, b.UID) })
+	set := map[uint32][]string{}
+	var done []int64
+	for _, p := range pend {
+		for i, d := range details {
+			if isNew[d.UID] && d.MsgID == p.MsgID && d.Size == p.Size && len(kept[uint32(d.UID)]) == 0 {
+				set[uint32(d.UID)] = p.Flags
+				kept[uint32(d.UID)] = p.Flags
+				done = append(done, p.ID)
+				details = slices.Delete(details, i, i+1)
+				break
+			}
+		}
+	}
+	if len(set) == 0 {
+		return nil
+	}
+	if err := st.cfg.State.SetFlags(ctx, m.user, m.name, validity, set); err != nil {
+		return err
+	}
+	st.cfg.Logger.Info("imap copy: flags written down before a copy applied to its messages", "user", m.user, "messages", len(set))
+	st.DropPendingFlags(ctx, done)
+	return nil
 }

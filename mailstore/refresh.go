@@ -200,6 +200,17 @@ func (m *Folder) doRefresh(ctx context.Context, started time.Time, light bool) e
 		if kept, err = m.store.cfg.State.FlagsFrom(ctx, m.user, m.name, validity, uint32(from)); err != nil {
 			return err
 		}
+		// Copies whose flags were written down before a call the bridge
+		// did not see end (copies.go).
+		var copies []imap.UID
+		for _, u := range added {
+			if _, ok := placed[u]; !ok {
+				copies = append(copies, u)
+			}
+		}
+		if err := m.recoverPendingFlags(ctx, auth, validity, copies, kept); err != nil {
+			m.store.cfg.Logger.Warn("imap refresh: flags written down before a copy", "user", m.user, "err", err)
+		}
 	}
 	return m.apply(ctx, v0, uids, unreadSet, kept, placed)
 }
@@ -255,6 +266,17 @@ func (m *Folder) load(ctx context.Context, auth directapi.Authentication, uids [
 	kept, err := m.store.cfg.State.Flags(ctx, m.user, m.name, st.UIDValidity)
 	if err != nil {
 		return err
+	}
+	// Messages that arrived while the bridge was not looking may be
+	// copies whose flags were written down before it was stopped.
+	var newer []imap.UID
+	for _, u := range uids {
+		if u >= imap.UID(st.UIDNext) {
+			newer = append(newer, u)
+		}
+	}
+	if err := m.recoverPendingFlags(ctx, auth, st.UIDValidity, newer, kept); err != nil {
+		m.store.cfg.Logger.Warn("imap load: flags written down before a copy", "user", m.user, "err", err)
 	}
 	var unreadSet map[imap.UID]bool
 	var details []directapi.MessageDetail

@@ -8,10 +8,14 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/emersion/go-imap/v2"
+	"github.com/emersion/go-imap/v2/imapclient"
 
 	"github.com/directbridge/directbridge/directapi"
 	"github.com/directbridge/directbridge/restclient"
@@ -145,5 +149,122 @@ func TestKillDuringSendNoDuplicate(t *testing.T) {
 	}
 	if copies != 1 || processed.Load() != 1 {
 		t.Fatalf("bob has %d copies, the provider processed %d sends; want 1 and 1", copies, processed.Load())
+	}
+}
+
+// TestKillDuringMoveKeepsFlags: the bridge is killed (SIGKILL) after the
+// provider carried out a MOVE of a \Flagged message with a keyword and
+// before its answer arrived. The flags were written down before the call
+// (under the destination, by Message-ID and size): after the restart the
+// moved message shows them in the destination.
+func TestKillDuringMoveKeepsFlags(t *testing.T) {
+	const alice, pw = "alice@direct.example", "crash-pw"
+	sb, err := sandbox.Open(sandbox.Options{Users: []sandbox.Account{{Name: alice, Password: pw}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sb.Close() })
+	release := make(chan struct{})
+	var moved atomic.Int32
+	provider := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !strings.Contains(r.URL.Path, "/MoveMessages") {
+			sb.ServeHTTP(w, r)
+			return
+		}
+		rec := httptest.NewRecorder()
+		sb.ServeHTTP(rec, r)
+		moved.Add(1)
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	t.Cleanup(provider.Close)
+	t.Cleanup(func() { close(release) })
+
+	dir := t.TempDir()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	imapAddr := l.Addr().String()
+	l.Close()
+	start := func() *exec.Cmd {
+		cmd := exec.Command(binPath)
+		cmd.Env = cleanEnv("DIRECTBRIDGE_DATA_DIR="+dir, "DIRECTBRIDGE_API_URL="+provider.URL,
+			"DIRECTBRIDGE_API_RATE_LIMIT=unlimited", "DIRECTBRIDGE_IMAP_ADDR="+imapAddr,
+			"DIRECTBRIDGE_SMTP_ADDR=off", "DIRECTBRIDGE_SMTPS_ADDR=off", "DIRECTBRIDGE_IMAPS_ADDR=off",
+			"DIRECTBRIDGE_ADMIN_SOCKET=off")
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			if c, err := net.Dial("tcp", imapAddr); err == nil {
+				c.Close()
+				return cmd
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the bridge did not listen")
+			}
+		}
+	}
+	login := func() *imapclient.Client {
+		c, err := imapclient.DialInsecure(imapAddr, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		if err := c.Login(alice, pw).Wait(); err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+
+	first := start()
+	c := login()
+	raw := "From: bob@direct.example\r\nTo: " + alice + "\r\nSubject: flagged\r\nMessage-ID: <move-1@direct.example>\r\n\r\nkeep my flags\r\n"
+	ac := c.Append("INBOX", int64(len(raw)), nil)
+	ac.Write([]byte(raw))
+	if err := ac.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ac.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Create("INBOX.Kept", nil).Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Select("INBOX", nil).Wait(); err != nil {
+		t.Fatal(err)
+	}
+	// Metadata loaded, as a client listing the folder does before moving.
+	if _, err := c.Fetch(imap.SeqSetNum(1), &imap.FetchOptions{Envelope: true, RFC822Size: true}).Collect(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Store(imap.SeqSetNum(1), &imap.StoreFlags{Op: imap.StoreFlagsAdd, Flags: []imap.Flag{imap.FlagFlagged, "$Urgent"}}, nil).Close(); err != nil {
+		t.Fatal(err)
+	}
+	go c.Move(imap.SeqSetNum(1), "INBOX.Kept").Wait()
+	for deadline := time.Now().Add(20 * time.Second); moved.Load() == 0; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the provider never saw the move")
+		}
+	}
+	first.Process.Kill()
+	first.Wait()
+
+	start()
+	c = login()
+	if _, err := c.Select("INBOX.Kept", nil).Wait(); err != nil {
+		t.Fatal(err)
+	}
+	msgs, err := c.Fetch(imap.SeqSetNum(1), &imap.FetchOptions{Flags: true, Envelope: true}).Collect()
+	if err != nil || len(msgs) != 1 {
+		t.Fatalf("moved message: %d, %v", len(msgs), err)
+	}
+	fl := msgs[0].Flags
+	if !slices.Contains(fl, imap.FlagFlagged) || !slices.Contains(fl, imap.Flag("$Urgent")) {
+		t.Fatalf("flags after the restart %v; want \\Flagged and $Urgent", fl)
 	}
 }
