@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/directbridge/directbridge/admin"
+	"github.com/directbridge/directbridge/authguard"
 	"github.com/directbridge/directbridge/delivery"
 	"github.com/directbridge/directbridge/imapbackend"
 	"github.com/directbridge/directbridge/mailbox"
@@ -143,12 +144,15 @@ func (b *Bridge) open() error {
 	// once on one folder go out as one request (upstream/coalesce.go).
 	provider := upstream.WithCoalescing(upstream.WithBudget(restclient.Upstream(b.client), b.budget), b.budget)
 	verifier := mailbox.NewVerifier(provider, 0) // shared: an IMAP login and an SMTP AUTH cost one check
+	// Shared too: failures count across IMAP and SMTP.
+	guard := authguard.New(authguard.Config{FreeFailures: b.cfg.AuthFreeFailures, MaxDelay: b.cfg.AuthMaxDelay, RefuseAfter: b.cfg.AuthRefuseAfter})
 	b.imap, err = imapbackend.New(imapbackend.Config{
 		// A real provider may list direct children only; the embedded
 		// sandbox lists whole trees unless told otherwise.
 		FolderWalk:        b.cfg.APIURL != "" || b.cfg.SandboxConfig.ChildrenOnly,
 		Provider:          provider,
 		Verifier:          verifier,
+		Guard:             guard,
 		Store:             b.store,
 		TLSConfig:         b.certs.tlsConfig(),
 		AllowInsecureAuth: b.cfg.AllowInsecureAuth,
@@ -174,6 +178,7 @@ func (b *Bridge) open() error {
 	b.smtp, err = smtpbackend.New(smtpbackend.Config{
 		Provider:          provider,
 		Verifier:          verifier,
+		Guard:             guard,
 		Store:             b.store,
 		TLSConfig:         b.certs.tlsConfig(),
 		AllowInsecureAuth: b.cfg.AllowInsecureAuth,

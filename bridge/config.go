@@ -40,6 +40,9 @@ type Config struct {
 	SMTPMaxRecipients   int           `envconfig:"SMTP_MAX_RECIPIENTS" default:"100" desc:"most recipients of one SMTP message"`
 	Bounces             bool          `envconfig:"BOUNCES" default:"true" desc:"follow every message sent through SMTP until the provider reports each recipient final, and file an RFC 3464 delivery status notification in the sender's INBOX for recipients that failed (Locally Failed, Remotely Failed, NO MDN Received); ESMTP DSN NOTIFY, RET and ENVID are honoured"`
 	SMTPFlatten         bool          `envconfig:"SMTP_FLATTEN" default:"false" desc:"send receipts (MDN), bounces (DSN) and signed or encrypted S/MIME messages flattened into the provider's message model (report and signature parts become attachments) instead of refusing them with 554 5.6.3"`
+	AuthFreeFailures    int           `envconfig:"AUTH_FREE_FAILURES" default:"3" desc:"failed logins (IMAP and SMTP together) a client address may have in 15 minutes before its attempts are delayed: 1 s, doubling per failure"`
+	AuthMaxDelay        time.Duration `envconfig:"AUTH_MAX_DELAY" default:"15s" desc:"the longest delay of a login attempt from an address with many failures"`
+	AuthRefuseAfter     int           `envconfig:"AUTH_REFUSE_AFTER" default:"20" desc:"failed logins from one client address in 15 minutes after which its attempts are refused (IMAP NO [UNAVAILABLE], SMTP 454 4.7.0) until the 15 minutes have passed"`
 	SMTPUndecidedHold   time.Duration `envconfig:"SMTP_UNDECIDED_HOLD" default:"2m" desc:"how long a client's retry of a message whose earlier send has an unknown outcome (answer lost, bridge killed) is answered 451 while the provider's Sent copy is looked for, before the message is sent again"`
 
 	PollInterval    time.Duration `envconfig:"POLL_INTERVAL" default:"5s" desc:"how often the provider is asked for changes of a folder someone has open (one poll per user and folder, shared by all connections); stretched so that polls take at most half of the request budget"`
@@ -115,6 +118,10 @@ func DefaultDataDir() string {
 func (c *Config) Validate() []error {
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if c.AuthFreeFailures < 1 || c.AuthRefuseAfter <= c.AuthFreeFailures || c.AuthMaxDelay < time.Second {
+		bad("DIRECTBRIDGE_AUTH_FREE_FAILURES (%d) must be at least 1, DIRECTBRIDGE_AUTH_REFUSE_AFTER (%d) above it, and DIRECTBRIDGE_AUTH_MAX_DELAY (%s) at least 1s",
+			c.AuthFreeFailures, c.AuthRefuseAfter, c.AuthMaxDelay)
+	}
 	if c.APIURL != "" && !strings.HasPrefix(c.APIURL, "https://") && !strings.HasPrefix(c.APIURL, "http://") {
 		bad("DIRECTBRIDGE_API_URL: %q is not an http(s) URL", c.APIURL)
 	}

@@ -32,8 +32,11 @@ var (
 	errReadOnly      = no(imap.ResponseCodeCannot, "Mailbox is read-only (EXAMINE)")
 	errTooManyConns  = no(imap.ResponseCodeLimit, "Too many connections for this user")
 	errUnavailable   = no(imap.ResponseCodeUnavailable, "The provider cannot be reached; try again later")
-	errNoCondStore   = bad(imap.ResponseCodeClientBug, "UNCHANGEDSINCE needs CONDSTORE, which this server does not offer")
-	errTooBig        = no(imap.ResponseCodeTooBig, "Message is larger than the APPENDLIMIT")
+	// errTooManyFailures refuses a login from an address with too many
+	// failed ones (authguard); the same whether or not the user exists.
+	errTooManyFailures = no(imap.ResponseCodeUnavailable, "Too many failed logins from your address; try again later")
+	errNoCondStore     = bad(imap.ResponseCodeClientBug, "UNCHANGEDSINCE needs CONDSTORE, which this server does not offer")
+	errTooBig          = no(imap.ResponseCodeTooBig, "Message is larger than the APPENDLIMIT")
 	// errBadSeqNum answers a sequence number the client has not been
 	// given (RFC 3501 §9, seq-number: "BAD").
 	errBadSeqNum = bad(imap.ResponseCodeClientBug, "Invalid message sequence number: beyond the number of messages (EXISTS)")

@@ -92,7 +92,11 @@ func (ms *meteredSession) Login(username, password string) error {
 		case imap.ResponseCodeAuthenticationFailed:
 			ms.m.AuthFailed("credentials")
 		case imap.ResponseCodeUnavailable:
-			ms.m.AuthFailed("unavailable")
+			if ie == errTooManyFailures {
+				ms.m.AuthFailed("refused")
+			} else {
+				ms.m.AuthFailed("unavailable")
+			}
 		}
 	}
 	return err

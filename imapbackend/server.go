@@ -13,6 +13,7 @@ import (
 	"github.com/emersion/go-imap/v2"
 	"github.com/emersion/go-imap/v2/imapserver"
 
+	"github.com/directbridge/directbridge/authguard"
 	"github.com/directbridge/directbridge/mailbox"
 	"github.com/directbridge/directbridge/mailstore"
 	"github.com/directbridge/directbridge/upstream"
@@ -67,6 +68,9 @@ type Config struct {
 	// Metrics, when set, receives connection, command, authentication
 	// and cache events (metrics.go).
 	Metrics Metrics
+	// Guard slows down password guessing; nil: a Guard with the default
+	// thresholds of package authguard.
+	Guard *authguard.Guard
 	// FolderWalk makes the folder list be read level by level when the
 	// provider's GetFolders might list direct children only (see
 	// foldertree.go); false takes its answer for the whole tree, as the
@@ -79,6 +83,7 @@ type Server struct {
 	cfg    Config
 	store  *mailstore.Store  // the folders' mirrors, polling, metadata
 	bodies *mailstore.Bodies // store.Bodies()
+	guard  *authguard.Guard  // password guessing (package authguard)
 
 	folders folderCache // per-user folder lists, shared by a user's connections (list.go)
 	// folderShape is how the provider's GetFolders lists (foldertree.go).
@@ -155,6 +160,10 @@ func New(cfg Config) (*Server, error) {
 		PollInterval: cfg.PollInterval, Idle: cfg.MirrorIdle, CallTimeout: cfg.CallTimeout,
 		CacheBytes: cfg.CacheBytes, Logger: cfg.Logger})
 	s.bodies = s.store.Bodies()
+	s.guard = cfg.Guard
+	if s.guard == nil {
+		s.guard = authguard.New(authguard.Config{})
+	}
 	s.bodies.OnLookup(cfg.Metrics.CacheLookup)
 	return s, nil
 }

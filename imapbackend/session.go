@@ -8,7 +8,9 @@ import (
 	"github.com/emersion/go-imap/v2"
 	"github.com/emersion/go-imap/v2/imapserver"
 
+	"github.com/directbridge/directbridge/authguard"
 	"github.com/directbridge/directbridge/directapi"
+	"github.com/directbridge/directbridge/mailbox"
 	"github.com/directbridge/directbridge/mailstore"
 	"github.com/directbridge/directbridge/seqview"
 )
@@ -47,12 +49,31 @@ func (s *session) ctx() (context.Context, context.CancelFunc) {
 // Login checks the Direct address and password with the provider (shared,
 // short-lived verification: Thunderbird's five connections cost one REST
 // call). An unreachable provider is NO [UNAVAILABLE], never a false success.
+//
+// Guessing is slowed (package authguard): an address with many failures
+// waits before its attempts are checked, or is refused with NO
+// [UNAVAILABLE]; every failure is logged at WARN with the address and
+// the username, for fail2ban.
 func (s *session) Login(username, password string) error {
 	username = strings.ToLower(strings.TrimSpace(username))
 	ctx, cancel := s.ctx()
 	defer cancel()
-	if err := s.srv.cfg.Verifier.Verify(ctx, username, directapi.Secret(password)); err != nil {
-		s.srv.cfg.Logger.Info("imap login failed", "remote", s.conn.NetConn().RemoteAddr().String())
+	addr := authguard.Key(s.conn.NetConn().RemoteAddr())
+	release, _, err := s.srv.guard.Admit(ctx, addr)
+	if errors.Is(err, authguard.ErrRefused) {
+		s.srv.cfg.Logger.Warn("authentication refused", "proto", "imap", "remote", addr, "user", username, "reason", "too many failures from the address")
+		return errTooManyFailures
+	}
+	if err != nil {
+		return errUnavailable
+	}
+	err = s.srv.cfg.Verifier.Verify(ctx, username, directapi.Secret(password))
+	release()
+	if err != nil {
+		if errors.Is(err, mailbox.ErrAuthFailed) {
+			s.srv.cfg.Logger.Warn("authentication failed", "proto", "imap", "remote", addr, "user", username)
+			s.srv.guard.Failed(ctx, addr, username)
+		}
 		if e := imapError(err); e != nil {
 			return e
 		}

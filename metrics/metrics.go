@@ -50,6 +50,7 @@ const (
 	// Authentication failure reasons.
 	ReasonCredentials = "credentials" // the provider refused them
 	ReasonUnavailable = "unavailable" // the provider could not be asked
+	ReasonRefused     = "refused"     // too many failures from the client's address (authguard)
 
 	// SMTP message results.
 	MessageSent      = "sent"
@@ -268,9 +269,10 @@ func (f front) ConnOpened() {
 // ConnClosed counts the end of a connection.
 func (f front) ConnClosed() { f.r.connsOpen.WithLabelValues(f.protocol).Dec() }
 
-// AuthFailed counts a failed login: reason credentials or unavailable.
+// AuthFailed counts a failed login: reason credentials, unavailable or
+// refused.
 func (f front) AuthFailed(reason string) {
-	f.r.authFailures.WithLabelValues(f.protocol, oneOf(reason, ReasonCredentials, ReasonUnavailable)).Inc()
+	f.r.authFailures.WithLabelValues(f.protocol, oneOf(reason, ReasonCredentials, ReasonUnavailable, ReasonRefused)).Inc()
 }
 
 // IMAP records the IMAP front's events; it satisfies imapbackend.Metrics.

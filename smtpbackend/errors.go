@@ -34,6 +34,11 @@ func senderRefused(sender string) *smtp.SMTPError {
 }
 
 // authReply maps a credential check failure.
+// errTooManyFailures refuses AUTH from an address with too many failed
+// ones (authguard): 454 4.7.0, a temporary authentication failure (RFC
+// 4954 §6), the same whether or not the user exists.
+var errTooManyFailures = reply(454, smtp.EnhancedCode{4, 7, 0}, "Too many failed logins from your address; try again later")
+
 func authReply(err error) *smtp.SMTPError {
 	switch {
 	case errors.Is(err, mailbox.ErrAuthFailed):

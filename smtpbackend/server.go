@@ -13,6 +13,7 @@ import (
 
 	"github.com/emersion/go-smtp"
 
+	"github.com/directbridge/directbridge/authguard"
 	"github.com/directbridge/directbridge/delivery"
 	"github.com/directbridge/directbridge/mailbox"
 	"github.com/directbridge/directbridge/upstream"
@@ -46,6 +47,10 @@ type Config struct {
 	// Provider is the mail provider (restclient.Upstream, usually in a budget).
 	Provider upstream.Provider
 	Verifier *mailbox.Verifier
+	// Guard slows down password guessing; nil: a Guard with the default
+	// thresholds of package authguard. Share the IMAP front's, so that
+	// failures count across both.
+	Guard *authguard.Guard
 	// Store records submitted messages (smtpId, Message-ID, time); nil
 	// keeps no record.
 	Store mailbox.StateStore
@@ -90,6 +95,7 @@ type Server struct {
 	log     *slog.Logger
 	metrics Metrics
 	journal mailbox.Submissions
+	auth    *authguard.Guard
 
 	inData atomic.Int64 // transactions between DATA and their answer
 	// inTx counts transactions with recipients: one may have sent DATA
@@ -145,7 +151,11 @@ func New(cfg Config) (*Server, error) {
 	if m == nil {
 		m = nopMetrics{}
 	}
-	return &Server{cfg: cfg, log: lg, metrics: m, journal: journal, conns: map[*smtp.Conn]struct{}{}}, nil
+	guard := cfg.Guard
+	if guard == nil {
+		guard = authguard.New(authguard.Config{})
+	}
+	return &Server{cfg: cfg, log: lg, metrics: m, journal: journal, auth: guard, conns: map[*smtp.Conn]struct{}{}}, nil
 }
 
 // ServeSubmission serves message submission (RFC 6409) with STARTTLS

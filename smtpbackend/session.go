@@ -13,6 +13,7 @@ import (
 	"github.com/emersion/go-sasl"
 	"github.com/emersion/go-smtp"
 
+	"github.com/directbridge/directbridge/authguard"
 	"github.com/directbridge/directbridge/delivery"
 	"github.com/directbridge/directbridge/directapi"
 	"github.com/directbridge/directbridge/mailbox"
@@ -86,14 +87,30 @@ func (ss *session) login(identity, username, password string) (err error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), ss.s.cfg.SendTimeout)
 	defer cancel()
+	// Guessing is slowed (package authguard), as on the IMAP side.
+	addr := authguard.Key(ss.conn.Conn().RemoteAddr())
+	release, _, err := ss.s.auth.Admit(ctx, addr)
+	if errors.Is(err, authguard.ErrRefused) {
+		ss.s.log.Warn("authentication refused", "proto", "smtp", "remote", addr, "user", strings.ToLower(username), "reason", "too many failures from the address")
+		ss.s.metrics.AuthFailed("refused")
+		return errTooManyFailures
+	}
+	if err != nil {
+		return errAuthTempFail
+	}
 	if identity == "" {
 		err = ss.s.cfg.Verifier.Verify(ctx, username, directapi.Secret(password))
 	} else {
 		err = ss.s.cfg.Verifier.VerifyTuser(ctx, username, directapi.Secret(password), identity)
 	}
+	release()
 	if err != nil {
-		ss.s.log.Info("smtp auth failed", "remote", ss.conn.Conn().RemoteAddr().String(), "tuser", identity != "",
-			"unavailable", errors.Is(err, mailbox.ErrUnavailable))
+		if errors.Is(err, mailbox.ErrAuthFailed) {
+			ss.s.log.Warn("authentication failed", "proto", "smtp", "remote", addr, "user", strings.ToLower(username), "tuser", identity != "")
+			ss.s.auth.Failed(ctx, addr, username)
+		} else {
+			ss.s.log.Info("smtp auth failed", "remote", addr, "tuser", identity != "", "unavailable", errors.Is(err, mailbox.ErrUnavailable))
+		}
 		ss.s.metrics.AuthFailed(authFailReason(err))
 		return authReply(err)
 	}

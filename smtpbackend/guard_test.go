@@ -1,0 +1,66 @@
+package smtpbackend_test
+
+import (
+	"errors"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/emersion/go-sasl"
+	"github.com/emersion/go-smtp"
+
+	"github.com/directbridge/directbridge/authguard"
+	"github.com/directbridge/directbridge/smtpbackend"
+)
+
+// dialFrom connects with STARTTLS from the loopback source address src.
+func (h *harness) dialFrom(t *testing.T, src string) *smtp.Client {
+	t.Helper()
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}, Timeout: 5 * time.Second}
+	conn, err := d.Dial("tcp", h.subAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := smtp.NewClientStartTLS(conn, clientTLS())
+	if err != nil {
+		t.Fatalf("STARTTLS: %v", err)
+	}
+	return withTimeouts(t, c)
+}
+
+// TestAuthGuessingSlowed: wrong passwords from one address are delayed,
+// then refused with 454 4.7.0 without asking the provider; the real user
+// authenticates at once from another address.
+func TestAuthGuessingSlowed(t *testing.T) {
+	guard := authguard.New(authguard.Config{FreeFailures: 2, RefuseAfter: 5, MaxDelay: 300 * time.Millisecond})
+	h := newHarness(t, func(c *smtpbackend.Config) { c.Guard = guard })
+	start := time.Now()
+	for i := 0; i < 5; i++ {
+		c := h.dialFrom(t, "127.0.0.1")
+		if err := c.Auth(sasl.NewPlainClient("", aliceAddr, "wrong")); err == nil {
+			t.Fatal("a wrong password was taken")
+		}
+		c.Close()
+	}
+	if took := time.Since(start); took < 600*time.Millisecond {
+		t.Errorf("5 wrong passwords took %v; want the 4th and 5th delayed", took)
+	}
+	checks := h.sb.Calls("GetMessageCount")
+	c := h.dialFrom(t, "127.0.0.1")
+	err := c.Auth(sasl.NewPlainClient("", aliceAddr, passwords[aliceAddr]))
+	var se *smtp.SMTPError
+	if !errors.As(err, &se) || se.Code != 454 || se.EnhancedCode != (smtp.EnhancedCode{4, 7, 0}) {
+		t.Fatalf("the 6th attempt from the guessing address: %v; want 454 4.7.0", err)
+	}
+	if n := h.sb.Calls("GetMessageCount"); n != checks {
+		t.Errorf("a refused attempt reached the provider")
+	}
+	began := time.Now()
+	c = h.dialFrom(t, "127.0.0.2")
+	if err := c.Auth(sasl.NewPlainClient("", aliceAddr, passwords[aliceAddr])); err != nil {
+		t.Fatalf("the real user from another address: %v", err)
+	}
+	if took := time.Since(began); took > time.Second {
+		t.Errorf("the real user's AUTH took %v; want no delay", took)
+	}
+}
