@@ -40,6 +40,9 @@ func OpenStore(dir string) (*Store, error) {
 		return nil, fmt.Errorf("mailbox: state directory: %w", err)
 	}
 	path := filepath.Join(dir, "state.db")
+	if err := sqlstmt.PrivateFile(path); err != nil {
+		return nil, fmt.Errorf("mailbox: state store: %w", err)
+	}
 	dsn := "file:" + (&url.URL{Path: path}).EscapedPath() +
 		"?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_txlock=immediate"
 	db, err := sql.Open("sqlite", dsn)

@@ -99,6 +99,9 @@ CREATE TABLE IF NOT EXISTS orders (
 // serialises all access: each REST operation is one short transaction, and
 // a single writer never meets SQLITE_BUSY.
 func openDB(path string) (*sql.DB, error) {
+	if err := sqlstmt.PrivateFile(path); err != nil {
+		return nil, fmt.Errorf("sandbox: database: %w", err)
+	}
 	dsn := "file:" + (&url.URL{Path: path}).EscapedPath() +
 		"?_pragma=foreign_keys(1)&_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)"
 	db, err := sql.Open("sqlite", dsn)
