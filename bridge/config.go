@@ -36,7 +36,7 @@ type Config struct {
 
 	AllowInsecureAuth bool `envconfig:"ALLOW_INSECURE_AUTH" default:"false" desc:"offer password authentication without TLS on non-loopback listeners (loopback always may)"`
 
-	SMTPMaxMessageBytes int64         `envconfig:"SMTP_MAX_MESSAGE_BYTES" default:"52428800" desc:"largest message accepted by SMTP, in bytes (advertised as SIZE)"`
+	SMTPMaxMessageBytes int64         `envconfig:"SMTP_MAX_MESSAGE_BYTES" default:"0" desc:"largest message accepted by SMTP, in bytes (advertised as SIZE); 0: the largest that fits DIRECTBRIDGE_API_MAX_REQUEST_BYTES once encoded"`
 	SMTPMaxRecipients   int           `envconfig:"SMTP_MAX_RECIPIENTS" default:"100" desc:"most recipients of one SMTP message"`
 	Bounces             bool          `envconfig:"BOUNCES" default:"true" desc:"follow every message sent through SMTP until the provider reports each recipient final, and file an RFC 3464 delivery status notification in the sender's INBOX for recipients that failed (Locally Failed, Remotely Failed, NO MDN Received); ESMTP DSN NOTIFY, RET and ENVID are honoured"`
 	SMTPFlatten         bool          `envconfig:"SMTP_FLATTEN" default:"false" desc:"send receipts (MDN), bounces (DSN) and signed or encrypted S/MIME messages flattened into the provider's message model (report and signature parts become attachments) instead of refusing them with 554 5.6.3"`
@@ -45,11 +45,12 @@ type Config struct {
 	AuthRefuseAfter     int           `envconfig:"AUTH_REFUSE_AFTER" default:"20" desc:"failed logins from one client address in 15 minutes after which its attempts are refused (IMAP NO [UNAVAILABLE], SMTP 454 4.7.0) until the 15 minutes have passed"`
 	SMTPUndecidedHold   time.Duration `envconfig:"SMTP_UNDECIDED_HOLD" default:"2m" desc:"how long a client's retry of a message whose earlier send has an unknown outcome (answer lost, bridge killed) is answered 451 while the provider's Sent copy is looked for, before the message is sent again"`
 
-	PollInterval    time.Duration `envconfig:"POLL_INTERVAL" default:"5s" desc:"how often the provider is asked for changes of a folder someone has open (one poll per user and folder, shared by all connections); stretched so that polls take at most half of the request budget"`
-	IMAPCacheBytes  int64         `envconfig:"IMAP_CACHE_BYTES" default:"67108864" desc:"memory for raw messages cached by the IMAP front (never written to disk)"`
-	IMAPAppendLimit uint32        `envconfig:"IMAP_APPEND_LIMIT" default:"52428800" desc:"largest IMAP APPEND, in bytes (advertised as APPENDLIMIT)"`
-	IMAPMaxConns    int           `envconfig:"IMAP_MAX_CONNECTIONS_PER_USER" default:"20" desc:"most IMAP connections of one user"`
-	ExpungePolicy   string        `envconfig:"EXPUNGE" default:"trash" desc:"what IMAP EXPUNGE does outside INBOX.Trash: trash (move to INBOX.Trash, recoverable) or forever"`
+	PollInterval       time.Duration `envconfig:"POLL_INTERVAL" default:"5s" desc:"how often the provider is asked for changes of a folder someone has open (one poll per user and folder, shared by all connections); stretched so that polls take at most half of the request budget"`
+	IMAPCacheBytes     int64         `envconfig:"IMAP_CACHE_BYTES" default:"67108864" desc:"memory for raw messages cached by the IMAP front (never written to disk)"`
+	IMAPAppendLimit    uint32        `envconfig:"IMAP_APPEND_LIMIT" default:"0" desc:"largest IMAP APPEND, in bytes (advertised as APPENDLIMIT); 0: the largest that fits DIRECTBRIDGE_API_MAX_REQUEST_BYTES once encoded"`
+	APIMaxRequestBytes int64         `envconfig:"API_MAX_REQUEST_BYTES" default:"67108864" desc:"largest request body the provider accepts; the documents state none, 64 MiB is the sandbox's (DIRECTBRIDGE_SANDBOX_MAX_BODY). SIZE and APPENDLIMIT are derived from it"`
+	IMAPMaxConns       int           `envconfig:"IMAP_MAX_CONNECTIONS_PER_USER" default:"20" desc:"most IMAP connections of one user"`
+	ExpungePolicy      string        `envconfig:"EXPUNGE" default:"trash" desc:"what IMAP EXPUNGE does outside INBOX.Trash: trash (move to INBOX.Trash, recoverable) or forever"`
 
 	// APIRateLimit is the provider budget; read it with RateLimit.
 	APIRateLimit string        `envconfig:"API_RATE_LIMIT" desc:"the provider budget: most REST requests per second to the provider, shared by all users, or unlimited (also 0); unset: unlimited on the embedded sandbox, 100 with a real provider (DIRECTBRIDGE_API_URL), the bridge's own courtesy default since the provider's documents state no rate limit"`
@@ -142,8 +143,18 @@ func (c *Config) Validate() []error {
 	if (c.TLSCert == "") != (c.TLSKey == "") {
 		bad("DIRECTBRIDGE_TLS_CERT and DIRECTBRIDGE_TLS_KEY must be set together")
 	}
-	if c.SMTPMaxMessageBytes <= 0 {
-		bad("DIRECTBRIDGE_SMTP_MAX_MESSAGE_BYTES must be positive")
+	fit := c.MessageFit()
+	switch {
+	case c.APIMaxRequestBytes < 1<<20:
+		bad("DIRECTBRIDGE_API_MAX_REQUEST_BYTES (%d) must be at least 1 MiB", c.APIMaxRequestBytes)
+	case c.SMTPMaxMessageBytes < 0:
+		bad("DIRECTBRIDGE_SMTP_MAX_MESSAGE_BYTES must not be negative")
+	case c.SMTPMaxMessageBytes > fit:
+		bad("DIRECTBRIDGE_SMTP_MAX_MESSAGE_BYTES (%d) is more than fits a provider request of DIRECTBRIDGE_API_MAX_REQUEST_BYTES (%d) once encoded: at most %d",
+			c.SMTPMaxMessageBytes, c.APIMaxRequestBytes, fit)
+	case int64(c.IMAPAppendLimit) > fit:
+		bad("DIRECTBRIDGE_IMAP_APPEND_LIMIT (%d) is more than fits a provider request of DIRECTBRIDGE_API_MAX_REQUEST_BYTES (%d) once encoded: at most %d",
+			c.IMAPAppendLimit, c.APIMaxRequestBytes, fit)
 	}
 	if c.SMTPMaxRecipients <= 0 {
 		bad("DIRECTBRIDGE_SMTP_MAX_RECIPIENTS must be positive")
@@ -171,4 +182,35 @@ func (c *Config) Validate() []error {
 	}
 	errs = append(errs, c.validateAdmin()...)
 	return errs
+}
+
+// requestOverhead is what a request carries beside one message: the JSON
+// field names, credentials, folder and headers.
+const requestOverhead = 64 << 10
+
+// MessageFit is the largest message that fits a provider request of
+// APIMaxRequestBytes once encoded: APPEND sends it base64 encoded
+// (SaveRawMessages), which adds a third, and an SMTP message's
+// attachments travel base64 encoded too. A message under SIZE or
+// APPENDLIMIT is therefore never refused by the provider for its size
+// (one made mostly of control characters, which JSON writes as six
+// bytes, excepted).
+func (c *Config) MessageFit() int64 {
+	return max(0, (c.APIMaxRequestBytes-requestOverhead)/4*3)
+}
+
+// SMTPSize is the SIZE limit: the setting, or MessageFit.
+func (c *Config) SMTPSize() int64 {
+	if c.SMTPMaxMessageBytes > 0 {
+		return c.SMTPMaxMessageBytes
+	}
+	return c.MessageFit()
+}
+
+// AppendLimit is APPENDLIMIT: the setting, or MessageFit.
+func (c *Config) AppendLimit() uint32 {
+	if c.IMAPAppendLimit > 0 {
+		return c.IMAPAppendLimit
+	}
+	return uint32(min(c.MessageFit(), 1<<32-1))
 }
