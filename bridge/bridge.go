@@ -14,6 +14,7 @@ import (
 
 	"github.com/directbridge/directbridge/admin"
 	"github.com/directbridge/directbridge/authguard"
+	"github.com/directbridge/directbridge/connguard"
 	"github.com/directbridge/directbridge/delivery"
 	"github.com/directbridge/directbridge/imapbackend"
 	"github.com/directbridge/directbridge/mailbox"
@@ -144,6 +145,7 @@ func (b *Bridge) open() error {
 	// once on one folder go out as one request (upstream/coalesce.go).
 	provider := upstream.WithCoalescing(upstream.WithBudget(restclient.Upstream(b.client), b.budget), b.budget)
 	verifier := mailbox.NewVerifier(provider, 0) // shared: an IMAP login and an SMTP AUTH cost one check
+	conns := connguard.Limits{PerAddress: b.cfg.MaxConnsPerAddress, PreAuthTime: b.cfg.PreAuthTimeout}
 	// Shared too: failures count across IMAP and SMTP.
 	guard := authguard.New(authguard.Config{FreeFailures: b.cfg.AuthFreeFailures, MaxDelay: b.cfg.AuthMaxDelay, RefuseAfter: b.cfg.AuthRefuseAfter})
 	b.imap, err = imapbackend.New(imapbackend.Config{
@@ -153,6 +155,7 @@ func (b *Bridge) open() error {
 		Provider:          provider,
 		Verifier:          verifier,
 		Guard:             guard,
+		Connections:       conns,
 		Store:             b.store,
 		TLSConfig:         b.certs.tlsConfig(),
 		AllowInsecureAuth: b.cfg.AllowInsecureAuth,
@@ -179,6 +182,7 @@ func (b *Bridge) open() error {
 		Provider:          provider,
 		Verifier:          verifier,
 		Guard:             guard,
+		Connections:       conns,
 		Store:             b.store,
 		TLSConfig:         b.certs.tlsConfig(),
 		AllowInsecureAuth: b.cfg.AllowInsecureAuth,

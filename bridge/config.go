@@ -40,6 +40,8 @@ type Config struct {
 	SMTPMaxRecipients   int           `envconfig:"SMTP_MAX_RECIPIENTS" default:"100" desc:"most recipients of one SMTP message"`
 	Bounces             bool          `envconfig:"BOUNCES" default:"true" desc:"follow every message sent through SMTP until the provider reports each recipient final, and file an RFC 3464 delivery status notification in the sender's INBOX for recipients that failed (Locally Failed, Remotely Failed, NO MDN Received); ESMTP DSN NOTIFY, RET and ENVID are honoured"`
 	SMTPFlatten         bool          `envconfig:"SMTP_FLATTEN" default:"false" desc:"send receipts (MDN), bounces (DSN) and signed or encrypted S/MIME messages flattened into the provider's message model (report and signature parts become attachments) instead of refusing them with 554 5.6.3"`
+	MaxConnsPerAddress  int           `envconfig:"MAX_CONNS_PER_ADDRESS" default:"20" desc:"connections one client address may hold on each listener before it has logged in; more are refused at once (IMAP BYE, SMTP 421)"`
+	PreAuthTimeout      time.Duration `envconfig:"PREAUTH_TIMEOUT" default:"30s" desc:"time a client has to log in after connecting"`
 	AuthFreeFailures    int           `envconfig:"AUTH_FREE_FAILURES" default:"3" desc:"failed logins (IMAP and SMTP together) a client address may have in 15 minutes before its attempts are delayed: 1 s, doubling per failure"`
 	AuthMaxDelay        time.Duration `envconfig:"AUTH_MAX_DELAY" default:"15s" desc:"the longest delay of a login attempt from an address with many failures"`
 	AuthRefuseAfter     int           `envconfig:"AUTH_REFUSE_AFTER" default:"20" desc:"failed logins from one client address in 15 minutes after which its attempts are refused (IMAP NO [UNAVAILABLE], SMTP 454 4.7.0) until the 15 minutes have passed"`
@@ -119,6 +121,9 @@ func DefaultDataDir() string {
 func (c *Config) Validate() []error {
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if c.MaxConnsPerAddress < 1 || c.PreAuthTimeout < time.Second {
+		bad("DIRECTBRIDGE_MAX_CONNS_PER_ADDRESS (%d) must be at least 1 and DIRECTBRIDGE_PREAUTH_TIMEOUT (%s) at least 1s", c.MaxConnsPerAddress, c.PreAuthTimeout)
+	}
 	if c.AuthFreeFailures < 1 || c.AuthRefuseAfter <= c.AuthFreeFailures || c.AuthMaxDelay < time.Second {
 		bad("DIRECTBRIDGE_AUTH_FREE_FAILURES (%d) must be at least 1, DIRECTBRIDGE_AUTH_REFUSE_AFTER (%d) above it, and DIRECTBRIDGE_AUTH_MAX_DELAY (%s) at least 1s",
 			c.AuthFreeFailures, c.AuthRefuseAfter, c.AuthMaxDelay)

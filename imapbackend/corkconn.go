@@ -96,6 +96,9 @@ func (c *corkConn) delayedFlush() {
 	c.flushLocked()
 }
 
+// Unwrap gives the connection underneath (connguard.Authenticated).
+func (c *corkConn) Unwrap() net.Conn { return c.Conn }
+
 // Read sends what waits first: the server reads when it is done writing.
 func (c *corkConn) Read(p []byte) (int, error) {
 	c.mu.Lock()

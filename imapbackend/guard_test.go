@@ -1,8 +1,11 @@
 package imapbackend_test
 
 import (
+	"bufio"
 	"errors"
+	"io"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -10,6 +13,7 @@ import (
 	"github.com/emersion/go-imap/v2/imapclient"
 
 	"github.com/directbridge/directbridge/authguard"
+	"github.com/directbridge/directbridge/connguard"
 	"github.com/directbridge/directbridge/imapbackend"
 )
 
@@ -62,5 +66,60 @@ func TestLoginGuessingSlowed(t *testing.T) {
 	}
 	if took := time.Since(began); took > 250*time.Millisecond {
 		t.Errorf("the real user's login took %v; want no delay", took)
+	}
+}
+
+// TestStrangersCannotStarveUsers: 600 connections from one address that
+// never log in take neither the listener nor the real user's login from
+// another address, which succeeds within 5 s; those over the per-address
+// limit are told BYE at once. A stranger is disconnected after the
+// pre-authentication time, although go-imap sets a read timeout of
+// minutes.
+func TestStrangersCannotStarveUsers(t *testing.T) {
+	e := newEnv(t, options{cfg: func(c *imapbackend.Config) {
+		c.Connections = connguard.Limits{PreAuthTime: 2 * time.Second}
+	}})
+	var strangers []net.Conn
+	t.Cleanup(func() {
+		for _, c := range strangers {
+			c.Close()
+		}
+	})
+	for i := 0; i < 600; i++ {
+		c, err := net.Dial("tcp", e.addr)
+		if err != nil {
+			t.Fatalf("stranger %d: %v", i, err)
+		}
+		strangers = append(strangers, c)
+	}
+	began := time.Now()
+	c := e.dialFrom("127.0.0.2")
+	if err := c.Login(alice, alicePW).Wait(); err != nil {
+		t.Fatalf("the real user: %v", err)
+	}
+	if took := time.Since(began); took > 5*time.Second {
+		t.Fatalf("the real user's login took %v beside 600 strangers", took)
+	}
+	// The last stranger was over the limit: BYE at once.
+	last := strangers[len(strangers)-1]
+	last.SetReadDeadline(time.Now().Add(5 * time.Second))
+	line, _ := bufio.NewReader(last).ReadString('\n')
+	if !strings.HasPrefix(line, "* BYE") {
+		t.Errorf("a stranger over the limit got %q; want BYE", line)
+	}
+	// The first one was let in, greeted, and is let go after the
+	// pre-authentication time.
+	first := strangers[0]
+	first.SetReadDeadline(time.Now().Add(10 * time.Second))
+	r := bufio.NewReader(first)
+	if greeting, _ := r.ReadString('\n'); !strings.HasPrefix(greeting, "* OK") {
+		t.Fatalf("a stranger within the limit got %q; want the greeting", greeting)
+	}
+	start := time.Now()
+	if _, err := io.Copy(io.Discard, r); err != nil && !errors.Is(err, io.EOF) && time.Since(start) > 9*time.Second {
+		t.Fatalf("a silent stranger was not disconnected: %v", err)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("a silent stranger stayed %v; want about the 2 s pre-authentication time", took)
 	}
 }

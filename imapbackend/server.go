@@ -14,6 +14,7 @@ import (
 	"github.com/emersion/go-imap/v2/imapserver"
 
 	"github.com/directbridge/directbridge/authguard"
+	"github.com/directbridge/directbridge/connguard"
 	"github.com/directbridge/directbridge/mailbox"
 	"github.com/directbridge/directbridge/mailstore"
 	"github.com/directbridge/directbridge/upstream"
@@ -68,6 +69,10 @@ type Config struct {
 	// Metrics, when set, receives connection, command, authentication
 	// and cache events (metrics.go).
 	Metrics Metrics
+	// Connections bounds what a client gets before it logs in:
+	// connections per address and in all for each listener, time and
+	// bytes (package connguard; zero values are its defaults).
+	Connections connguard.Limits
 	// Guard slows down password guessing; nil: a Guard with the default
 	// thresholds of package authguard.
 	Guard *authguard.Guard
@@ -172,7 +177,7 @@ func New(cfg Config) (*Server, error) {
 // refused before STARTTLS (LOGINDISABLED), except on loopback listeners or
 // with AllowInsecureAuth.
 func (s *Server) ServePlain(l net.Listener) error {
-	return s.serve(corkListener{l}, s.cfg.AllowInsecureAuth || isLoopback(l.Addr()))
+	return s.serve(corkListener{s.guardConns(l)}, s.cfg.AllowInsecureAuth || isLoopback(l.Addr()))
 }
 
 // ServeTLS serves IMAP over implicit TLS (RFC 8314 §3.2) on l.
@@ -180,7 +185,7 @@ func (s *Server) ServeTLS(l net.Listener) error {
 	if s.cfg.TLSConfig == nil {
 		return errors.New("imapbackend: implicit TLS needs a TLS configuration")
 	}
-	return s.serve(tls.NewListener(corkListener{l}, s.cfg.TLSConfig), true)
+	return s.serve(tls.NewListener(corkListener{s.guardConns(l)}, s.cfg.TLSConfig), true)
 }
 
 func (s *Server) serve(l net.Listener, insecureAuth bool) error {
@@ -287,3 +292,9 @@ func isLoopback(a net.Addr) bool {
 // for metrics: an interval above the configured one means the provider
 // budget stretched it.
 func (s *Server) PollStats() (folders int, interval time.Duration) { return s.store.PollStats() }
+
+// guardConns applies the limits on strangers (package connguard); a
+// connection over them gets BYE (RFC 9051 §7.1.5) and is closed.
+func (s *Server) guardConns(l net.Listener) net.Listener {
+	return connguard.Listener(l, s.cfg.Connections, "* BYE Too many connections from your address or in all; try again later\r\n")
+}

@@ -9,6 +9,7 @@ import (
 	"github.com/emersion/go-imap/v2/imapserver"
 
 	"github.com/directbridge/directbridge/authguard"
+	"github.com/directbridge/directbridge/connguard"
 	"github.com/directbridge/directbridge/directapi"
 	"github.com/directbridge/directbridge/mailbox"
 	"github.com/directbridge/directbridge/mailstore"
@@ -81,6 +82,7 @@ func (s *session) Login(username, password string) error {
 	if !s.srv.addConn(username) {
 		return errTooManyConns
 	}
+	connguard.Authenticated(s.conn.NetConn())
 	s.auth = directapi.Authentication{Username: username, Password: directapi.Secret(password)}
 	s.srv.cfg.Logger.Info("imap login", "user", username)
 	return nil

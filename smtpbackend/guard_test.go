@@ -1,8 +1,10 @@
 package smtpbackend_test
 
 import (
+	"bufio"
 	"errors"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -62,5 +64,41 @@ func TestAuthGuessingSlowed(t *testing.T) {
 	}
 	if took := time.Since(began); took > time.Second {
 		t.Errorf("the real user's AUTH took %v; want no delay", took)
+	}
+}
+
+// TestStalledStrangersCannotStarveUsers: 300 connections from one
+// address that send "EHLO " without a line end take neither the listener
+// nor the real user's AUTH from another address, which succeeds within
+// 5 s; those over the per-address limit get 421 at once.
+func TestStalledStrangersCannotStarveUsers(t *testing.T) {
+	h := newHarness(t, nil)
+	var strangers []net.Conn
+	t.Cleanup(func() {
+		for _, c := range strangers {
+			c.Close()
+		}
+	})
+	for i := 0; i < 300; i++ {
+		c, err := net.Dial("tcp", h.subAddr)
+		if err != nil {
+			t.Fatalf("stranger %d: %v", i, err)
+		}
+		c.Write([]byte("EHLO "))
+		strangers = append(strangers, c)
+	}
+	began := time.Now()
+	c := h.dialFrom(t, "127.0.0.2")
+	if err := c.Auth(sasl.NewPlainClient("", aliceAddr, passwords[aliceAddr])); err != nil {
+		t.Fatalf("the real user: %v", err)
+	}
+	if took := time.Since(began); took > 5*time.Second {
+		t.Fatalf("the real user's AUTH took %v beside 300 stalled strangers", took)
+	}
+	last := strangers[len(strangers)-1]
+	last.SetReadDeadline(time.Now().Add(5 * time.Second))
+	line, _ := bufio.NewReader(last).ReadString('\n')
+	if !strings.HasPrefix(line, "421 4.7.0") {
+		t.Errorf("a stranger over the limit got %q; want 421 4.7.0", line)
 	}
 }

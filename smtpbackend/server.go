@@ -14,6 +14,7 @@ import (
 	"github.com/emersion/go-smtp"
 
 	"github.com/directbridge/directbridge/authguard"
+	"github.com/directbridge/directbridge/connguard"
 	"github.com/directbridge/directbridge/delivery"
 	"github.com/directbridge/directbridge/mailbox"
 	"github.com/directbridge/directbridge/upstream"
@@ -63,11 +64,13 @@ type Config struct {
 	AllowInsecureAuth bool
 	MaxMessageBytes   int64
 	MaxRecipients     int
-	// MaxConnections bounds the open connections of each listener.
-	MaxConnections int
-	ReadTimeout    time.Duration
-	WriteTimeout   time.Duration
-	SendTimeout    time.Duration
+	// Connections bounds what a client gets before it authenticates:
+	// connections per address and in all for each listener, time and
+	// bytes (package connguard; zero values are its defaults).
+	Connections  connguard.Limits
+	ReadTimeout  time.Duration
+	WriteTimeout time.Duration
+	SendTimeout  time.Duration
 	// UndecidedHold is how long a retry of a message whose earlier
 	// attempt has an unknown outcome is answered 451 rather than sent
 	// again (journal.go); default DefaultUndecidedHold.
@@ -120,9 +123,6 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.MaxMessageBytes <= 0 {
 		cfg.MaxMessageBytes = DefaultMaxMessageBytes
-	}
-	if cfg.MaxConnections <= 0 {
-		cfg.MaxConnections = DefaultMaxConnections
 	}
 	if cfg.MaxRecipients <= 0 {
 		cfg.MaxRecipients = DefaultMaxRecipients
