@@ -163,10 +163,14 @@ type Conn struct {
 	budget   int64 // bytes left before authentication
 	deadline time.Time
 	read     atomic.Int64
+	lastRead atomic.Int64 // Unix ns of the last byte read
 }
 
 func (c *Conn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
+	if n > 0 {
+		c.lastRead.Store(time.Now().UnixNano())
+	}
 	if !c.authed.Load() && c.read.Add(int64(n)) > c.budget {
 		return n, ErrPreAuthBytes
 	}
@@ -214,21 +218,40 @@ func (c *Conn) authenticate() {
 	c.Conn.SetReadDeadline(time.Time{})
 }
 
-// Authenticated lifts the stranger's limits of the connection under c
-// (through TLS and other wrappers that have an Unwrap method) and clears
-// the pre-authentication deadline.
-func Authenticated(c net.Conn) {
+// LastRead is when bytes last came in on the connection under c (through
+// TLS and wrappers with Unwrap), or the zero time when c is not one of
+// this package's.
+func LastRead(c net.Conn) time.Time {
+	if x := find(c); x != nil {
+		if ns := x.lastRead.Load(); ns != 0 {
+			return time.Unix(0, ns)
+		}
+	}
+	return time.Time{}
+}
+
+// find returns the Conn under c.
+func find(c net.Conn) *Conn {
 	for range 6 {
 		switch x := c.(type) {
 		case *Conn:
-			x.authenticate()
-			return
+			return x
 		case *tls.Conn:
 			c = x.NetConn()
 		case interface{ Unwrap() net.Conn }:
 			c = x.Unwrap()
 		default:
-			return
+			return nil
 		}
+	}
+	return nil
+}
+
+// Authenticated lifts the stranger's limits of the connection under c
+// (through TLS and other wrappers that have an Unwrap method) and clears
+// the pre-authentication deadline.
+func Authenticated(c net.Conn) {
+	if x := find(c); x != nil {
+		x.authenticate()
 	}
 }

@@ -2,6 +2,7 @@ package smtpbackend_test
 
 import (
 	"bufio"
+	"encoding/base64"
 	"errors"
 	"net"
 	"strings"
@@ -100,5 +101,54 @@ func TestStalledStrangersCannotStarveUsers(t *testing.T) {
 	line, _ := bufio.NewReader(last).ReadString('\n')
 	if !strings.HasPrefix(line, "421 4.7.0") {
 		t.Errorf("a stranger over the limit got %q; want 421 4.7.0", line)
+	}
+}
+
+// TestBareCRAnswered: a message whose text ends "…hello\r" before the end
+// of data makes go-smtp miss that end (it loses a CR after a CR); the
+// bridge answers 451 4.4.2 after DataIdle without data (2 s here, 30 s by
+// default), not after the five-minute read timeout.
+func TestBareCRAnswered(t *testing.T) {
+	h := newHarness(t, func(c *smtpbackend.Config) { c.DataIdle = 2 * time.Second })
+	c, err := net.Dial("tcp", h.subAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	r := bufio.NewReader(c)
+	line := func(cmd string) string {
+		if cmd != "" {
+			c.Write([]byte(cmd + "\r\n"))
+		}
+		for {
+			l, err := r.ReadString('\n')
+			if err != nil {
+				t.Fatalf("after %q: %v", cmd, err)
+			}
+			if len(l) < 4 || l[3] != '-' {
+				return l
+			}
+		}
+	}
+	c.SetDeadline(time.Now().Add(30 * time.Second))
+	line("")
+	line("EHLO client.example")
+	plain := base64.StdEncoding.EncodeToString([]byte("\x00" + aliceAddr + "\x00" + passwords[aliceAddr]))
+	if got := line("AUTH PLAIN " + plain); !strings.HasPrefix(got, "235") {
+		t.Fatalf("AUTH: %q", got)
+	}
+	line("MAIL FROM:<" + aliceAddr + ">")
+	line("RCPT TO:<" + bobAddr + ">")
+	if got := line("DATA"); !strings.HasPrefix(got, "354") {
+		t.Fatalf("DATA: %q", got)
+	}
+	began := time.Now()
+	c.Write([]byte("From: " + aliceAddr + "\r\nTo: " + bobAddr + "\r\nSubject: cr\r\n\r\nhello\r\r\n.\r\n"))
+	got := line("")
+	if !strings.HasPrefix(got, "451 4.4.2") {
+		t.Fatalf("reply %q; want 451 4.4.2", got)
+	}
+	if took := time.Since(began); took > 15*time.Second {
+		t.Errorf("answered after %v", took)
 	}
 }

@@ -67,8 +67,11 @@ type Config struct {
 	// Connections bounds what a client gets before it authenticates:
 	// connections per address and in all for each listener, time and
 	// bytes (package connguard; zero values are its defaults).
-	Connections  connguard.Limits
-	ReadTimeout  time.Duration
+	Connections connguard.Limits
+	ReadTimeout time.Duration
+	// DataIdle cuts a DATA short that receives nothing for this long
+	// (datastall.go); 0 means DefaultDataIdle.
+	DataIdle     time.Duration
 	WriteTimeout time.Duration
 	SendTimeout  time.Duration
 	// UndecidedHold is how long a retry of a message whose earlier
@@ -126,6 +129,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.MaxRecipients <= 0 {
 		cfg.MaxRecipients = DefaultMaxRecipients
+	}
+	if cfg.DataIdle <= 0 {
+		cfg.DataIdle = DefaultDataIdle
 	}
 	if cfg.ReadTimeout <= 0 {
 		cfg.ReadTimeout = DefaultReadTimeout

@@ -191,9 +191,16 @@ func (ss *session) Data(r io.Reader) (err error) {
 	defer func() { ss.s.metrics.Message(messageResult(replyClass(err))) }()
 	ss.s.inData.Add(1) // a shutdown waits for this answer
 	defer ss.s.inData.Add(-1)
+	stalled, stop := watchData(ss.conn.Conn(), ss.s.cfg.DataIdle)
 	raw, err := io.ReadAll(r)
+	stop()
 	if err != nil {
 		switch {
+		case stalled.Load():
+			// Nothing came for DataIdle: a dead client, or go-smtp
+			// missed the end of data after a bare CR (datastall.go).
+			ss.s.log.Info("smtp data stalled", "user", ss.username, "size", len(raw))
+			return reply(451, smtp.EnhancedCode{4, 4, 2}, "No data came for a while; the end of data may have been missed after a bare CR: lines must end with CRLF (RFC 5321 section 2.3.8)")
 		case errors.Is(err, smtp.ErrDataTooLarge):
 			return smtp.ErrDataTooLarge
 		case errors.Is(err, smtp.ErrTooLongLine):
