@@ -86,13 +86,13 @@ type harness struct {
 
 // newHarness starts a sandbox, a bridge and its two listeners; tweak may
 // change the bridge's Config before New. Everything stops at cleanup.
-func newHarness(t *testing.T, tweak func(*smtpbackend.Config)) *harness {
+func newHarness(t testing.TB, tweak func(*smtpbackend.Config)) *harness {
 	t.Helper()
 	return newHarnessWith(t, nil, tweak)
 }
 
 // newHarnessWith is newHarness with the sandbox's options changed by sbTweak.
-func newHarnessWith(t *testing.T, sbTweak func(*sandbox.Options), tweak func(*smtpbackend.Config)) *harness {
+func newHarnessWith(t testing.TB, sbTweak func(*sandbox.Options), tweak func(*smtpbackend.Config)) *harness {
 	t.Helper()
 	opts := sandbox.Options{
 		Users: []sandbox.Account{
@@ -172,7 +172,7 @@ func newHarnessWith(t *testing.T, sbTweak func(*sandbox.Options), tweak func(*sm
 // serve runs one of the Serve methods on a new listener at addr and
 // returns the listener's address. The harness's cleanup checks that Serve
 // returns nil after Shutdown.
-func (h *harness) serve(t *testing.T, serve func(net.Listener) error, addr string) string {
+func (h *harness) serve(t testing.TB, serve func(net.Listener) error, addr string) string {
 	t.Helper()
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -194,7 +194,7 @@ var (
 
 // serverTLS returns a TLS configuration with a self-signed certificate for
 // 127.0.0.1, made once per test binary.
-func serverTLS(t *testing.T) *tls.Config {
+func serverTLS(t testing.TB) *tls.Config {
 	t.Helper()
 	certOnce.Do(func() {
 		key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
