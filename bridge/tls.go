@@ -84,7 +84,7 @@ func (cs *certSource) fingerprint() string {
 
 // tlsConfig is the server TLS configuration: TLS 1.2 at least (RFC 8314 §4.1).
 func (cs *certSource) tlsConfig() *tls.Config {
-	return &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: cs.get}
+	return &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: cs.get, CipherSuites: tls12Suites}
 }
 
 // selfSigned returns the paths of a self-signed certificate for localhost
@@ -132,4 +132,16 @@ func selfSigned(dir string) (certFile, keyFile string, err error) {
 		return "", "", err
 	}
 	return certFile, keyFile, nil
+}
+
+// tls12Suites are the TLS 1.2 cipher suites offered: forward-secret AEAD
+// only (no CBC, no SHA-1 MACs), as RFC 9325 §4.2 recommends. TLS 1.3's
+// suites are all AEAD and not configurable.
+var tls12Suites = []uint16{
+	tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,
+	tls.TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,
+	tls.TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384,
+	tls.TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384,
+	tls.TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256,
+	tls.TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256,
 }
