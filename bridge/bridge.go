@@ -127,6 +127,7 @@ func (b *Bridge) open() error {
 	if b.store, err = mailbox.OpenStore(b.cfg.DataDir); err != nil {
 		return err
 	}
+	b.store.SetSentRetention(b.cfg.SentRetention)
 	certFile, keyFile := b.cfg.TLSCert, b.cfg.TLSKey
 	if certFile == "" {
 		if certFile, keyFile, err = selfSigned(b.cfg.DataDir); err != nil {

@@ -42,6 +42,7 @@ type Config struct {
 	SMTPFlatten         bool          `envconfig:"SMTP_FLATTEN" default:"false" desc:"send receipts (MDN), bounces (DSN) and signed or encrypted S/MIME messages flattened into the provider's message model (report and signature parts become attachments) instead of refusing them with 554 5.6.3"`
 	MaxConnsPerAddress  int           `envconfig:"MAX_CONNS_PER_ADDRESS" default:"20" desc:"connections one client address may hold on each listener before it has logged in; more are refused at once (IMAP BYE, SMTP 421)"`
 	PreAuthTimeout      time.Duration `envconfig:"PREAUTH_TIMEOUT" default:"30s" desc:"time a client has to log in after connecting"`
+	SentRetention       time.Duration `envconfig:"SENT_RETENTION" default:"168h" desc:"how long records of sent messages (smtpId, Message-ID, sender) are kept in the state store; the send journal keeps 24 hours"`
 	AuthFreeFailures    int           `envconfig:"AUTH_FREE_FAILURES" default:"3" desc:"failed logins (IMAP and SMTP together) a client address may have in 15 minutes before its attempts are delayed: 1 s, doubling per failure"`
 	AuthMaxDelay        time.Duration `envconfig:"AUTH_MAX_DELAY" default:"15s" desc:"the longest delay of a login attempt from an address with many failures"`
 	AuthRefuseAfter     int           `envconfig:"AUTH_REFUSE_AFTER" default:"20" desc:"failed logins from one client address in 15 minutes after which its attempts are refused (IMAP NO [UNAVAILABLE], SMTP 454 4.7.0) until the 15 minutes have passed"`

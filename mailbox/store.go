@@ -23,6 +23,8 @@ import (
 type Store struct {
 	db       *sql.DB
 	purgedAt atomic.Int64 // Unix ms of the last purge of expired submissions
+	// sentRetention is how long sent records are kept (SetSentRetention).
+	sentRetention atomic.Int64
 	// stmts keeps every statement prepared: parsing SQL is most of a
 	// small statement's cost (package sqlstmt).
 	stmts *sqlstmt.Cache

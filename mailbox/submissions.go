@@ -75,12 +75,38 @@ type Submissions interface {
 // within minutes to hours.
 const SubmissionTTL = 24 * time.Hour
 
-// purgeSubmissions drops expired entries, at most once a minute rather
-// than at every send.
+// DefaultSentRetention is how long sent records are kept by default: the
+// APPEND-to-Sent recognition needs ten minutes, delivery status follows a
+// message for hours; a week leaves room for a bridge stopped over a
+// weekend.
+const DefaultSentRetention = 7 * 24 * time.Hour
+
+// SetSentRetention sets how long sent records are kept (0: the default).
+// They hold addresses, smtpIds and Message-IDs, no content.
+func (s *Store) SetSentRetention(d time.Duration) {
+	if d <= 0 {
+		d = DefaultSentRetention
+	}
+	s.sentRetention.Store(int64(d))
+}
+
+// purgeSubmissions drops expired journal entries, sent records older than
+// the retention and reported-DSN records as old, at most once a minute
+// rather than at every send.
 func (s *Store) purgeSubmissions(ctx context.Context, now time.Time) error {
 	if last := s.purgedAt.Load(); now.UnixMilli()-last > time.Minute.Milliseconds() && s.purgedAt.CompareAndSwap(last, now.UnixMilli()) {
 		if _, err := s.stmts.Exec(ctx, `DELETE FROM submissions WHERE first_at < ?`, now.Add(-SubmissionTTL).UnixMilli()); err != nil {
 			return fmt.Errorf("mailbox: journal: %w", err)
+		}
+		retention := time.Duration(s.sentRetention.Load())
+		if retention <= 0 {
+			retention = DefaultSentRetention
+		}
+		if _, err := s.stmts.Exec(ctx, `DELETE FROM sent WHERE sent_at < ?`, now.Add(-retention).UnixMilli()); err != nil {
+			return fmt.Errorf("mailbox: sent records: %w", err)
+		}
+		if _, err := s.stmts.Exec(ctx, `DELETE FROM reported WHERE at < ?`, now.Add(-retention).UnixMilli()); err != nil {
+			return fmt.Errorf("mailbox: reported: %w", err)
 		}
 	}
 	return nil

@@ -102,3 +102,31 @@ func TestClaimSubmission(t *testing.T) {
 		t.Errorf("after taking over an expired entry: %+v (found %v)", got, ok)
 	}
 }
+
+// TestSentRecordsPruned: sent records older than the retention go at the
+// next purge (the first send of the minute); younger ones stay.
+func TestSentRecordsPruned(t *testing.T) {
+	ctx := context.Background()
+	st, err := mailbox.OpenStore(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	st.SetSentRetention(time.Hour)
+	old := mailbox.SentRecord{Username: "a@direct.example", SmtpID: "old", MessageID: "<old@x>", SentAt: time.Now().Add(-2 * time.Hour)}
+	young := mailbox.SentRecord{Username: "a@direct.example", SmtpID: "young", MessageID: "<young@x>", SentAt: time.Now()}
+	for _, r := range []mailbox.SentRecord{old, young} {
+		if err := st.RecordSent(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, _, err := st.ClaimSubmission(ctx, mailbox.Submission{Key: "k", Username: "a@direct.example", FirstAt: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, _ := st.FindSent(ctx, "a@direct.example", "<old@x>", time.Time{}); ok {
+		t.Error("a sent record older than the retention is still there")
+	}
+	if _, ok, _ := st.FindSent(ctx, "a@direct.example", "<young@x>", time.Time{}); !ok {
+		t.Error("a young sent record was pruned")
+	}
+}
