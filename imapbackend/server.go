@@ -15,6 +15,7 @@ import (
 
 	"github.com/directbridge/directbridge/authguard"
 	"github.com/directbridge/directbridge/connguard"
+	"github.com/directbridge/directbridge/logsafe"
 	"github.com/directbridge/directbridge/mailbox"
 	"github.com/directbridge/directbridge/mailstore"
 	"github.com/directbridge/directbridge/upstream"
@@ -198,7 +199,7 @@ func (s *Server) serve(l net.Listener, insecureAuth bool) error {
 			return newMeteredSession(sess, s.cfg.Metrics), &imapserver.GreetingData{}, nil
 		},
 		Caps:         caps,
-		Logger:       slog.NewLogLogger(s.cfg.Logger.Handler(), slog.LevelWarn),
+		Logger:       logsafe.Logger(s.cfg.Logger, "imap library"), // no client input in logs
 		TLSConfig:    s.cfg.TLSConfig,
 		InsecureAuth: insecureAuth,
 	})

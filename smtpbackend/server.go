@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
-	"log"
 	"log/slog"
 	"net"
 	"sync"
@@ -16,6 +15,7 @@ import (
 	"github.com/directbridge/directbridge/authguard"
 	"github.com/directbridge/directbridge/connguard"
 	"github.com/directbridge/directbridge/delivery"
+	"github.com/directbridge/directbridge/logsafe"
 	"github.com/directbridge/directbridge/mailbox"
 	"github.com/directbridge/directbridge/upstream"
 )
@@ -190,7 +190,7 @@ func (s *Server) serve(l net.Listener, implicitTLS bool) error {
 	srv.MaxLineLength = int(s.cfg.MaxMessageBytes) + lineSlack
 	srv.ReadTimeout = s.cfg.ReadTimeout
 	srv.WriteTimeout = s.cfg.WriteTimeout
-	srv.ErrorLog = log.New(slogWriter{s.log}, "", 0)
+	srv.ErrorLog = logsafe.Logger(s.log, "smtp library") // no client input in logs
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -261,13 +261,4 @@ func (s *Server) isClosed() bool {
 func isLoopback(a net.Addr) bool {
 	tcp, ok := a.(*net.TCPAddr)
 	return ok && tcp.IP.IsLoopback()
-}
-
-// slogWriter carries go-smtp's own error log (connection-level failures,
-// never message content) into slog.
-type slogWriter struct{ l *slog.Logger }
-
-func (w slogWriter) Write(p []byte) (int, error) {
-	w.l.Warn("smtp server", "detail", string(p))
-	return len(p), nil
 }

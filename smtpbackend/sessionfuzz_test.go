@@ -71,7 +71,7 @@ func FuzzSMTPSession(f *testing.F) {
 			t.Fatal(err)
 		}
 		defer c.Close()
-		c.SetDeadline(time.Now().Add(6 * time.Second))
+		c.SetDeadline(time.Now().Add(1500 * time.Millisecond))
 		r := bufio.NewReader(c)
 		reply := func(cmd string) {
 			if cmd != "" {
