@@ -1,16 +1,18 @@
 package restclient
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/directbridge/directbridge/directapi"
 	"net/http"
 	"reflect"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/directbridge/directbridge/directapi"
 )
 
 var sevenUIDs = []int64{1, 2, 3, 4, 5, 6, 7}
@@ -368,5 +370,32 @@ func TestChunk(t *testing.T) {
 	_ = append(parts[0], 99)
 	if !slices.Equal(s, []int{1, 2, 3, 4, 5}) {
 		t.Fatalf("append to a batch changed the input: %v", s)
+	}
+}
+
+// TestRawPayloadIsTheSameJSON: the request SaveRaw writes by hand is,
+// byte for byte, what encoding RawMessagesRequestType gives.
+func TestRawPayloadIsTheSameJSON(t *testing.T) {
+	auth := directapi.Authentication{Username: "a<b>&c@direct.example", Password: directapi.Secret("p\"w\\\u00e9")}
+	raws := [][]byte{[]byte("Subject: x\r\n\r\nhello\r\n"), {}, bytes.Repeat([]byte{0, 1, 2, 0xff}, 1000)}
+	got, err := rawPayload(auth, raws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgs := make([]directapi.RawMessage, len(raws))
+	for i, r := range raws {
+		msgs[i] = directapi.NewRawMessage(r)
+	}
+	var want bytes.Buffer
+	enc := json.NewEncoder(&want)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(directapi.RawMessagesRequestType{Auth: auth, Messages: msgs}); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want.Bytes()) {
+		t.Fatalf("payload differs:\n%s\nwant\n%s", got[:min(len(got), 300)], want.Bytes()[:min(want.Len(), 300)])
+	}
+	if cap(got) != len(got) {
+		t.Errorf("buffer of %d for %d bytes: its size was not computed right", cap(got), len(got))
 	}
 }

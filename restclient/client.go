@@ -192,11 +192,12 @@ const (
 
 // request is one operation call.
 type request struct {
-	op     string
-	method string
-	url    string // fully built and escaped
-	body   any    // nil for no body
-	class  retryClass
+	op      string
+	method  string
+	url     string // fully built and escaped
+	body    any    // nil for no body
+	payload []byte // the body already encoded, instead of body
+	class   retryClass
 }
 
 // envelope is a decoded response that can tell success from failure: a
@@ -240,7 +241,7 @@ func apiError(op string, out envelope) (ae *APIError, ok bool) {
 
 // do sends req, retrying as its class allows, and decodes the answer into out.
 func (c *Client) do(ctx context.Context, req request, out envelope) error {
-	var payload []byte
+	payload := req.payload
 	if req.body != nil {
 		var buf bytes.Buffer
 		enc := json.NewEncoder(&buf)

@@ -1,14 +1,18 @@
 package restclient
 
 import (
+	"bytes"
 	"context"
+	"encoding/base64"
+	"encoding/json"
 	"fmt"
-	"github.com/directbridge/directbridge/directapi"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/directbridge/directbridge/directapi"
 )
 
 // This file holds one method per messaging operation
@@ -378,6 +382,71 @@ func (c *Client) SaveRawMessages(ctx context.Context, auth directapi.Authenticat
 		done += len(batch)
 	}
 	return nil
+}
+
+// SaveRaw is SaveRawMessages for messages given as bytes. The request body
+// is built in one buffer of its final size with the base64 written
+// straight into it, where encoding RawMessage values would hold each
+// message three times (bytes, base64 string, JSON copy of it): a 20 MB
+// APPEND costs 27 MB of request instead of 55 MB more. The body is the
+// same JSON as SaveRawMessages sends.
+func (c *Client) SaveRaw(ctx context.Context, auth directapi.Authentication, folder string, raws [][]byte) error {
+	u, err := c.msgURL("SaveRawMessages", "SaveRawMessages", folder)
+	if err != nil {
+		return err
+	}
+	done := 0
+	for _, batch := range chunk(raws, c.batchSize) {
+		payload, err := rawPayload(auth, batch)
+		if err != nil {
+			return fmt.Errorf("restclient: SaveRawMessages: encoding request: %w", err)
+		}
+		var resp directapi.APIResponse
+		req := request{op: "SaveRawMessages", method: http.MethodPost, url: u, payload: payload, class: once}
+		if err := c.do(ctx, req, &resp); err != nil {
+			if done > 0 {
+				return &PartialError{Op: "SaveRawMessages", Done: done, Err: err}
+			}
+			return err
+		}
+		done += len(batch)
+	}
+	return nil
+}
+
+// rawPayload is the JSON of a RawMessagesRequestType holding raws, as
+// json.Encoder writes it (HTML not escaped, a final newline).
+func rawPayload(auth directapi.Authentication, raws [][]byte) ([]byte, error) {
+	var head bytes.Buffer
+	enc := json.NewEncoder(&head)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(auth); err != nil {
+		return nil, err
+	}
+	authJSON := bytes.TrimSuffix(head.Bytes(), []byte("\n"))
+	const open, msgOpen, msgClose, end = `{"auth":`, `{"data":"`, `"}`, "]}\n"
+	n := len(open) + len(authJSON) + len(`,"messages":[`) + len(end)
+	for i, r := range raws {
+		n += len(msgOpen) + base64.StdEncoding.EncodedLen(len(r)) + len(msgClose)
+		if i > 0 {
+			n++
+		}
+	}
+	buf := make([]byte, 0, n)
+	buf = append(buf, open...)
+	buf = append(buf, authJSON...)
+	buf = append(buf, `,"messages":[`...)
+	for i, r := range raws {
+		if i > 0 {
+			buf = append(buf, ',')
+		}
+		buf = append(buf, msgOpen...)
+		at := len(buf)
+		buf = buf[:at+base64.StdEncoding.EncodedLen(len(r))]
+		base64.StdEncoding.Encode(buf[at:], r)
+		buf = append(buf, msgClose...)
+	}
+	return append(buf, end...), nil
 }
 
 // SendWithTuser is Send on behalf of auth.DirectAddr (operation 32).

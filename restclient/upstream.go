@@ -204,11 +204,7 @@ func (a adapter) Delete(ctx context.Context, auth upstream.Auth, folder string, 
 }
 
 func (a adapter) Save(ctx context.Context, auth upstream.Auth, folder string, raws [][]byte) error {
-	msgs := make([]directapi.RawMessage, len(raws))
-	for i, r := range raws {
-		msgs[i] = directapi.NewRawMessage(r)
-	}
-	return classify("SaveRawMessages", change, a.c.SaveRawMessages(ctx, auth, folder, msgs))
+	return classify("SaveRawMessages", change, a.c.SaveRaw(ctx, auth, folder, raws))
 }
 
 func (a adapter) Send(ctx context.Context, auth upstream.Auth, tuser string, msg directapi.MessageWithHeader, withHeaders bool) (string, error) {
