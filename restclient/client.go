@@ -251,6 +251,7 @@ func (c *Client) do(ctx context.Context, req request, out envelope) error {
 		}
 		payload = buf.Bytes()
 	}
+	began := c.clock.Now()
 	for attempt := 0; ; attempt++ {
 		if err := c.limiter.wait(ctx); err != nil {
 			return fmt.Errorf("restclient: %s: %w", req.op, err)
@@ -272,6 +273,12 @@ func (c *Client) do(ctx context.Context, req request, out envelope) error {
 		}
 		if dl, has := ctx.Deadline(); has && c.clock.Now().Add(delay).After(dl) {
 			return err // the caller cannot wait that long; let it decide now
+		}
+		if te.StatusCode == http.StatusServiceUnavailable && te.RetryAfter == 0 && c.clock.Now().Add(delay).Sub(began) >= c.timeout {
+			// A provider down for maintenance: a request, its waits
+			// included, takes at most the request timeout, so a client's
+			// SELECT fails within it and the client tries again itself.
+			return err
 		}
 		if serr := c.clock.Sleep(ctx, delay); serr != nil {
 			return err

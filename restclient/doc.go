@@ -42,7 +42,9 @@
 // batches of Options.BatchSize (default 500), and up to Options.MaxRetries
 // (default 3) retries: 1 s, 2 s, 4 s after 429, transport failures and
 // 5xx other than 503, 30 to 60 s after 503, honouring Retry-After. A retry that would outlast the caller's
-// context deadline is not attempted. The bridge spends its requests
+// context deadline is not attempted, nor a 503 pause that would make the
+// request, its waits included, outlast Options.RequestTimeout (a provider
+// down for maintenance fails an IMAP SELECT within it). The bridge spends its requests
 // through upstream.Budget (DIRECTBRIDGE_API_RATE_LIMIT) and runs this
 // client Unlimited.
 //

@@ -253,21 +253,43 @@ func TestRetryMaxRetriesOption(t *testing.T) {
 	}
 }
 
+// TestRetry503Pause: a 503 without Retry-After (maintenance) is retried
+// after 30-60 s, but a request, its waits included, takes at most the
+// request timeout: a provider that stays down fails the call within it,
+// so an interactive command (SELECT) fails in time and the client tries
+// again itself.
 func TestRetry503Pause(t *testing.T) {
 	srv := newScripted(t, reply(503, ""), reply(503, ""), reply(503, ""), reply(200, uidsOK))
 	fc := newFakeClock()
-	c := newTestClient(t, srv.srv.URL, fc)
-	if err := getUIDs(c); err != nil {
-		t.Fatal(err)
+	c := newTestClient(t, srv.srv.URL, fc, func(o *Options) { o.RequestTimeout = 2 * time.Minute })
+	if err := getUIDs(c); err == nil && srv.requests() < 2 {
+		t.Fatal("no retry after a 503")
 	}
 	sleeps := fc.Sleeps()
-	if len(sleeps) != 3 {
-		t.Fatalf("sleeps %v; want 3", sleeps)
-	}
+	var total time.Duration
 	for _, d := range sleeps {
+		total += d
 		if d < 30*time.Second || d > 60*time.Second {
 			t.Errorf("503 pause %v; want between 30 s and 60 s", d)
 		}
+	}
+	if len(sleeps) == 0 || total >= 2*time.Minute {
+		t.Fatalf("sleeps %v (total %v); want at least one, within the 2 min request timeout", sleeps, total)
+	}
+
+	// Always down: the call fails within the request timeout.
+	down := newScripted(t, reply(503, ""), reply(503, ""), reply(503, ""), reply(503, ""))
+	fc = newFakeClock()
+	c = newTestClient(t, down.srv.URL, fc, func(o *Options) { o.RequestTimeout = time.Minute })
+	if err := getUIDs(c); err == nil {
+		t.Fatal("a provider answering 503 always: the call succeeded")
+	}
+	total = 0
+	for _, d := range fc.Sleeps() {
+		total += d
+	}
+	if total >= time.Minute {
+		t.Fatalf("waited %v in all; want less than the 1 min request timeout", total)
 	}
 }
 
