@@ -3,13 +3,13 @@ package imapbackend
 import (
 	"context"
 	"errors"
-	"io"
 	"strings"
 	"time"
 
 	"github.com/emersion/go-imap/v2"
 
 	"github.com/directbridge/directbridge/directapi"
+	"github.com/directbridge/directbridge/internal/readall"
 	"github.com/directbridge/directbridge/mailstore"
 	"github.com/directbridge/directbridge/mimeconv"
 )
@@ -62,7 +62,7 @@ func (s *session) Append(mailbox string, r imap.LiteralReader, options *imap.App
 	if err != nil {
 		return nil, err
 	}
-	raw, err := io.ReadAll(io.LimitReader(r, limit+1))
+	raw, err := readall.Sized(r, r.Size(), limit)
 	if err != nil {
 		return nil, imapError(err)
 	}

@@ -6,13 +6,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"time"
 	"unicode/utf8"
 
 	"github.com/directbridge/directbridge/directapi"
+	"github.com/directbridge/directbridge/internal/readall"
 )
 
 // HTTP conventions of the sandbox. The documents do not show which HTTP
@@ -218,7 +218,7 @@ func (s *Server) wrap(op string, svc service, h handlerFunc) http.Handler {
 // UTF-8 (RFC 8259 §8.1); encoding/json would otherwise replace bad bytes
 // silently and store something other than what was sent.
 func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.maxBody))
+	body, err := readall.Sized(http.MaxBytesReader(w, r.Body, s.maxBody), r.ContentLength, s.maxBody)
 	var mbe *http.MaxBytesError
 	switch {
 	case errors.As(err, &mbe):

@@ -16,6 +16,7 @@ import (
 	"github.com/directbridge/directbridge/authguard"
 	"github.com/directbridge/directbridge/delivery"
 	"github.com/directbridge/directbridge/directapi"
+	"github.com/directbridge/directbridge/internal/readall"
 	"github.com/directbridge/directbridge/mailbox"
 )
 
@@ -34,6 +35,7 @@ type session struct {
 	counted atomic.Bool // counted in Server.inTx (Logout may come from another goroutine)
 	// ESMTP DSN parameters of this transaction (RFC 3461).
 	envID  string
+	size   int64 // the SIZE announced in MAIL FROM (RFC 1870), 0 if none
 	notify map[string]delivery.Notify
 }
 
@@ -136,10 +138,11 @@ func (ss *session) Mail(from string, opts *smtp.MailOptions) (err error) {
 	if !strings.EqualFold(strings.TrimSpace(from), ss.sender()) {
 		return senderRefused(ss.sender())
 	}
-	ss.rcpts, ss.envID, ss.notify = nil, "", nil
+	ss.rcpts, ss.envID, ss.notify, ss.size = nil, "", nil, 0
 	ss.endTx()
 	if opts != nil {
 		ss.envID = opts.EnvelopeID
+		ss.size = opts.Size
 	}
 	return nil
 }
@@ -192,7 +195,9 @@ func (ss *session) Data(r io.Reader) (err error) {
 	ss.s.inData.Add(1) // a shutdown waits for this answer
 	defer ss.s.inData.Add(-1)
 	stalled, stop := watchData(ss.conn.Conn(), ss.s.cfg.DataIdle)
-	raw, err := io.ReadAll(r)
+	// The size the client announced in MAIL FROM (RFC 1870), when it
+	// did, sizes the buffer once.
+	raw, err := readall.Sized(r, ss.size, ss.s.cfg.MaxMessageBytes)
 	stop()
 	if err != nil {
 		switch {
@@ -244,7 +249,7 @@ func errReason(err error) string {
 
 // Reset ends the transaction.
 func (ss *session) Reset() {
-	ss.rcpts, ss.envID, ss.notify = nil, "", nil
+	ss.rcpts, ss.envID, ss.notify, ss.size = nil, "", nil, 0
 	ss.endTx()
 }
 
