@@ -2,39 +2,19 @@ package imapbackend_test
 
 import (
 	"bufio"
-	"context"
 	"fmt"
 	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/directbridge/directbridge/authguard"
 	"github.com/directbridge/directbridge/imapbackend"
+	"github.com/directbridge/directbridge/internal/testlog"
 )
-
-// panicLog records log lines that report a recovered panic: go-imap
-// recovers a panic in a session and only logs it.
-type panicLog struct {
-	mu     sync.Mutex
-	panics []string
-}
-
-func (p *panicLog) Enabled(context.Context, slog.Level) bool { return true }
-func (p *panicLog) Handle(_ context.Context, r slog.Record) error {
-	if strings.Contains(strings.ToLower(r.Message), "panic") {
-		p.mu.Lock()
-		p.panics = append(p.panics, r.Message)
-		p.mu.Unlock()
-	}
-	return nil
-}
-func (p *panicLog) WithAttrs([]slog.Attr) slog.Handler { return p }
-func (p *panicLog) WithGroup(string) slog.Handler      { return p }
 
 // FuzzIMAPSession feeds arbitrary client input to the IMAP front over a
 // real socket in each state: not authenticated, authenticated, with a
@@ -42,7 +22,7 @@ func (p *panicLog) WithGroup(string) slog.Handler      { return p }
 // panic, and must still greet a new client afterwards. The seed corpus
 // holds commands of each kind and the shared hard messages as literals.
 func FuzzIMAPSession(f *testing.F) {
-	plog := &panicLog{}
+	plog := &testlog.Panics{}
 	e := newEnv(f, options{cfg: func(c *imapbackend.Config) {
 		c.Logger = slog.New(plog)
 		c.Guard = authguard.New(authguard.Config{FreeFailures: 1 << 20, RefuseAfter: 1 << 21})
@@ -101,10 +81,7 @@ func FuzzIMAPSession(f *testing.F) {
 				break
 			}
 		}
-		plog.mu.Lock()
-		panics := plog.panics
-		plog.mu.Unlock()
-		if len(panics) > 0 {
+		if panics := plog.Seen(); len(panics) > 0 {
 			t.Fatalf("the server panicked: %v", panics)
 		}
 		// Still serving.

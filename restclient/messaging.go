@@ -365,23 +365,9 @@ func (c *Client) GetRawMessagesByUIDs(ctx context.Context, auth directapi.Authen
 // The answer carries no UIDs. Messages go in batches; after a failure past
 // the first batch a *PartialError says how many were saved.
 func (c *Client) SaveRawMessages(ctx context.Context, auth directapi.Authentication, folder string, messages []directapi.RawMessage) error {
-	u, err := c.msgURL("SaveRawMessages", "SaveRawMessages", folder)
-	if err != nil {
-		return err
-	}
-	done := 0
-	for _, batch := range chunk(messages, c.batchSize) {
-		var resp directapi.APIResponse
-		req := request{op: "SaveRawMessages", method: http.MethodPost, url: u, body: directapi.RawMessagesRequestType{Auth: auth, Messages: batch}, class: once}
-		if err := c.do(ctx, req, &resp); err != nil {
-			if done > 0 {
-				return &PartialError{Op: "SaveRawMessages", Done: done, Err: err}
-			}
-			return err
-		}
-		done += len(batch)
-	}
-	return nil
+	return c.saveBatches(ctx, folder, len(messages), func(lo, hi int) (request, error) {
+		return request{body: directapi.RawMessagesRequestType{Auth: auth, Messages: messages[lo:hi]}}, nil
+	})
 }
 
 // SaveRaw is SaveRawMessages for messages given as bytes. The request body
@@ -391,25 +377,37 @@ func (c *Client) SaveRawMessages(ctx context.Context, auth directapi.Authenticat
 // APPEND costs 27 MB of request instead of 55 MB more. The body is the
 // same JSON as SaveRawMessages sends.
 func (c *Client) SaveRaw(ctx context.Context, auth directapi.Authentication, folder string, raws [][]byte) error {
+	return c.saveBatches(ctx, folder, len(raws), func(lo, hi int) (request, error) {
+		payload, err := rawPayload(auth, raws[lo:hi])
+		if err != nil {
+			return request{}, fmt.Errorf("restclient: SaveRawMessages: encoding request: %w", err)
+		}
+		return request{payload: payload}, nil
+	})
+}
+
+// saveBatches sends n messages to SaveRawMessages in batches, each request
+// made by body for the messages lo to hi; after a failure past the first
+// batch a *PartialError says how many were saved.
+func (c *Client) saveBatches(ctx context.Context, folder string, n int, body func(lo, hi int) (request, error)) error {
 	u, err := c.msgURL("SaveRawMessages", "SaveRawMessages", folder)
 	if err != nil {
 		return err
 	}
-	done := 0
-	for _, batch := range chunk(raws, c.batchSize) {
-		payload, err := rawPayload(auth, batch)
+	for lo := 0; lo < n; lo += c.batchSize {
+		hi := min(lo+c.batchSize, n)
+		req, err := body(lo, hi)
 		if err != nil {
-			return fmt.Errorf("restclient: SaveRawMessages: encoding request: %w", err)
+			return err
 		}
+		req.op, req.method, req.url, req.class = "SaveRawMessages", http.MethodPost, u, once
 		var resp directapi.APIResponse
-		req := request{op: "SaveRawMessages", method: http.MethodPost, url: u, payload: payload, class: once}
 		if err := c.do(ctx, req, &resp); err != nil {
-			if done > 0 {
-				return &PartialError{Op: "SaveRawMessages", Done: done, Err: err}
+			if lo > 0 {
+				return &PartialError{Op: "SaveRawMessages", Done: lo, Err: err}
 			}
 			return err
 		}
-		done += len(batch)
 	}
 	return nil
 }

@@ -2,7 +2,6 @@ package smtpbackend_test
 
 import (
 	"bufio"
-	"context"
 	"encoding/base64"
 	"fmt"
 	"log/slog"
@@ -10,39 +9,20 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/directbridge/directbridge/authguard"
+	"github.com/directbridge/directbridge/internal/testlog"
 	"github.com/directbridge/directbridge/smtpbackend"
 )
-
-// panicLog records log lines that report a recovered panic: go-smtp
-// recovers a panic in a connection and only logs it.
-type panicLog struct {
-	mu     sync.Mutex
-	panics []string
-}
-
-func (p *panicLog) Enabled(context.Context, slog.Level) bool { return true }
-func (p *panicLog) Handle(_ context.Context, r slog.Record) error {
-	if strings.Contains(strings.ToLower(r.Message), "panic") {
-		p.mu.Lock()
-		p.panics = append(p.panics, r.Message)
-		p.mu.Unlock()
-	}
-	return nil
-}
-func (p *panicLog) WithAttrs([]slog.Attr) slog.Handler { return p }
-func (p *panicLog) WithGroup(string) slog.Handler      { return p }
 
 // FuzzSMTPSession feeds arbitrary client input to the submission server
 // over a real socket: before EHLO, after AUTH, and inside DATA (the
 // shared hard messages are seeds there). The server must never panic,
 // and must still greet a new client afterwards.
 func FuzzSMTPSession(f *testing.F) {
-	plog := &panicLog{}
+	plog := &testlog.Panics{}
 	h := newHarness(f, func(c *smtpbackend.Config) {
 		c.Logger = slog.New(plog)
 		c.Guard = authguard.New(authguard.Config{FreeFailures: 1 << 20, RefuseAfter: 1 << 21})
@@ -101,10 +81,7 @@ func FuzzSMTPSession(f *testing.F) {
 				break
 			}
 		}
-		plog.mu.Lock()
-		panics := plog.panics
-		plog.mu.Unlock()
-		if len(panics) > 0 {
+		if panics := plog.Seen(); len(panics) > 0 {
 			t.Fatalf("the server panicked: %v", panics)
 		}
 		c2, err := net.DialTimeout("tcp", h.subAddr, 5*time.Second)
