@@ -28,6 +28,13 @@ const (
 	corkDelay = 2 * time.Millisecond
 )
 
+// corkWriteTimeout bounds a flush when go-imap set no write deadline of
+// its own: go-imap sets one around each response it writes and clears it
+// after, but the bytes leave later, on the next read or the timer; a
+// client that stops reading must not hold a flush (and the connection's
+// lock) for ever.
+const corkWriteTimeout = 30 * time.Second
+
 // corkListener wraps the connections a listener accepts.
 type corkListener struct{ net.Listener }
 
@@ -42,10 +49,31 @@ func (l corkListener) Accept() (net.Conn, error) {
 // corkConn is a net.Conn whose writes are gathered (see above).
 type corkConn struct {
 	net.Conn
-	mu    sync.Mutex
-	buf   []byte
-	timer *time.Timer // pending delayed flush, if any
-	err   error       // the first failed write
+	mu       sync.Mutex
+	buf      []byte
+	timer    *time.Timer // pending delayed flush, if any
+	err      error       // the first failed write
+	deadline time.Time   // the write deadline go-imap set, zero if none
+	// writeTimeout bounds a flush without a deadline of go-imap's
+	// (corkWriteTimeout; zero also means that).
+	writeTimeout time.Duration
+}
+
+// SetWriteDeadline remembers go-imap's deadline for the flushes, which
+// come later than the writes it covers.
+func (c *corkConn) SetWriteDeadline(t time.Time) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.deadline = t
+	return c.Conn.SetWriteDeadline(t)
+}
+
+// SetDeadline is SetReadDeadline and SetWriteDeadline.
+func (c *corkConn) SetDeadline(t time.Time) error {
+	if err := c.Conn.SetReadDeadline(t); err != nil {
+		return err
+	}
+	return c.SetWriteDeadline(t)
 }
 
 func (c *corkConn) Write(p []byte) (int, error) {
@@ -80,7 +108,17 @@ func (c *corkConn) flushLocked() error {
 	if c.err != nil || len(c.buf) == 0 {
 		return c.err
 	}
+	limit := c.writeTimeout
+	if limit <= 0 {
+		limit = corkWriteTimeout
+	}
+	dl := c.deadline
+	if dl.IsZero() || time.Until(dl) > limit {
+		dl = time.Now().Add(limit)
+	}
+	c.Conn.SetWriteDeadline(dl)
 	_, c.err = c.Conn.Write(c.buf)
+	c.Conn.SetWriteDeadline(c.deadline)
 	if cap(c.buf) > corkMax {
 		c.buf = nil // let a large answer's buffer go
 	} else {
@@ -115,7 +153,7 @@ func (c *corkConn) Read(p []byte) (int, error) {
 // close, and the last flush gets closeFlushTime.
 func (c *corkConn) Close() error {
 	if c.mu.TryLock() {
-		c.Conn.SetWriteDeadline(time.Now().Add(closeFlushTime))
+		c.deadline = time.Now().Add(closeFlushTime)
 		c.flushLocked()
 		c.mu.Unlock()
 	}

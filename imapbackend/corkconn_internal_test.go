@@ -118,3 +118,30 @@ func TestCorkCloseDoesNotWaitForReader(t *testing.T) {
 	}
 	<-blocked
 }
+
+// TestCorkFlushNeverHangs: a client that stops reading cannot hold a
+// flush for ever, even when go-imap cleared its write deadline before the
+// bytes left: the flush has its own deadline, and a read after it is not
+// blocked behind it.
+func TestCorkFlushNeverHangs(t *testing.T) {
+	server, client := net.Pipe() // synchronous: a write blocks until read
+	defer client.Close()
+	c := &corkConn{Conn: server, writeTimeout: 200 * time.Millisecond}
+	c.SetWriteDeadline(time.Now().Add(50 * time.Millisecond))
+	c.Write([]byte("* OK\r\n"))
+	c.SetWriteDeadline(time.Time{}) // what go-imap does after a response
+	c.Conn.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.Read(make([]byte, 1)) // flushes first; nobody reads
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("the read succeeded with no client")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("a flush to a client that does not read hung")
+	}
+}
