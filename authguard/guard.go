@@ -9,8 +9,12 @@
 //     attempt waits first, twice as long for each further failure up to
 //     Config.MaxDelay, and attempts from it go one at a time, so that
 //     parallel connections do not multiply the guesses. With
-//     Config.RefuseAfter failures, attempts are refused outright (the
-//     fronts answer "try later") until the window has passed.
+//     Config.RefuseAfter failures of one username from one address,
+//     attempts for it from there are refused outright (the fronts answer
+//     "try later") until the window has passed; an address refused for
+//     every username takes addressRefuseFactor times as many failures, so
+//     that one user's stale password behind a clinic's NAT address does
+//     not lock out the others there.
 //   - A username that fails from many addresses gets the same growing
 //     delay on the failing path only: its replies of failure come late,
 //     while a correct password is answered at once.
@@ -70,7 +74,14 @@ type Guard struct {
 	mu    sync.Mutex
 	addrs map[string]*record
 	users map[string]*record
+	pairs map[string]*record // address and username
 }
+
+// addressRefuseFactor: an address is refused for every username after
+// this many times Config.RefuseAfter failures.
+const addressRefuseFactor = 5
+
+func pairKey(addr, user string) string { return addr + "\x00" + strings.ToLower(strings.TrimSpace(user)) }
 
 // record is the failures of one address or username.
 type record struct {
@@ -93,7 +104,7 @@ func New(cfg Config) *Guard {
 	if cfg.Window <= 0 {
 		cfg.Window = DefaultWindow
 	}
-	return &Guard{cfg: cfg, sleep: sleepCtx, now: time.Now, addrs: map[string]*record{}, users: map[string]*record{}}
+	return &Guard{cfg: cfg, sleep: sleepCtx, now: time.Now, addrs: map[string]*record{}, users: map[string]*record{}, pairs: map[string]*record{}}
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) error {
@@ -147,18 +158,24 @@ func (g *Guard) current(m map[string]*record, key string) *record {
 	return r
 }
 
-// Admit is called before credentials from addr are checked. It refuses an
-// address over RefuseAfter (ErrRefused), and otherwise waits the delay the
-// address has earned, one attempt at a time for a delayed address. The
-// caller calls release once the check is done; ctx bounds the wait.
-func (g *Guard) Admit(ctx context.Context, addr string) (release func(), delayed time.Duration, err error) {
+// Admit is called before the credentials of username from addr are
+// checked. It refuses (ErrRefused) a username over RefuseAfter failures
+// from the address, or an address over addressRefuseFactor times that,
+// and otherwise waits the delay the address has earned, one attempt at a
+// time for a delayed address. The caller calls release once the check is
+// done; ctx bounds the wait.
+func (g *Guard) Admit(ctx context.Context, addr, username string) (release func(), delayed time.Duration, err error) {
 	g.mu.Lock()
+	if p := g.current(g.pairs, pairKey(addr, username)); p != nil && p.n >= g.cfg.RefuseAfter {
+		g.mu.Unlock()
+		return nil, 0, ErrRefused
+	}
 	r := g.current(g.addrs, addr)
 	if r == nil || r.n <= g.cfg.FreeFailures {
 		g.mu.Unlock()
 		return func() {}, 0, nil
 	}
-	if r.n >= g.cfg.RefuseAfter {
+	if r.n >= g.cfg.RefuseAfter*addressRefuseFactor {
 		g.mu.Unlock()
 		return nil, 0, ErrRefused
 	}
@@ -173,7 +190,10 @@ func (g *Guard) Admit(ctx context.Context, addr string) (release func(), delayed
 		return nil, 0, ctx.Err()
 	}
 	g.mu.Lock()
-	d := g.delayFor(g.current(g.addrs, addr).n)
+	var d time.Duration
+	if r := g.current(g.addrs, addr); r != nil { // pruned meanwhile: no delay
+		d = g.delayFor(r.n)
+	}
 	g.mu.Unlock()
 	if err := g.sleep(ctx, d); err != nil {
 		<-turn
@@ -203,6 +223,7 @@ func (g *Guard) Failed(ctx context.Context, addr, username string) {
 		return r.n
 	}
 	bump(g.addrs, addr)
+	bump(g.pairs, pairKey(addr, user))
 	n := bump(g.users, user)
 	g.mu.Unlock()
 	g.sleep(ctx, g.delayFor(n))

@@ -3,6 +3,7 @@ package authguard
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"sync"
 	"testing"
@@ -43,7 +44,7 @@ func TestGuessingFromOneAddress(t *testing.T) {
 	refused := 0
 	var admitted time.Duration
 	for i := 0; i < 30; i++ {
-		release, d, err := g.Admit(ctx, "198.51.100.7")
+		release, d, err := g.Admit(ctx, "198.51.100.7", "alice@direct.example")
 		if errors.Is(err, ErrRefused) {
 			refused++
 			continue
@@ -63,14 +64,14 @@ func TestGuessingFromOneAddress(t *testing.T) {
 	}
 	// The real user, from elsewhere, with the right password: no wait.
 	f.slept = 0
-	release, d, err := g.Admit(ctx, "203.0.113.9")
+	release, d, err := g.Admit(ctx, "203.0.113.9", "alice@direct.example")
 	if err != nil || d != 0 || f.slept != 0 {
 		t.Fatalf("another address: delay %v, slept %v, %v; want none", d, f.slept, err)
 	}
 	release()
 	// After the window the address is welcome again.
 	f.now = f.now.Add(DefaultWindow + time.Second)
-	if _, d, err := g.Admit(ctx, "198.51.100.7"); err != nil || d != 0 {
+	if _, d, err := g.Admit(ctx, "198.51.100.7", "alice@direct.example"); err != nil || d != 0 {
 		t.Fatalf("after the window: delay %v, %v; want none", d, err)
 	}
 }
@@ -84,7 +85,7 @@ func TestUsernameUnderAttack(t *testing.T) {
 	ctx := context.Background()
 	for i := 0; i < 10; i++ {
 		addr := net.IPv4(192, 0, 2, byte(i)).String()
-		release, d, err := g.Admit(ctx, addr)
+		release, d, err := g.Admit(ctx, addr, "alice@direct.example")
 		if err != nil || d != 0 {
 			t.Fatalf("first attempt from %s: delay %v, %v", addr, d, err)
 		}
@@ -95,7 +96,7 @@ func TestUsernameUnderAttack(t *testing.T) {
 		t.Fatal("ten failures of one username from ten addresses were never slowed")
 	}
 	f.slept = 0
-	release, d, err := g.Admit(ctx, "203.0.113.9")
+	release, d, err := g.Admit(ctx, "203.0.113.9", "alice@direct.example")
 	if err != nil || d != 0 || f.slept != 0 {
 		t.Fatalf("the real user: delay %v, %v", d, err)
 	}
@@ -118,7 +119,7 @@ func TestDelayedAddressOneAtATime(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			release, _, err := g.Admit(ctx, "198.51.100.7")
+			release, _, err := g.Admit(ctx, "198.51.100.7", "x")
 			if err != nil {
 				t.Error(err)
 				return
@@ -154,5 +155,31 @@ func TestKey(t *testing.T) {
 		if got := Key(addr); got != want {
 			t.Errorf("Key(%s) = %s; want %s", in, got, want)
 		}
+	}
+}
+
+// TestNATNeighbour: one user's stale password behind a shared address
+// gets that user refused there, not the others behind it (who are only
+// delayed), until the address as a whole fails far more.
+func TestNATNeighbour(t *testing.T) {
+	g := New(Config{})
+	newFake(g)
+	ctx := context.Background()
+	for i := 0; i < DefaultRefuseAfter; i++ {
+		g.Failed(ctx, "198.51.100.7", "stale@direct.example")
+	}
+	if _, _, err := g.Admit(ctx, "198.51.100.7", "stale@direct.example"); !errors.Is(err, ErrRefused) {
+		t.Fatalf("the failing user: %v; want refused", err)
+	}
+	release, _, err := g.Admit(ctx, "198.51.100.7", "colleague@direct.example")
+	if err != nil {
+		t.Fatalf("a colleague behind the same address: %v; want admitted (delayed)", err)
+	}
+	release()
+	for i := 0; i < DefaultRefuseAfter*addressRefuseFactor; i++ {
+		g.Failed(ctx, "198.51.100.7", fmt.Sprint("user", i, "@direct.example"))
+	}
+	if _, _, err := g.Admit(ctx, "198.51.100.7", "colleague@direct.example"); !errors.Is(err, ErrRefused) {
+		t.Fatalf("an address failing for many users: %v; want refused", err)
 	}
 }

@@ -60,7 +60,7 @@ func (s *session) Login(username, password string) error {
 	ctx, cancel := s.ctx()
 	defer cancel()
 	addr := authguard.Key(s.conn.NetConn().RemoteAddr())
-	release, _, err := s.srv.guard.Admit(ctx, addr)
+	release, _, err := s.srv.guard.Admit(ctx, addr, username)
 	if errors.Is(err, authguard.ErrRefused) {
 		s.srv.cfg.Logger.Warn("authentication refused", "proto", "imap", "remote", addr, "user", username, "reason", "too many failures from the address")
 		return errTooManyFailures

@@ -91,7 +91,7 @@ func (ss *session) login(identity, username, password string) (err error) {
 	defer cancel()
 	// Guessing is slowed (package authguard), as on the IMAP side.
 	addr := authguard.Key(ss.conn.Conn().RemoteAddr())
-	release, _, err := ss.s.auth.Admit(ctx, addr)
+	release, _, err := ss.s.auth.Admit(ctx, addr, username)
 	if errors.Is(err, authguard.ErrRefused) {
 		ss.s.log.Warn("authentication refused", "proto", "smtp", "remote", addr, "user", strings.ToLower(username), "reason", "too many failures from the address")
 		ss.s.metrics.AuthFailed("refused")
