@@ -81,7 +81,9 @@ type Guard struct {
 // this many times Config.RefuseAfter failures.
 const addressRefuseFactor = 5
 
-func pairKey(addr, user string) string { return addr + "\x00" + strings.ToLower(strings.TrimSpace(user)) }
+func pairKey(addr, user string) string {
+	return addr + "\x00" + strings.ToLower(strings.TrimSpace(user))
+}
 
 // record is the failures of one address or username.
 type record struct {

@@ -73,6 +73,7 @@ type arrival struct {
 func (m *Folder) abandon(a *arrival) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	a.raw = nil
 	m.pending = slices.DeleteFunc(slices.Clone(m.pending), func(b *arrival) bool { return b == a })
 }
 
@@ -361,7 +362,11 @@ func (m *Folder) giveUpLocked(tried []*arrival, started time.Time) {
 		}
 	}
 	m.pending = slices.DeleteFunc(slices.Clone(m.pending), func(a *arrival) bool {
-		return a.uid != 0 || a.tries >= arrivalTries || now.Sub(a.at) > arrivalTTL
+		drop := a.uid != 0 || a.tries >= arrivalTries || now.Sub(a.at) > arrivalTTL
+		if drop {
+			a.raw = nil // the retry memory may keep the arrival: not its bytes
+		}
+		return drop
 	})
 }
 
@@ -410,7 +415,7 @@ func savedMeta(uid imap.UID, a *arrival) *directapi.MessageDetail {
 // another connection shortly after is recognised as a retry (retries.go).
 func (m *Folder) Append(ctx context.Context, auth upstream.Auth, conn uint64, raw []byte, msgID string, seen bool, kept []imap.Flag, wantUID bool) (uid imap.UID, err error) {
 	log := m.store.cfg.Logger
-	key := m.store.appends.key(m.user, m.name, raw)
+	key := m.store.appends.key(m.user, m.name, m.Validity(), raw)
 	if earlier := m.store.appends.earlier(key, conn); earlier != nil {
 		if uid := m.retriedUID(ctx, earlier); uid != 0 {
 			log.Info("imap append: a retry of an earlier append recognised; not saved again", "user", m.user, "uid", uid)

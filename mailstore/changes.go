@@ -28,7 +28,7 @@ type Copied struct {
 // expunged (see added and apply).
 func (m *Folder) AddCopies(ctx context.Context, newUIDs []imap.UID, src []Copied) {
 	m.mu.Lock()
-	if !m.loaded || m.gone != nil || len(newUIDs) == 0 || newUIDs[0] < m.uidNext {
+	if !m.loaded || m.dropped || m.gone != nil || len(newUIDs) == 0 || newUIDs[0] < m.uidNext {
 		m.mu.Unlock()
 		return
 	}

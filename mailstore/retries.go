@@ -31,6 +31,7 @@ const maxRecentAppends = 20000
 
 type appendKey struct {
 	user, folder string
+	validity     uint32 // a renumbered folder's UIDs name other messages
 	sum          [32]byte
 }
 
@@ -53,8 +54,8 @@ type noted struct {
 	at time.Time
 }
 
-func (r *recentAppends) key(user, folder string, raw []byte) appendKey {
-	return appendKey{strings.ToLower(user), folder, sha256.Sum256(raw)}
+func (r *recentAppends) key(user, folder string, validity uint32, raw []byte) appendKey {
+	return appendKey{strings.ToLower(user), folder, validity, sha256.Sum256(raw)}
 }
 
 // earlier returns the arrival of the same bytes appended to the folder by

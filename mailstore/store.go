@@ -169,6 +169,7 @@ func (st *Store) Release(m *Folder) {
 func (m *Folder) dropLocked() {
 	m.store.saveMemo(m.user, m.name, m.memoLocked())
 	m.dropped = true
+	m.loaded = false // a refresh by someone still holding it reloads; none writes into byUID
 	m.auth = directapi.Authentication{}
 	m.byUID, m.ghosts = nil, nil
 	m.store.drop(m)

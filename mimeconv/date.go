@@ -79,7 +79,7 @@ func quickDate(v string) (t time.Time, ok bool) {
 	}
 	zh, ok6 := digits(zone[1:3], 2, 2)
 	zm, ok7 := digits(zone[3:5], 2, 2)
-	if !ok6 || !ok7 || day < 1 || day > 31 || hh > 23 || mm > 59 || ss > 59 || zm > 59 {
+	if !ok6 || !ok7 || day < 1 || day > 31 || hh > 23 || mm > 59 || ss > 59 || zh > 23 || zm > 59 {
 		return time.Time{}, false
 	}
 	offset := (zh*60 + zm) * 60
