@@ -45,7 +45,7 @@ const (
 	DefaultPreAuthTime  = 30 * time.Second
 	DefaultPreAuthBytes = 256 << 10
 	// maxTotal bounds the default total of one listener.
-	maxTotal = 1000
+	maxTotal = 10000
 	// fdHeadroom is the file descriptors kept free of client connections
 	// (the state store, the provider's connections, the other listeners'
 	// accepts, logs).
@@ -58,7 +58,7 @@ const (
 // DefaultTotal is the connections one listener may hold: its share of the
 // process's file descriptor limit after a headroom, so that a flood of one
 // listener never leaves the others (or /readyz) without a descriptor;
-// at most 1000.
+// at most 10,000 (the 1,000 idle users of BENCHMARKS.md fit many times).
 func DefaultTotal() int {
 	var rl syscall.Rlimit
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil || rl.Cur == 0 {
