@@ -54,33 +54,8 @@ func TestKillDuringSendNoDuplicate(t *testing.T) {
 	t.Cleanup(provider.Close)
 	t.Cleanup(func() { close(release) })
 
-	dir := t.TempDir()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	smtpAddr := l.Addr().String()
-	l.Close()
-	start := func() *exec.Cmd {
-		cmd := exec.Command(binPath)
-		cmd.Env = cleanEnv("DIRECTBRIDGE_DATA_DIR="+dir, "DIRECTBRIDGE_API_URL="+provider.URL,
-			"DIRECTBRIDGE_API_RATE_LIMIT=unlimited", "DIRECTBRIDGE_SMTP_ADDR="+smtpAddr,
-			"DIRECTBRIDGE_SMTPS_ADDR=off", "DIRECTBRIDGE_IMAP_ADDR=off", "DIRECTBRIDGE_IMAPS_ADDR=off",
-			"DIRECTBRIDGE_ADMIN_SOCKET=off")
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-			if c, err := net.Dial("tcp", smtpAddr); err == nil {
-				c.Close()
-				return cmd
-			}
-			if time.Now().After(deadline) {
-				t.Fatal("the bridge did not listen")
-			}
-		}
-	}
+	dir, smtpAddr := t.TempDir(), freeAddr(t)
+	start := func() *exec.Cmd { return startOnProvider(t, dir, provider.URL, "DIRECTBRIDGE_SMTP_ADDR", smtpAddr) }
 	raw := "From: " + alice + "\r\nTo: " + bob + "\r\nSubject: crash test\r\nMessage-ID: <crash-1@client.example>\r\n\r\nexactly once\r\n.\r\n"
 	// submit runs one transaction and returns the reply to the data.
 	submit := func() (string, error) {
@@ -182,33 +157,8 @@ func TestKillDuringMoveKeepsFlags(t *testing.T) {
 	t.Cleanup(provider.Close)
 	t.Cleanup(func() { close(release) })
 
-	dir := t.TempDir()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	imapAddr := l.Addr().String()
-	l.Close()
-	start := func() *exec.Cmd {
-		cmd := exec.Command(binPath)
-		cmd.Env = cleanEnv("DIRECTBRIDGE_DATA_DIR="+dir, "DIRECTBRIDGE_API_URL="+provider.URL,
-			"DIRECTBRIDGE_API_RATE_LIMIT=unlimited", "DIRECTBRIDGE_IMAP_ADDR="+imapAddr,
-			"DIRECTBRIDGE_SMTP_ADDR=off", "DIRECTBRIDGE_SMTPS_ADDR=off", "DIRECTBRIDGE_IMAPS_ADDR=off",
-			"DIRECTBRIDGE_ADMIN_SOCKET=off")
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-			if c, err := net.Dial("tcp", imapAddr); err == nil {
-				c.Close()
-				return cmd
-			}
-			if time.Now().After(deadline) {
-				t.Fatal("the bridge did not listen")
-			}
-		}
-	}
+	dir, imapAddr := t.TempDir(), freeAddr(t)
+	start := func() *exec.Cmd { return startOnProvider(t, dir, provider.URL, "DIRECTBRIDGE_IMAP_ADDR", imapAddr) }
 	login := func() *imapclient.Client {
 		c, err := imapclient.DialInsecure(imapAddr, nil)
 		if err != nil {
@@ -266,5 +216,47 @@ func TestKillDuringMoveKeepsFlags(t *testing.T) {
 	fl := msgs[0].Flags
 	if !slices.Contains(fl, imap.FlagFlagged) || !slices.Contains(fl, imap.Flag("$Urgent")) {
 		t.Fatalf("flags after the restart %v; want \\Flagged and $Urgent", fl)
+	}
+}
+
+// freeAddr is a loopback address with a port free a moment ago.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// startOnProvider runs the real binary against providerURL with its data
+// in dir and one listener, listenVar (e.g. DIRECTBRIDGE_SMTP_ADDR) at addr,
+// the others off, and returns once that listener accepts connections. The
+// process is killed when the test ends.
+func startOnProvider(t *testing.T, dir, providerURL, listenVar, addr string) *exec.Cmd {
+	t.Helper()
+	env := map[string]string{"DIRECTBRIDGE_SMTP_ADDR": "off", "DIRECTBRIDGE_SMTPS_ADDR": "off",
+		"DIRECTBRIDGE_IMAP_ADDR": "off", "DIRECTBRIDGE_IMAPS_ADDR": "off"}
+	env[listenVar] = addr
+	vars := []string{"DIRECTBRIDGE_DATA_DIR=" + dir, "DIRECTBRIDGE_API_URL=" + providerURL,
+		"DIRECTBRIDGE_API_RATE_LIMIT=unlimited", "DIRECTBRIDGE_ADMIN_SOCKET=off"}
+	for k, v := range env {
+		vars = append(vars, k+"="+v)
+	}
+	cmd := exec.Command(binPath)
+	cmd.Env = cleanEnv(vars...)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if c, err := net.Dial("tcp", addr); err == nil {
+			c.Close()
+			return cmd
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the bridge did not listen")
+		}
 	}
 }
