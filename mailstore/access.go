@@ -16,9 +16,6 @@ import (
 // Name is the provider's name of the folder (also its IMAP name).
 func (m *Folder) Name() string { return m.name }
 
-// User is the lower-case Direct address whose folder this is.
-func (m *Folder) User() string { return m.user }
-
 // Validity is the folder's UIDVALIDITY (RFC 9051 §2.3.1.1).
 func (m *Folder) Validity() uint32 {
 	m.mu.Lock()

@@ -117,10 +117,6 @@ func (c *Cache) QueryRow(ctx context.Context, q string, args ...any) *sql.Row {
 	return c.db.QueryRowContext(ctx, q, args...)
 }
 
-// Sweep prepares what transactions and queries asked for; Tx.Commit and
-// Tx.Rollback call it, and so may a caller after Query or QueryRow.
-func (c *Cache) Sweep(ctx context.Context) { c.prepareWanted(ctx) }
-
 // Tx is a transaction whose Exec, Query and QueryRow (and their Context
 // forms) use the cache's statements. Every other method is sql.Tx's.
 type Tx struct {
