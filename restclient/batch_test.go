@@ -6,11 +6,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"reflect"
 	"slices"
 	"strings"
 	"testing"
+	"testing/iotest"
 
 	"github.com/directbridge/directbridge/directapi"
 )
@@ -374,11 +376,16 @@ func TestChunk(t *testing.T) {
 }
 
 // TestRawPayloadIsTheSameJSON: the request SaveRaw writes by hand is,
-// byte for byte, what encoding RawMessagesRequestType gives.
+// byte for byte, what encoding RawMessagesRequestType gives, its length
+// is told right, and it reads the same through reads of any size.
 func TestRawPayloadIsTheSameJSON(t *testing.T) {
 	auth := directapi.Authentication{Username: "a<b>&c@direct.example", Password: directapi.Secret("p\"w\\\u00e9")}
 	raws := [][]byte{[]byte("Subject: x\r\n\r\nhello\r\n"), {}, bytes.Repeat([]byte{0, 1, 2, 0xff}, 1000)}
-	got, err := rawPayload(auth, raws)
+	b, err := newRawBody(auth, raws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := io.ReadAll(b.Open())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -395,7 +402,13 @@ func TestRawPayloadIsTheSameJSON(t *testing.T) {
 	if !bytes.Equal(got, want.Bytes()) {
 		t.Fatalf("payload differs:\n%s\nwant\n%s", got[:min(len(got), 300)], want.Bytes()[:min(want.Len(), 300)])
 	}
-	if cap(got) != len(got) {
-		t.Errorf("buffer of %d for %d bytes: its size was not computed right", cap(got), len(got))
+	if b.Len() != int64(len(got)) {
+		t.Errorf("Len %d for %d bytes", b.Len(), len(got))
+	}
+	for _, r := range []func(io.Reader) io.Reader{iotest.OneByteReader, iotest.HalfReader, iotest.DataErrReader} {
+		again, err := io.ReadAll(r(b.Open()))
+		if err != nil || !bytes.Equal(again, got) {
+			t.Errorf("read again in small pieces: %d bytes, %v; differs", len(again), err)
+		}
 	}
 }

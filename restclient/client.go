@@ -196,7 +196,7 @@ type request struct {
 	method  string
 	url     string // fully built and escaped
 	body    any    // nil for no body
-	payload []byte // the body already encoded, instead of body
+	payload body   // the body already encoded, instead of body
 	class   retryClass
 }
 
@@ -249,7 +249,7 @@ func (c *Client) do(ctx context.Context, req request, out envelope) error {
 		if err := enc.Encode(req.body); err != nil {
 			return fmt.Errorf("restclient: %s: encoding request: %w", req.op, err)
 		}
-		payload = buf.Bytes()
+		payload = jsonBody(buf.Bytes())
 	}
 	began := c.clock.Now()
 	for attempt := 0; ; attempt++ {
@@ -307,18 +307,17 @@ func (c *Client) retryDelay(class retryClass, attempt int, te *TemporaryError) (
 }
 
 // attempt makes one HTTP exchange. It returns the HTTP status (0 if none).
-func (c *Client) attempt(ctx context.Context, req request, payload []byte, out envelope) (int, error) {
+func (c *Client) attempt(ctx context.Context, req request, payload body, out envelope) (int, error) {
 	actx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
-	var body io.Reader
-	if payload != nil {
-		body = bytes.NewReader(payload)
-	}
-	hreq, err := http.NewRequestWithContext(actx, req.method, req.url, body)
+	hreq, err := http.NewRequestWithContext(actx, req.method, req.url, nil)
 	if err != nil {
 		return 0, fmt.Errorf("restclient: %s: building request: %w", req.op, errors.Unwrap(err))
 	}
 	if payload != nil {
+		hreq.Body = io.NopCloser(payload.Open())
+		hreq.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(payload.Open()), nil }
+		hreq.ContentLength = payload.Len()
 		hreq.Header.Set("Content-Type", "application/json")
 	}
 	hreq.Header.Set("Accept", "application/json")

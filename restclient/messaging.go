@@ -1,10 +1,7 @@
 package restclient
 
 import (
-	"bytes"
 	"context"
-	"encoding/base64"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -371,18 +368,15 @@ func (c *Client) SaveRawMessages(ctx context.Context, auth directapi.Authenticat
 }
 
 // SaveRaw is SaveRawMessages for messages given as bytes. The request body
-// is built in one buffer of its final size with the base64 written
-// straight into it, where encoding RawMessage values would hold each
-// message three times (bytes, base64 string, JSON copy of it): a 20 MB
-// APPEND costs 27 MB of request instead of 55 MB more. The body is the
-// same JSON as SaveRawMessages sends.
+// is the same JSON as SaveRawMessages sends, encoded while it is written
+// (rawBody): the messages' bytes are all it holds.
 func (c *Client) SaveRaw(ctx context.Context, auth directapi.Authentication, folder string, raws [][]byte) error {
 	return c.saveBatches(ctx, folder, len(raws), func(lo, hi int) (request, error) {
-		payload, err := rawPayload(auth, raws[lo:hi])
+		b, err := newRawBody(auth, raws[lo:hi])
 		if err != nil {
 			return request{}, fmt.Errorf("restclient: SaveRawMessages: encoding request: %w", err)
 		}
-		return request{payload: payload}, nil
+		return request{payload: b}, nil
 	})
 }
 
@@ -410,41 +404,6 @@ func (c *Client) saveBatches(ctx context.Context, folder string, n int, body fun
 		}
 	}
 	return nil
-}
-
-// rawPayload is the JSON of a RawMessagesRequestType holding raws, as
-// json.Encoder writes it (HTML not escaped, a final newline).
-func rawPayload(auth directapi.Authentication, raws [][]byte) ([]byte, error) {
-	var head bytes.Buffer
-	enc := json.NewEncoder(&head)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(auth); err != nil {
-		return nil, err
-	}
-	authJSON := bytes.TrimSuffix(head.Bytes(), []byte("\n"))
-	const open, msgOpen, msgClose, end = `{"auth":`, `{"data":"`, `"}`, "]}\n"
-	n := len(open) + len(authJSON) + len(`,"messages":[`) + len(end)
-	for i, r := range raws {
-		n += len(msgOpen) + base64.StdEncoding.EncodedLen(len(r)) + len(msgClose)
-		if i > 0 {
-			n++
-		}
-	}
-	buf := make([]byte, 0, n)
-	buf = append(buf, open...)
-	buf = append(buf, authJSON...)
-	buf = append(buf, `,"messages":[`...)
-	for i, r := range raws {
-		if i > 0 {
-			buf = append(buf, ',')
-		}
-		buf = append(buf, msgOpen...)
-		at := len(buf)
-		buf = buf[:at+base64.StdEncoding.EncodedLen(len(r))]
-		base64.StdEncoding.Encode(buf[at:], r)
-		buf = append(buf, msgClose...)
-	}
-	return append(buf, end...), nil
 }
 
 // SendWithTuser is Send on behalf of auth.DirectAddr (operation 32).

@@ -6,7 +6,6 @@
 package readall
 
 import (
-	"bytes"
 	"io"
 )
 
@@ -16,18 +15,36 @@ const maxUpFront = 8 << 20
 // Sized reads r, which is expected to hold about size bytes (a literal's
 // size, a Content-Length; 0 or less when unknown), and at most limit
 // bytes: a body longer than limit returns the first limit+1 bytes, for
-// the caller to refuse. The buffer is allocated once when size is right,
-// up to maxUpFront: a client announcing more than it sends must not make
-// the bridge hold memory for nothing; past it the buffer grows as the
-// bytes come.
+// the caller to refuse.
+//
+// The buffer is sized once when size is right. A client announcing more
+// than it sends must not make the bridge hold memory for nothing, so only
+// maxUpFront is reserved before the bytes come; once that much has
+// arrived, the buffer is grown in one step to the announced size (one
+// copy of maxUpFront, where doubling would copy and hold up to twice the
+// message). Past the announced size it grows by doubling.
 func Sized(r io.Reader, size, limit int64) ([]byte, error) {
-	var buf bytes.Buffer
-	size = min(size, maxUpFront)
-	if size > 0 {
-		// bytes.MinRead more: ReadFrom wants that much room for the read
-		// that sees EOF, and would double the buffer to get it.
-		buf.Grow(int(min(size, limit)) + bytes.MinRead)
+	r = io.LimitReader(r, limit+1)
+	size = min(size, limit+1)
+	// One byte more than expected: the read that sees EOF needs room.
+	buf := make([]byte, 0, max(min(size, maxUpFront), 512)+1)
+	for {
+		if len(buf) == cap(buf) {
+			want := int64(len(buf)) * 2
+			if int64(len(buf)) < size+1 {
+				want = size + 1
+			}
+			grown := make([]byte, len(buf), want)
+			copy(grown, buf)
+			buf = grown
+		}
+		n, err := r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			return buf, err
+		}
 	}
-	_, err := buf.ReadFrom(io.LimitReader(r, limit+1))
-	return buf.Bytes(), err
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+	"testing/iotest"
 )
 
 func TestSized(t *testing.T) {
@@ -22,5 +23,30 @@ func TestSized(t *testing.T) {
 	unknown, err := Sized(bytes.NewReader([]byte("abc")), 0, 10)
 	if err != nil || string(unknown) != "abc" {
 		t.Errorf("unknown size: %q, %v", unknown, err)
+	}
+}
+
+// TestSizedGrowsOnceToTheAnnouncedSize: a body larger than what is
+// reserved up front costs one buffer of its size (and the first
+// reservation), not a doubling series.
+func TestSizedGrowsOnceToTheAnnouncedSize(t *testing.T) {
+	n := maxUpFront*2 + 12345
+	data := bytes.Repeat([]byte("y"), n)
+	got, err := Sized(iotest.HalfReader(bytes.NewReader(data)), int64(n), int64(n)*2)
+	if err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("read %d bytes, %v", len(got), err)
+	}
+	if cap(got) > n+4096 {
+		t.Errorf("buffer of %d for %d announced bytes", cap(got), n)
+	}
+	// A client announcing much and sending little holds maxUpFront at most.
+	small, err := Sized(strings.NewReader("abc"), 40<<20, 50<<20)
+	if err != nil || string(small) != "abc" || cap(small) > maxUpFront+1 {
+		t.Errorf("announced 40 MiB, sent 3 bytes: %q, cap %d, %v", small, cap(small), err)
+	}
+	// Sent more than announced: still read whole, up to the limit.
+	more, err := Sized(bytes.NewReader(data), 1000, int64(n))
+	if err != nil || len(more) != n {
+		t.Errorf("announced 1000, sent %d: read %d, %v", n, len(more), err)
 	}
 }
