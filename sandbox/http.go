@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"time"
@@ -38,21 +39,84 @@ type handlerFunc func(ctx context.Context, c *call) (any, error)
 type call struct {
 	r    *http.Request
 	body []byte
+	// stream is the unread body of an operation whose request is read
+	// as it comes (streamedOps), within the body limit; body is nil.
+	stream  io.Reader
+	maxBody int64
 }
+
+// streamedOps are the operations whose request is read as it streams in
+// rather than whole (rawsave.go): they carry whole messages. Their
+// bodies are not kept for Requests.
+var streamedOps = map[string]bool{"SaveRawMessages": true}
 
 // param returns a decoded path parameter.
 func (c *call) param(name string) string { return c.r.PathValue(name) }
 
-// decode reads the JSON body into v. Unknown fields are ignored, as a
+// decode reads the JSON body into v, once. Unknown fields are ignored, as a
 // tolerant provider would; a missing body or malformed JSON is a bad request.
 func (c *call) decode(v any) error {
+	if c.stream != nil {
+		return c.decodeStream(v)
+	}
 	if len(bytes.TrimSpace(c.body)) == 0 {
 		return &badBody{status: http.StatusBadRequest, msg: "request body missing"}
 	}
 	if err := json.Unmarshal(c.body, v); err != nil {
 		return &badBody{status: http.StatusBadRequest, msg: "request body is not valid JSON: " + jsonProblem(err)}
 	}
+	// Decoded: a large body (a raw message's base64) need not be held
+	// while the operation stores what was decoded from it.
+	c.body = nil
 	return nil
+}
+
+// decodeStream is decode for a request read as it streams in; its
+// errors are those decode gives for the same body read whole.
+func (c *call) decodeStream(v any) error {
+	sd, ok := v.(streamDecoder)
+	if !ok {
+		return fmt.Errorf("sandbox: %T cannot be read as a stream", v)
+	}
+	counted := &countingReader{r: c.stream}
+	err := sd.decodeStream(counted, c.r.ContentLength)
+	c.stream = nil
+	var mbe *http.MaxBytesError
+	var se *streamSyntaxError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &mbe):
+		return &badBody{status: http.StatusRequestEntityTooLarge,
+			msg: fmt.Sprintf("request body larger than %d bytes", c.maxBody)}
+	case errors.Is(err, errNotUTF8):
+		return &badBody{status: http.StatusBadRequest, msg: "request body is not valid UTF-8"}
+	case errors.Is(err, io.ErrUnexpectedEOF) && counted.n == 0:
+		return &badBody{status: http.StatusBadRequest, msg: "request body missing"}
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return &badBody{status: http.StatusBadRequest, msg: "request body is not valid JSON: unexpected end"}
+	case errors.As(err, &se):
+		return &badBody{status: http.StatusBadRequest, msg: fmt.Sprintf("request body is not valid JSON: syntax error at byte %d", se.off)}
+	default:
+		var je *json.UnmarshalTypeError
+		var jse *json.SyntaxError
+		if errors.As(err, &je) || errors.As(err, &jse) {
+			return &badBody{status: http.StatusBadRequest, msg: "request body is not valid JSON: " + jsonProblem(err)}
+		}
+		return &badBody{status: http.StatusBadRequest, msg: "request body could not be read"}
+	}
+}
+
+// countingReader counts the bytes read through it.
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
 }
 
 // jsonProblem describes a JSON error without echoing request content.
@@ -166,7 +230,14 @@ func (s *Server) wrap(op string, svc service, h handlerFunc) http.Handler {
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		body, readErr := s.readBody(w, r)
+		var body []byte
+		var stream io.Reader
+		var readErr error
+		if streamedOps[op] {
+			stream = http.MaxBytesReader(w, r.Body, s.maxBody)
+		} else {
+			body, readErr = s.readBody(w, r)
+		}
 		fault := s.hooks.record(op, body)
 		ctx := r.Context()
 		if fault != nil && fault.Late {
@@ -181,6 +252,11 @@ func (s *Server) wrap(op string, svc service, h handlerFunc) http.Handler {
 			return
 		}
 		if fault != nil && !fault.After && fault.fails() {
+			if stream != nil {
+				// Read what the client sends before answering: a client
+				// still writing its request may miss an early answer.
+				io.Copy(io.Discard, stream)
+			}
 			if s.wait(r.Context(), latency-latency/2) {
 				fault.apply(w, envelope, regEnv)
 			}
@@ -190,7 +266,7 @@ func (s *Server) wrap(op string, svc service, h handlerFunc) http.Handler {
 		status := http.StatusOK
 		err := readErr
 		if err == nil {
-			resp, err = h(ctx, &call{r: r, body: body})
+			resp, err = h(ctx, &call{r: r, body: body, stream: stream, maxBody: s.maxBody})
 		}
 		if err != nil {
 			if svc == registration {

@@ -424,8 +424,8 @@ func (s *Server) handleGetRawMessages(ctx context.Context, c *call) (any, error)
 // answer carries no UIDs. A message whose data is empty or not base64
 // fails the whole request.
 func (s *Server) handleSaveRawMessages(ctx context.Context, c *call) (any, error) {
-	return withUser(s, ctx, c, func(r *directapi.RawMessagesRequestType) directapi.Authentication { return r.Auth },
-		func(tx *sqlstmt.Tx, u user, r *directapi.RawMessagesRequestType) (any, error) {
+	return withUser(s, ctx, c, func(r *rawSaveRequest) directapi.Authentication { return r.Auth },
+		func(tx *sqlstmt.Tx, u user, r *rawSaveRequest) (any, error) {
 			fid, _, err := inFolder(tx, u, c)
 			if err != nil {
 				return nil, err
@@ -435,8 +435,8 @@ func (s *Server) handleSaveRawMessages(ctx context.Context, c *call) (any, error
 			}
 			now := s.now()
 			for i, m := range r.Messages {
-				raw, err := m.Bytes()
-				if err != nil || len(raw) == 0 {
+				raw := []byte(m.Data)
+				if len(raw) == 0 {
 					return nil, errInvalid("message %d: data is empty or not base64", i+1)
 				}
 				if _, err := insertMessage(tx, fid, raw, true, now, ""); err != nil {
