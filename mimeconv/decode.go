@@ -29,22 +29,31 @@ func decodeTransfer(cte string, b []byte) []byte {
 // and data after a pad (base64 chunks concatenated by broken encoders) is
 // decoded too.
 func decodeBase64(b []byte) []byte {
-	var out, chunk []byte
-	flush := func() {
-		if len(chunk)%4 == 1 { // a lone trailing character carries no byte
-			chunk = chunk[:len(chunk)-1]
+	// One output buffer of the largest size b can decode to; the
+	// alphabet's characters are gathered a block at a time, so a 36 MB
+	// attachment costs 36 MB, not the doubling copies of its base64.
+	out := make([]byte, 0, len(b)/4*3+3)
+	var block [4096]byte // a multiple of 4: whole groups are decoded
+	n := 0
+	decode := func(chars []byte) {
+		w, _ := base64.RawStdEncoding.Decode(out[len(out):cap(out)], chars)
+		out = out[:len(out)+w]
+	}
+	flush := func() { // at a pad or the end
+		if n%4 == 1 { // a lone trailing character carries no byte
+			n--
 		}
-		if len(chunk) > 0 {
-			dec := make([]byte, base64.RawStdEncoding.DecodedLen(len(chunk)))
-			n, _ := base64.RawStdEncoding.Decode(dec, chunk)
-			out = append(out, dec[:n]...)
-		}
-		chunk = chunk[:0]
+		decode(block[:n])
+		n = 0
 	}
 	for _, c := range b {
 		switch {
 		case 'A' <= c && c <= 'Z', 'a' <= c && c <= 'z', '0' <= c && c <= '9', c == '+', c == '/':
-			chunk = append(chunk, c)
+			block[n] = c
+			if n++; n == len(block) {
+				decode(block[:n])
+				n = 0
+			}
 		case c == '=':
 			flush()
 		}

@@ -2,9 +2,16 @@ package restclient
 
 import (
 	"bytes"
+	"crypto/rand"
 	"encoding/base64"
-	"encoding/json"
+	"encoding/hex"
+	"fmt"
 	"io"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/directbridge/directbridge/directapi"
 )
 
 // body is an encoded request body. It can be read more than once (a
@@ -39,13 +46,11 @@ type rawBody struct {
 const rawOpen, rawMessages, rawMsgOpen, rawMsgClose, rawEnd = `{"auth":`, `,"messages":[`, `{"data":"`, `"}`, "]}\n"
 
 func newRawBody(auth any, raws [][]byte) (*rawBody, error) {
-	var head bytes.Buffer
-	enc := json.NewEncoder(&head)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(auth); err != nil {
+	head, err := encodeJSON(auth)
+	if err != nil {
 		return nil, err
 	}
-	return &rawBody{authJSON: bytes.TrimSuffix(head.Bytes(), []byte("\n")), raws: raws}, nil
+	return &rawBody{authJSON: bytes.TrimSuffix(head, []byte("\n")), raws: raws}, nil
 }
 
 func (b *rawBody) Len() int64 {
@@ -108,4 +113,98 @@ func (r *base64Reader) Read(p []byte) (int, error) {
 		return 0, io.EOF
 	}
 	return n, nil
+}
+
+// Attachments travel in a send request as base64 text inside the JSON.
+// Encoding the request whole would copy every attachment into the
+// encoder's buffer, and that buffer into the request: for a 50 MB message
+// 150 MB more while it is sent. Instead each large attachment's content
+// is swapped for a unique token before encoding, and the request is
+// written as the encoded JSON with the contents put back in place of the
+// tokens (holeyBody). This gives the very bytes json would have written
+// because base64 text needs no JSON escaping; content that is not plain
+// base64 is left to the encoder.
+
+// minHole is the smallest content worth cutting out.
+const minHole = 4 << 10
+
+// holes are the attachment contents cut out of a request.
+type holes struct {
+	token    string
+	contents []string // by order of appearance in the request
+}
+
+// cutAttachments returns a copy of atts with each large base64 content
+// replaced by a token, and the contents cut out. atts is not changed.
+func cutAttachments(atts []directapi.Attachment) ([]directapi.Attachment, *holes) {
+	h := &holes{}
+	var out []directapi.Attachment
+	for i, a := range atts {
+		if len(a.Content) < minHole || !isBase64Text(a.Content) {
+			continue
+		}
+		if out == nil {
+			out = slices.Clone(atts)
+			var r [12]byte
+			rand.Read(r[:])
+			h.token = "directbridge-hole-" + hex.EncodeToString(r[:]) + "-"
+		}
+		out[i].Content = h.token + strconv.Itoa(len(h.contents))
+		h.contents = append(h.contents, a.Content)
+	}
+	if out == nil {
+		return atts, nil
+	}
+	return out, h
+}
+
+// isBase64Text reports whether s is standard base64 text, which JSON
+// writes as it stands.
+func isBase64Text(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('A' <= c && c <= 'Z' || 'a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '+' || c == '/' || c == '=') {
+			return false
+		}
+	}
+	return true
+}
+
+// fill returns the body of the request whose JSON (with the tokens) is
+// encoded.
+func (h *holes) fill(encoded []byte) (body, error) {
+	if h == nil {
+		return jsonBody(encoded), nil
+	}
+	var parts []string
+	rest := string(encoded)
+	for i, content := range h.contents {
+		tok := h.token + strconv.Itoa(i) + `"` // the quote: token 1 is not token 10
+		at := strings.Index(rest, tok)
+		if at < 0 {
+			return nil, fmt.Errorf("attachment %d not found in the encoded request", i+1)
+		}
+		parts = append(parts, rest[:at], content)
+		rest = rest[at+len(tok)-1:]
+	}
+	return holeyBody(append(parts, rest)), nil
+}
+
+// holeyBody is a request written as the concatenation of its parts.
+type holeyBody []string
+
+func (b holeyBody) Len() int64 {
+	var n int64
+	for _, p := range b {
+		n += int64(len(p))
+	}
+	return n
+}
+
+func (b holeyBody) Open() io.Reader {
+	rs := make([]io.Reader, len(b))
+	for i, p := range b {
+		rs[i] = strings.NewReader(p)
+	}
+	return io.MultiReader(rs...)
 }

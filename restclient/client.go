@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/directbridge/directbridge/directapi"
 	"io"
 	"log/slog"
 	"math"
@@ -18,6 +17,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/directbridge/directbridge/directapi"
 )
 
 // Defaults. The provider's documents state no limits ("Rate limits ...:
@@ -243,13 +244,11 @@ func apiError(op string, out envelope) (ae *APIError, ok bool) {
 func (c *Client) do(ctx context.Context, req request, out envelope) error {
 	payload := req.payload
 	if req.body != nil {
-		var buf bytes.Buffer
-		enc := json.NewEncoder(&buf)
-		enc.SetEscapeHTML(false)
-		if err := enc.Encode(req.body); err != nil {
+		encoded, err := encodeJSON(req.body)
+		if err != nil {
 			return fmt.Errorf("restclient: %s: encoding request: %w", req.op, err)
 		}
-		payload = jsonBody(buf.Bytes())
+		payload = jsonBody(encoded)
 	}
 	began := c.clock.Now()
 	for attempt := 0; ; attempt++ {
@@ -284,6 +283,16 @@ func (c *Client) do(ctx context.Context, req request, out envelope) error {
 			return err
 		}
 	}
+}
+
+// encodeJSON is the request body of v: JSON as json.Encoder writes it,
+// HTML characters not escaped (addresses hold < and >), a final newline.
+func encodeJSON(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	err := enc.Encode(v)
+	return buf.Bytes(), err
 }
 
 // retryDelay is the client's retry policy (the documents show none): 429

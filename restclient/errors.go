@@ -3,8 +3,9 @@ package restclient
 import (
 	"errors"
 	"fmt"
-	"github.com/directbridge/directbridge/directapi"
 	"time"
+
+	"github.com/directbridge/directbridge/directapi"
 )
 
 // APIError is an application failure: the provider answered with

@@ -4,11 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/directbridge/directbridge/directapi"
 	"io"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/directbridge/directbridge/directapi"
 )
 
 func TestIsAuthFailure(t *testing.T) {

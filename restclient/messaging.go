@@ -39,14 +39,24 @@ func joinURL(base, op string, segments ...string) (string, error) {
 	return b.String(), nil
 }
 
-// send performs one of the four send operations.
-func (c *Client) send(ctx context.Context, op string, body any) (string, error) {
+// send performs one of the four send operations. req holds the message
+// with its attachments cut out (cutAttachments), put back as the request
+// is written.
+func (c *Client) send(ctx context.Context, op string, req any, cut *holes) (string, error) {
 	u, err := c.msgURL(op, op)
 	if err != nil {
 		return "", err
 	}
+	encoded, err := encodeJSON(req)
+	if err != nil {
+		return "", fmt.Errorf("restclient: %s: encoding request: %w", op, err)
+	}
+	payload, err := cut.fill(encoded)
+	if err != nil {
+		return "", fmt.Errorf("restclient: %s: encoding request: %w", op, err)
+	}
 	var resp directapi.SendMessageResponseType
-	if err := c.do(ctx, request{op: op, method: http.MethodPut, url: u, body: body, class: once}, &resp); err != nil {
+	if err := c.do(ctx, request{op: op, method: http.MethodPut, url: u, payload: payload, class: once}, &resp); err != nil {
 		return "", err
 	}
 	return resp.SmtpID, nil
@@ -56,12 +66,16 @@ func (c *Client) send(ctx context.Context, op string, body any) (string, error) 
 // provider files an unread copy in INBOX.Sent. It is never retried once the
 // request may have reached the provider; see OutcomeUnknown.
 func (c *Client) Send(ctx context.Context, auth directapi.Authentication, msg directapi.Message) (string, error) {
-	return c.send(ctx, "Send", directapi.SendRequest{Authentication: auth, Message: msg})
+	var cut *holes
+	msg.AttachmentList, cut = cutAttachments(msg.AttachmentList)
+	return c.send(ctx, "Send", directapi.SendRequest{Authentication: auth, Message: msg}, cut)
 }
 
 // SendWithHeader sends msg with custom headers (operation 2).
 func (c *Client) SendWithHeader(ctx context.Context, auth directapi.Authentication, msg directapi.MessageWithHeader) (string, error) {
-	return c.send(ctx, "SendWithHeader", directapi.SendRequestWithHeader{Authentication: auth, Message: msg})
+	var cut *holes
+	msg.AttachmentList, cut = cutAttachments(msg.AttachmentList)
+	return c.send(ctx, "SendWithHeader", directapi.SendRequestWithHeader{Authentication: auth, Message: msg}, cut)
 }
 
 // Forward forwards the messages with the given UIDs of folder to recipients
@@ -408,13 +422,17 @@ func (c *Client) saveBatches(ctx context.Context, folder string, n int, body fun
 
 // SendWithTuser is Send on behalf of auth.DirectAddr (operation 32).
 func (c *Client) SendWithTuser(ctx context.Context, auth directapi.AuthenticationWithTuser, msg directapi.Message) (string, error) {
-	return c.send(ctx, "SendWithTuser", directapi.SendWithTuserRequest{Authentication: auth, Message: msg})
+	var cut *holes
+	msg.AttachmentList, cut = cutAttachments(msg.AttachmentList)
+	return c.send(ctx, "SendWithTuser", directapi.SendWithTuserRequest{Authentication: auth, Message: msg}, cut)
 }
 
 // SendWithHeaderWithTuser is SendWithHeader on behalf of auth.DirectAddr
 // (operation 33).
 func (c *Client) SendWithHeaderWithTuser(ctx context.Context, auth directapi.AuthenticationWithTuser, msg directapi.MessageWithHeader) (string, error) {
-	return c.send(ctx, "SendWithHeaderWithTuser", directapi.SendWithHeaderWithTuserRequest{Authentication: auth, Message: msg})
+	var cut *holes
+	msg.AttachmentList, cut = cutAttachments(msg.AttachmentList)
+	return c.send(ctx, "SendWithHeaderWithTuser", directapi.SendWithHeaderWithTuserRequest{Authentication: auth, Message: msg}, cut)
 }
 
 // GetMessageStatusWithTuser is GetMessageStatus for a T-user (operation 34).

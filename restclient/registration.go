@@ -2,8 +2,9 @@ package restclient
 
 import (
 	"context"
-	"github.com/directbridge/directbridge/directapi"
 	"net/http"
+
+	"github.com/directbridge/directbridge/directapi"
 )
 
 // This file holds one method per registration operation

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/directbridge/directbridge/directapi"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -14,6 +13,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/directbridge/directbridge/directapi"
 )
 
 // scripted is a test server that answers its n-th request with steps[n];

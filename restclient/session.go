@@ -2,9 +2,10 @@ package restclient
 
 import (
 	"context"
-	"github.com/directbridge/directbridge/directapi"
 	"sync"
 	"time"
+
+	"github.com/directbridge/directbridge/directapi"
 )
 
 // SessionLifetime is how long a registration sessionId lives

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"strings"
 	"sync"
@@ -99,12 +100,7 @@ func fingerprint(m directapi.Message) [32]byte {
 	fmt.Fprintf(h, "%t\x00%d:%s\x00", m.HTMLBody, len(body), body)
 	var parts []string
 	for _, a := range m.AttachmentList {
-		data, err := base64.StdEncoding.DecodeString(a.Content)
-		if err != nil {
-			data = []byte(a.Content)
-		}
-		sum := sha256.Sum256(data)
-		parts = append(parts, string(sum[:]))
+		parts = append(parts, string(contentSum(a.Content)))
 	}
 	slices.Sort(parts)
 	for _, p := range parts {
@@ -113,6 +109,18 @@ func fingerprint(m directapi.Message) [32]byte {
 	var k [32]byte
 	copy(k[:], h.Sum(nil))
 	return k
+}
+
+// contentSum is the SHA-256 of an attachment's decoded bytes (of its
+// text when it is not base64), decoded as it is hashed: an attachment
+// of tens of megabytes is not copied for it.
+func contentSum(content string) []byte {
+	h := sha256.New()
+	if _, err := io.Copy(h, base64.NewDecoder(base64.StdEncoding, strings.NewReader(content))); err != nil {
+		h.Reset()
+		io.WriteString(h, content)
+	}
+	return h.Sum(nil)
 }
 
 // send makes the provider call, journalled, or recognises a retry of a
