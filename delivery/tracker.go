@@ -13,6 +13,7 @@
 package delivery
 
 import (
+	"bytes"
 	"context"
 	"log/slog"
 	"strings"
@@ -138,7 +139,9 @@ func (t *Tracker) Track(m Message) {
 	if m.At.IsZero() {
 		m.At = time.Now()
 	}
-	tr := &tracked{msg: m, headers: headerSection(m.Raw), final: map[string]bool{},
+	// A copy of the header section: a slice of Raw would keep the whole
+	// message (tens of megabytes) for as long as it is followed.
+	tr := &tracked{msg: m, headers: bytes.Clone(headerSection(m.Raw)), final: map[string]bool{},
 		next: time.Now().Add(t.cfg.FirstCheck), interval: t.cfg.FirstCheck}
 	tr.msg.Raw = nil // the body is not kept
 	t.mu.Lock()

@@ -55,8 +55,9 @@ func newEnv(t testing.TB, o options) *env {
 		o.stateDir = t.TempDir()
 	}
 	sbOpts := sandbox.Options{
-		Dir:   o.sandboxDir,
-		Users: []sandbox.Account{{Name: alice, Password: alicePW}, {Name: bob, Password: bobPW}},
+		Dir:          o.sandboxDir,
+		Users:        []sandbox.Account{{Name: alice, Password: alicePW}, {Name: bob, Password: bobPW}},
+		KeepRequests: 50,
 	}
 	if o.sandbox != nil {
 		o.sandbox(&sbOpts)

@@ -83,7 +83,7 @@ func (w *walker) leaf(e *Part) {
 		}
 	}
 	w.p.Attachments = append(w.p.Attachments, directapi.Attachment{
-		Content:     base64.StdEncoding.EncodeToString(data),
+		Content:     base64Text(data),
 		ContentType: mt,
 		Filename:    name,
 	})
@@ -145,4 +145,16 @@ var extensions = map[string]string{
 	"image/tiff":                       ".tif",
 	"message/disposition-notification": ".txt",
 	"message/delivery-status":          ".txt",
+}
+
+// base64Text is base64.StdEncoding.EncodeToString without its copy: that
+// encodes into a buffer and converts it to a string, holding a large
+// attachment's base64 twice.
+func base64Text(data []byte) string {
+	var b strings.Builder
+	b.Grow(base64.StdEncoding.EncodedLen(len(data)))
+	enc := base64.NewEncoder(base64.StdEncoding, &b)
+	enc.Write(data)
+	enc.Close()
+	return b.String()
 }

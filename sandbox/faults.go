@@ -3,6 +3,7 @@ package sandbox
 import (
 	"maps"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 )
@@ -50,8 +51,8 @@ type testHooks struct {
 	keep     int
 }
 
-func newTestHooks() *testHooks {
-	return &testHooks{counts: map[string]int{}, faults: map[string]*Fault{}, requests: map[string][][]byte{}, keep: 50}
+func newTestHooks(keep int) *testHooks {
+	return &testHooks{counts: map[string]int{}, faults: map[string]*Fault{}, requests: map[string][][]byte{}, keep: keep}
 }
 
 // Calls returns how many requests reached operation op (e.g. "GetUIDs",
@@ -88,8 +89,10 @@ func (s *Server) ResetCalls() {
 	clear(s.hooks.requests)
 }
 
-// Requests returns the bodies of the latest requests of op (at most 50),
-// oldest first, as received. Golden tests compare them with expectations.
+// Requests returns the bodies of the latest requests of op (at most
+// Options.KeepRequests; none unless set), oldest first, as received.
+// Golden tests compare them with expectations. Operations read as they
+// stream in (SaveRawMessages) have no body kept.
 func (s *Server) Requests(op string) [][]byte {
 	s.hooks.mu.Lock()
 	defer s.hooks.mu.Unlock()
@@ -116,11 +119,13 @@ func (h *testHooks) record(op string, body []byte) *Fault {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.counts[op]++
-	reqs := append(h.requests[op], body)
-	if len(reqs) > h.keep {
-		reqs = reqs[len(reqs)-h.keep:]
+	if h.keep > 0 {
+		reqs := append(h.requests[op], body)
+		if len(reqs) > h.keep {
+			reqs = slices.Clone(reqs[len(reqs)-h.keep:]) // let the oldest go
+		}
+		h.requests[op] = reqs
 	}
-	h.requests[op] = reqs
 	key := op
 	f := h.faults[key]
 	if f == nil {

@@ -62,6 +62,11 @@ type Options struct {
 	// Latency is added to every REST answer of both services, to measure
 	// a client against a slow provider (latency.go); SetLatency changes it.
 	Latency time.Duration
+	// KeepRequests is how many request bodies of each operation Requests
+	// returns, for tests that look at what a client sent. 0 keeps none:
+	// the bodies hold passwords and whole messages, which a provider does
+	// not keep in memory, nor does the embedded sandbox.
+	KeepRequests int
 }
 
 // Server is the sandbox provider: both REST services on one SQLite
@@ -97,7 +102,7 @@ func Open(opts Options) (*Server, error) {
 		childrenOnly: opts.FoldersChildrenOnly,
 		clock:        opts.Clock,
 		log:          opts.Logger,
-		hooks:        newTestHooks(),
+		hooks:        newTestHooks(opts.KeepRequests),
 		sessions:     map[string]session{},
 		wait:         pause,
 	}

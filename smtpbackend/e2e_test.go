@@ -100,7 +100,8 @@ func newHarnessWith(t testing.TB, sbTweak func(*sandbox.Options), tweak func(*sm
 			{Name: bobAddr, Password: passwords[bobAddr]},
 			{Name: carolAddr, Password: passwords[carolAddr]},
 		},
-		Resellers: []sandbox.Account{{Name: tuserName, Password: passwords[tuserName]}},
+		Resellers:    []sandbox.Account{{Name: tuserName, Password: passwords[tuserName]}},
+		KeepRequests: 50,
 	}
 	if sbTweak != nil {
 		sbTweak(&opts)

@@ -22,29 +22,53 @@ const maxUpFront = 8 << 20
 // maxUpFront is reserved before the bytes come; once that much has
 // arrived, the buffer is grown in one step to the announced size (one
 // copy of maxUpFront, where doubling would copy and hold up to twice the
-// message). Past the announced size it grows by doubling.
+// message). Past the announced size, or without one, the bytes are kept
+// in pieces and joined once at the end: the body is held twice for a
+// moment, where doubling holds it three times and keeps up to twice its
+// size.
 func Sized(r io.Reader, size, limit int64) ([]byte, error) {
 	r = io.LimitReader(r, limit+1)
 	size = min(size, limit+1)
 	// One byte more than expected: the read that sees EOF needs room.
 	buf := make([]byte, 0, max(min(size, maxUpFront), 512)+1)
+	var pieces [][]byte // full buffers, in order, when the body outgrew size
 	for {
 		if len(buf) == cap(buf) {
-			want := int64(len(buf)) * 2
 			if int64(len(buf)) < size+1 {
-				want = size + 1
+				grown := make([]byte, len(buf), size+1)
+				copy(grown, buf)
+				buf = grown
+			} else {
+				pieces = append(pieces, buf)
+				buf = make([]byte, 0, pieceSize)
 			}
-			grown := make([]byte, len(buf), want)
-			copy(grown, buf)
-			buf = grown
 		}
 		n, err := r.Read(buf[len(buf):cap(buf)])
 		buf = buf[:len(buf)+n]
 		if err == io.EOF {
-			return buf, nil
+			return join(pieces, buf), nil
 		}
 		if err != nil {
-			return buf, err
+			return join(pieces, buf), err
 		}
 	}
+}
+
+// pieceSize is the size of each piece past the announced size.
+const pieceSize = 4 << 20
+
+// join returns pieces and last as one slice.
+func join(pieces [][]byte, last []byte) []byte {
+	if len(pieces) == 0 {
+		return last
+	}
+	n := len(last)
+	for _, p := range pieces {
+		n += len(p)
+	}
+	out := make([]byte, 0, n)
+	for _, p := range pieces {
+		out = append(out, p...)
+	}
+	return append(out, last...)
 }
