@@ -18,6 +18,7 @@ import (
 	"github.com/directbridge/directbridge/delivery"
 	"github.com/directbridge/directbridge/imapbackend"
 	"github.com/directbridge/directbridge/mailbox"
+	"github.com/directbridge/directbridge/msgbudget"
 	"github.com/directbridge/directbridge/restclient"
 	"github.com/directbridge/directbridge/sandbox"
 	"github.com/directbridge/directbridge/smtpbackend"
@@ -149,6 +150,8 @@ func (b *Bridge) open() error {
 	conns := connguard.Limits{PerAddress: b.cfg.MaxConnsPerAddress, PreAuthTime: b.cfg.PreAuthTimeout}
 	// Shared too: failures count across IMAP and SMTP.
 	guard := authguard.New(authguard.Config{FreeFailures: b.cfg.AuthFreeFailures, MaxDelay: b.cfg.AuthMaxDelay, RefuseAfter: b.cfg.AuthRefuseAfter})
+	// One budget for the message bytes both fronts hold (msgbudget).
+	messages := msgbudget.New(b.cfg.MaxInflightBytes)
 	b.imap, err = imapbackend.New(imapbackend.Config{
 		// A real provider may list direct children only; the embedded
 		// sandbox lists whole trees unless told otherwise.
@@ -164,6 +167,7 @@ func (b *Bridge) open() error {
 		Budget:            b.budget,
 		CacheBytes:        b.cfg.IMAPCacheBytes,
 		AppendLimit:       b.cfg.AppendLimit(),
+		Messages:          messages,
 		MaxConnsPerUser:   b.cfg.IMAPMaxConns,
 		DeleteForever:     b.cfg.ExpungePolicy == "forever",
 		Logger:            b.log.With("component", "imap"),
@@ -188,6 +192,7 @@ func (b *Bridge) open() error {
 		TLSConfig:         b.certs.tlsConfig(),
 		AllowInsecureAuth: b.cfg.AllowInsecureAuth,
 		MaxMessageBytes:   b.cfg.SMTPSize(),
+		Messages:          messages,
 		MaxRecipients:     b.cfg.SMTPMaxRecipients,
 		UndecidedHold:     b.cfg.SMTPUndecidedHold,
 		Limits:            smtpbackend.Limits{Flatten: b.cfg.SMTPFlatten},

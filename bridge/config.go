@@ -50,6 +50,7 @@ type Config struct {
 
 	PollInterval       time.Duration `envconfig:"POLL_INTERVAL" default:"5s" desc:"how often the provider is asked for changes of a folder someone has open (one poll per user and folder, shared by all connections); stretched so that polls take at most half of the request budget"`
 	IMAPCacheBytes     int64         `envconfig:"IMAP_CACHE_BYTES" default:"67108864" desc:"memory for raw messages cached by the IMAP front (never written to disk)"`
+	MaxInflightBytes   int64         `envconfig:"MAX_INFLIGHT_MESSAGE_BYTES" default:"134217728" desc:"message bytes (APPEND literals, SMTP DATA) held at once over all connections; a message that would pass it is answered try-later (IMAP NO [LIMIT], SMTP 452 4.3.1). Each byte in flight costs a few bytes of memory; at least the largest message"`
 	IMAPAppendLimit    uint32        `envconfig:"IMAP_APPEND_LIMIT" default:"0" desc:"largest IMAP APPEND, in bytes (advertised as APPENDLIMIT); 0: the largest that fits DIRECTBRIDGE_API_MAX_REQUEST_BYTES once encoded"`
 	APIMaxRequestBytes int64         `envconfig:"API_MAX_REQUEST_BYTES" default:"67108864" desc:"largest request body the provider accepts; the documents state none, 64 MiB is the sandbox's (DIRECTBRIDGE_SANDBOX_MAX_BODY). SIZE and APPENDLIMIT are derived from it"`
 	IMAPMaxConns       int           `envconfig:"IMAP_MAX_CONNECTIONS_PER_USER" default:"20" desc:"most IMAP connections of one user"`
@@ -170,6 +171,9 @@ func (c *Config) Validate() []error {
 	}
 	if c.PollInterval < time.Second {
 		bad("DIRECTBRIDGE_POLL_INTERVAL must be at least 1s")
+	}
+	if big := max(c.SMTPSize(), int64(c.AppendLimit())); c.MaxInflightBytes < big {
+		bad("DIRECTBRIDGE_MAX_INFLIGHT_MESSAGE_BYTES (%d) must be at least the largest message (%d)", c.MaxInflightBytes, big)
 	}
 	if c.IMAPCacheBytes <= 0 {
 		bad("DIRECTBRIDGE_IMAP_CACHE_BYTES must be positive")

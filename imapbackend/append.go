@@ -3,13 +3,13 @@ package imapbackend
 import (
 	"context"
 	"errors"
+	"io"
 	"strings"
 	"time"
 
 	"github.com/emersion/go-imap/v2"
 
 	"github.com/directbridge/directbridge/directapi"
-	"github.com/directbridge/directbridge/internal/readall"
 	"github.com/directbridge/directbridge/mailstore"
 	"github.com/directbridge/directbridge/mimeconv"
 )
@@ -62,12 +62,18 @@ func (s *session) Append(mailbox string, r imap.LiteralReader, options *imap.App
 	if err != nil {
 		return nil, err
 	}
-	raw, err := readall.Sized(r, r.Size(), limit)
-	if err != nil {
-		return nil, imapError(err)
+	// The literal's size is known and within APPENDLIMIT: the budget
+	// takes it whole (msgbudget), and it is read into one buffer of
+	// exactly that size.
+	size := r.Size()
+	if !s.srv.cfg.Messages.Take(size) {
+		s.srv.cfg.Logger.Info("imap append refused: message bytes in flight at the bound", "user", s.auth.Username, "size", size)
+		return nil, errMessagesBusy
 	}
-	if int64(len(raw)) > limit {
-		return nil, errTooBig
+	defer s.srv.cfg.Messages.Return(size)
+	raw := make([]byte, size)
+	if _, err := io.ReadFull(r, raw); err != nil {
+		return nil, imapError(err)
 	}
 	ctx, cancel := s.ctx()
 	defer cancel()

@@ -15,6 +15,7 @@ import (
 	"github.com/directbridge/directbridge/directapi"
 	"github.com/directbridge/directbridge/imapbackend"
 	"github.com/directbridge/directbridge/mailbox"
+	"github.com/directbridge/directbridge/msgbudget"
 	"github.com/directbridge/directbridge/sandbox"
 )
 
@@ -318,5 +319,51 @@ func TestAppendAnswerLost(t *testing.T) {
 	}
 	if !slices.Equal(subjects, []string{"lost answer"}) {
 		t.Errorf("INBOX holds %q; want the stored message once", subjects)
+	}
+}
+
+// TestAppendInFlightBudget: while one APPEND's literal is arriving, an
+// APPEND that would pass the budget of message bytes in flight is
+// answered NO [LIMIT] without being saved; once the first is done the
+// same APPEND succeeds.
+func TestAppendInFlightBudget(t *testing.T) {
+	budget := msgbudget.New(100_000)
+	e := newEnv(t, options{cfg: func(c *imapbackend.Config) { c.Messages = budget }})
+	a := e.login(alice, alicePW)
+	b := e.login(alice, alicePW)
+
+	first := testMessage("first") + strings.Repeat("x", 80_000) + "\r\n"
+	cmd := a.Append("INBOX", int64(len(first)), nil)
+	if _, err := cmd.Write([]byte(first[:1000])); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for budget.InUse() < int64(len(first)) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the first APPEND's literal is not counted: %d in use", budget.InUse())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	second := testMessage("second") + strings.Repeat("y", 30_000) + "\r\n"
+	if _, err := appendMsg(b, "INBOX", second); imapCode(err) != imap.ResponseCodeLimit {
+		t.Fatalf("APPEND past the budget: %v; want NO [LIMIT]", err)
+	}
+	if _, err := cmd.Write([]byte(first[1000:])); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cmd.Wait(); err != nil {
+		t.Fatalf("first APPEND: %v", err)
+	}
+	if _, err := appendMsg(b, "INBOX", second); err != nil {
+		t.Fatalf("APPEND again once the first is done: %v", err)
+	}
+	if n := e.count(alice, "INBOX"); n != 2 {
+		t.Errorf("INBOX has %d messages; want 2", n)
+	}
+	if budget.InUse() != 0 {
+		t.Errorf("%d bytes still counted in flight", budget.InUse())
 	}
 }

@@ -37,6 +37,7 @@ var (
 	errTooManyFailures = no(imap.ResponseCodeUnavailable, "Too many failed logins from your address; try again later")
 	errNoCondStore     = bad(imap.ResponseCodeClientBug, "UNCHANGEDSINCE needs CONDSTORE, which this server does not offer")
 	errTooBig          = no(imap.ResponseCodeTooBig, "Message is larger than the APPENDLIMIT")
+	errMessagesBusy    = no(imap.ResponseCodeLimit, "Too many messages being stored at once; try again later")
 	// errBadSeqNum answers a sequence number the client has not been
 	// given (RFC 3501 §9, seq-number: "BAD").
 	errBadSeqNum = bad(imap.ResponseCodeClientBug, "Invalid message sequence number: beyond the number of messages (EXISTS)")

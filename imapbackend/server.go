@@ -18,6 +18,7 @@ import (
 	"github.com/directbridge/directbridge/logsafe"
 	"github.com/directbridge/directbridge/mailbox"
 	"github.com/directbridge/directbridge/mailstore"
+	"github.com/directbridge/directbridge/msgbudget"
 	"github.com/directbridge/directbridge/upstream"
 )
 
@@ -58,6 +59,9 @@ type Config struct {
 	CacheBytes int64
 	// AppendLimit is the largest APPEND (RFC 7889).
 	AppendLimit uint32
+	// Messages bounds the bytes of APPEND literals held at once (shared
+	// with the SMTP front); nil means no bound.
+	Messages *msgbudget.Budget
 	// MaxConnsPerUser bounds the connections of one user.
 	MaxConnsPerUser int
 	// DeleteForever makes EXPUNGE outside INBOX.Trash remove messages for

@@ -17,6 +17,7 @@ import (
 	"github.com/directbridge/directbridge/delivery"
 	"github.com/directbridge/directbridge/logsafe"
 	"github.com/directbridge/directbridge/mailbox"
+	"github.com/directbridge/directbridge/msgbudget"
 	"github.com/directbridge/directbridge/upstream"
 )
 
@@ -63,7 +64,10 @@ type Config struct {
 	// non-loopback listeners. Loopback listeners always offer it.
 	AllowInsecureAuth bool
 	MaxMessageBytes   int64
-	MaxRecipients     int
+	// Messages bounds the bytes of DATA held at once (shared with the
+	// IMAP front); nil means no bound.
+	Messages      *msgbudget.Budget
+	MaxRecipients int
 	// Connections bounds what a client gets before it authenticates:
 	// connections per address and in all for each listener, time and
 	// bytes (package connguard; zero values are its defaults).

@@ -18,6 +18,7 @@ import (
 	"github.com/directbridge/directbridge/directapi"
 	"github.com/directbridge/directbridge/internal/readall"
 	"github.com/directbridge/directbridge/mailbox"
+	"github.com/directbridge/directbridge/msgbudget"
 )
 
 // session is one SMTP connection.
@@ -197,10 +198,15 @@ func (ss *session) Data(r io.Reader) (err error) {
 	stalled, stop := watchData(ss.conn.Conn(), ss.s.cfg.DataIdle)
 	// The size the client announced in MAIL FROM (RFC 1870), when it
 	// did, sizes the buffer once.
-	raw, err := readall.Sized(r, ss.size, ss.s.cfg.MaxMessageBytes)
+	held := ss.s.cfg.Messages.NewReader(r) // bounded with the IMAP front's (msgbudget)
+	defer held.Close()
+	raw, err := readall.Sized(held, ss.size, ss.s.cfg.MaxMessageBytes)
 	stop()
 	if err != nil {
 		switch {
+		case errors.Is(err, msgbudget.ErrSpent):
+			ss.s.log.Info("smtp data refused: message bytes in flight at the bound", "user", ss.username, "size", len(raw))
+			return reply(452, smtp.EnhancedCode{4, 3, 1}, "Too many messages in progress; try again later")
 		case stalled.Load():
 			// Nothing came for DataIdle: a dead client, or go-smtp
 			// missed the end of data after a bare CR (datastall.go).

@@ -1,0 +1,109 @@
+// Package msgbudget bounds the bytes of message bodies the bridge holds
+// at once. A message in flight (an APPEND literal, an SMTP DATA) costs a
+// few times its size while it is read, converted and handed to the
+// provider; without a bound, a handful of clients sending their largest
+// messages together would grow the process past its memory limit, and
+// the kernel would end every session at once. With it, a message that
+// would pass the bound is refused with a "try again later" answer (IMAP
+// NO [LIMIT], SMTP 452 4.3.1), which clients retry.
+package msgbudget
+
+import (
+	"errors"
+	"io"
+	"sync"
+)
+
+// ErrSpent is the answer when the budget cannot take a message now.
+var ErrSpent = errors.New("msgbudget: too many message bytes in flight; try again later")
+
+// Budget counts the message bytes in flight. A nil *Budget takes
+// everything.
+type Budget struct {
+	limit int64
+	mu    sync.Mutex
+	used  int64
+}
+
+// New returns a budget of limit bytes; limit <= 0 means no bound.
+func New(limit int64) *Budget {
+	if limit <= 0 {
+		return nil
+	}
+	return &Budget{limit: limit}
+}
+
+// Take reserves n bytes, or reports false when they would pass the
+// bound. A message larger than the whole budget is taken when nothing
+// else is in flight, so the bound never refuses a message for good.
+func (b *Budget) Take(n int64) bool {
+	if b == nil || n <= 0 {
+		return true
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.used > 0 && b.used+n > b.limit {
+		return false
+	}
+	b.used += n
+	return true
+}
+
+// Return gives back n bytes taken before.
+func (b *Budget) Return(n int64) {
+	if b == nil || n <= 0 {
+		return
+	}
+	b.mu.Lock()
+	b.used -= n
+	b.mu.Unlock()
+}
+
+// InUse is the number of bytes taken now.
+func (b *Budget) InUse() int64 {
+	if b == nil {
+		return 0
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.used
+}
+
+// step is how much a Reader takes at a time.
+const step = 1 << 20
+
+// Reader reads a message of unknown size (SMTP DATA), taking from the
+// budget as the bytes arrive; a read past what the budget allows fails
+// with ErrSpent. Close gives back what it took.
+type Reader struct {
+	r     io.Reader
+	b     *Budget
+	read  int64
+	taken int64
+}
+
+// NewReader returns a Reader of r on budget b.
+func (b *Budget) NewReader(r io.Reader) *Reader { return &Reader{r: r, b: b} }
+
+func (r *Reader) Read(p []byte) (int, error) {
+	// A step at a time: some readers (go-smtp's DATA) fill the whole
+	// buffer before they return, and the bytes are counted on return.
+	if len(p) > step {
+		p = p[:step]
+	}
+	n, err := r.r.Read(p)
+	r.read += int64(n)
+	for r.read > r.taken {
+		if !r.b.Take(step) {
+			return n, ErrSpent
+		}
+		r.taken += step
+	}
+	return n, err
+}
+
+// Close gives back the bytes taken.
+func (r *Reader) Close() {
+	r.b.Return(r.taken)
+	r.taken = 0
+}
