@@ -32,6 +32,7 @@ func Sized(r io.Reader, size, limit int64) ([]byte, error) {
 	// One byte more than expected: the read that sees EOF needs room.
 	buf := make([]byte, 0, max(min(size, maxUpFront), 512)+1)
 	var pieces [][]byte // full buffers, in order, when the body outgrew size
+	got := 0            // bytes in pieces
 	for {
 		if len(buf) == cap(buf) {
 			if int64(len(buf)) < size+1 {
@@ -39,8 +40,11 @@ func Sized(r io.Reader, size, limit int64) ([]byte, error) {
 				copy(grown, buf)
 				buf = grown
 			} else {
+				// Pieces as large as what came so far, up to pieceSize:
+				// a small body without an announced size stays small.
 				pieces = append(pieces, buf)
-				buf = make([]byte, 0, pieceSize)
+				got += len(buf)
+				buf = make([]byte, 0, min(max(got, 4096), pieceSize))
 			}
 		}
 		n, err := r.Read(buf[len(buf):cap(buf)])
@@ -54,7 +58,7 @@ func Sized(r io.Reader, size, limit int64) ([]byte, error) {
 	}
 }
 
-// pieceSize is the size of each piece past the announced size.
+// pieceSize is the largest piece past the announced size.
 const pieceSize = 4 << 20
 
 // join returns pieces and last as one slice.

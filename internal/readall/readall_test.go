@@ -44,6 +44,12 @@ func TestSizedGrowsOnceToTheAnnouncedSize(t *testing.T) {
 	if err != nil || string(small) != "abc" || cap(small) > maxUpFront+1 {
 		t.Errorf("announced 40 MiB, sent 3 bytes: %q, cap %d, %v", small, cap(small), err)
 	}
+	// No size announced (SMTP without SIZE): a small body costs about
+	// its size, not a large piece.
+	tenK := bytes.Repeat([]byte("z"), 10_000)
+	if got, err := Sized(bytes.NewReader(tenK), 0, int64(n)); err != nil || !bytes.Equal(got, tenK) || cap(got) > 64<<10 {
+		t.Errorf("10 KB without a size: %d bytes in a buffer of %d, %v", len(got), cap(got), err)
+	}
 	// Sent more than announced: still read whole, up to the limit.
 	more, err := Sized(bytes.NewReader(data), 1000, int64(n))
 	if err != nil || !bytes.Equal(more, data) || cap(more) != n {
