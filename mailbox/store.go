@@ -52,7 +52,15 @@ func OpenStore(dir string) (*Store, error) {
 		return nil, fmt.Errorf("mailbox: opening state store: %w", err)
 	}
 	db.SetMaxOpenConns(1)
-	if err := migrate(context.Background(), db, migrations); err != nil {
+	// Two processes opening a new store at once: the switch to WAL takes
+	// a lock SQLite does not wait for (the busy timeout does not apply),
+	// so the loser gets SQLITE_BUSY at once. It tries again, briefly.
+	err = migrate(context.Background(), db, migrations)
+	for try := 0; err != nil && strings.Contains(err.Error(), "SQLITE_BUSY") && try < 50; try++ {
+		time.Sleep(20 * time.Millisecond)
+		err = migrate(context.Background(), db, migrations)
+	}
+	if err != nil {
 		db.Close()
 		return nil, fmt.Errorf("mailbox: state store %s: %w", path, err)
 	}
