@@ -131,7 +131,7 @@ func (b *Bridge) open() error {
 	b.store.SetSentRetention(b.cfg.SentRetention)
 	certFile, keyFile := b.cfg.TLSCert, b.cfg.TLSKey
 	if certFile == "" {
-		if certFile, keyFile, err = selfSigned(b.cfg.DataDir); err != nil {
+		if certFile, keyFile, err = selfSigned(b.cfg.DataDir, listenHosts(b.cfg.IMAPAddr, b.cfg.IMAPSAddr, b.cfg.SMTPAddr, b.cfg.SMTPSAddr)...); err != nil {
 			return fmt.Errorf("self-signed certificate: %w", err)
 		}
 	}

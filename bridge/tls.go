@@ -87,13 +87,24 @@ func (cs *certSource) tlsConfig() *tls.Config {
 	return &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: cs.get, CipherSuites: tls12Suites}
 }
 
-// selfSigned returns the paths of a self-signed certificate for localhost
-// in dir, generating it on first use.
-func selfSigned(dir string) (certFile, keyFile string, err error) {
+// selfSigned returns the paths of a self-signed certificate in dir for
+// localhost, 127.0.0.1, ::1 and the given host names (the hosts of the
+// configured listen addresses), generating it on first use and again when
+// the one on disk does not name all of them (an older certificate, or a
+// listener moved to another host).
+//
+// Addresses are written twice: as IP SANs, which RFC 6125 §6.2.1 and
+// most TLS stacks check, and as DNS SANs too, because some clients
+// (offlineimap's own check) compare the configured host only with DNS
+// names and the subject CN and refuse "127.0.0.1" otherwise.
+func selfSigned(dir string, hosts ...string) (certFile, keyFile string, err error) {
 	dir = filepath.Join(dir, "tls")
 	certFile, keyFile = filepath.Join(dir, "localhost-cert.pem"), filepath.Join(dir, "localhost-key.pem")
-	if _, err := os.Stat(certFile); err == nil {
-		return certFile, keyFile, nil
+	dnsNames, ips := certNames(hosts)
+	if pemBytes, err := os.ReadFile(certFile); err == nil {
+		if certCovers(pemBytes, dnsNames, ips) {
+			return certFile, keyFile, nil
+		}
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return "", "", err
 	}
@@ -114,8 +125,8 @@ func selfSigned(dir string) (certFile, keyFile string, err error) {
 		KeyUsage:              x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 		BasicConstraintsValid: true,
-		DNSNames:              []string{"localhost"},
-		IPAddresses:           []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback},
+		DNSNames:              dnsNames,
+		IPAddresses:           ips,
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
 	if err != nil {
@@ -125,6 +136,8 @@ func selfSigned(dir string) (certFile, keyFile string, err error) {
 	if err != nil {
 		return "", "", err
 	}
+	// The key first: a reader that sees the new certificate must find
+	// its key (certSource reloads both when the certificate changes).
 	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
 		return "", "", err
 	}
@@ -132,6 +145,96 @@ func selfSigned(dir string) (certFile, keyFile string, err error) {
 		return "", "", err
 	}
 	return certFile, keyFile, nil
+}
+
+// certNames are the DNS and IP SANs of the self-signed certificate:
+// the loopback names always, then each host (an unspecified address,
+// empty, 0.0.0.0 or ::, stands for the machine's host name).
+func certNames(hosts []string) (dnsNames []string, ips []net.IP) {
+	seen := map[string]bool{}
+	addDNS := func(name string) {
+		name = strings.ToLower(strings.TrimSuffix(name, "."))
+		if name != "" && !seen[name] {
+			seen[name] = true
+			dnsNames = append(dnsNames, name)
+		}
+	}
+	addIP := func(ip net.IP) {
+		for _, have := range ips {
+			if have.Equal(ip) {
+				return
+			}
+		}
+		ips = append(ips, ip)
+		addDNS(ip.String())
+	}
+	addDNS("localhost")
+	addIP(net.IPv4(127, 0, 0, 1))
+	addIP(net.IPv6loopback)
+	for _, h := range hosts {
+		h = strings.Trim(h, "[]")
+		if h == "" {
+			h = "::"
+		}
+		if ip := net.ParseIP(h); ip != nil {
+			if ip.IsUnspecified() {
+				if name, err := os.Hostname(); err == nil {
+					addDNS(name)
+				}
+				continue
+			}
+			addIP(ip)
+			continue
+		}
+		addDNS(h)
+	}
+	return dnsNames, ips
+}
+
+// certCovers reports whether the PEM certificate names every one of
+// dnsNames and ips.
+func certCovers(pemBytes []byte, dnsNames []string, ips []net.IP) bool {
+	block, _ := pem.Decode(pemBytes)
+	if block == nil {
+		return false
+	}
+	cert, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		return false
+	}
+	has := map[string]bool{}
+	for _, n := range cert.DNSNames {
+		has[strings.ToLower(n)] = true
+	}
+	for _, n := range dnsNames {
+		if !has[n] {
+			return false
+		}
+	}
+next:
+	for _, ip := range ips {
+		for _, have := range cert.IPAddresses {
+			if have.Equal(ip) {
+				continue next
+			}
+		}
+		return false
+	}
+	return true
+}
+
+// listenHosts are the host parts of the configured listen addresses.
+func listenHosts(addrs ...string) []string {
+	var hosts []string
+	for _, a := range addrs {
+		if a == "" || a == Off {
+			continue
+		}
+		if h, _, err := net.SplitHostPort(a); err == nil {
+			hosts = append(hosts, h)
+		}
+	}
+	return hosts
 }
 
 // tls12Suites are the TLS 1.2 cipher suites offered: forward-secret AEAD

@@ -1,8 +1,11 @@
 package bridge
 
 import (
+	"crypto/x509"
+	"encoding/pem"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 )
@@ -59,4 +62,66 @@ func TestSelfSignedOnceAndReload(t *testing.T) {
 	if c, err := cs.get(nil); err != nil || c == nil || cs.fingerprint() != renewed {
 		t.Fatal("a broken certificate file replaced the good certificate")
 	}
+}
+
+// TestSelfSignedNames: the certificate names localhost, the loopback
+// addresses (as IP and as DNS SANs, for clients such as offlineimap that
+// compare a configured "127.0.0.1" with DNS names only) and the listen
+// hosts; a certificate on disk that lacks a listen host is made again.
+func TestSelfSignedNames(t *testing.T) {
+	dir := t.TempDir()
+	certFile, _, err := selfSigned(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert := parseCertFile(t, certFile)
+	for _, name := range []string{"localhost", "127.0.0.1", "::1"} {
+		if !slices.Contains(cert.DNSNames, name) {
+			t.Errorf("DNS SANs %q lack %q", cert.DNSNames, name)
+		}
+	}
+	for _, host := range []string{"localhost", "127.0.0.1", "::1"} {
+		if err := cert.VerifyHostname(host); err != nil {
+			t.Errorf("VerifyHostname(%q): %v", host, err)
+		}
+	}
+	first := cert.SerialNumber
+
+	hosts := listenHosts("mail.example.org:1143", "10.1.2.3:1993", "off", "[fd00::5]:1587")
+	if _, _, err := selfSigned(dir, hosts...); err != nil {
+		t.Fatal(err)
+	}
+	cert = parseCertFile(t, certFile)
+	if cert.SerialNumber.Cmp(first) == 0 {
+		t.Fatal("a certificate lacking the listen hosts was kept")
+	}
+	for _, host := range []string{"mail.example.org", "10.1.2.3", "fd00::5", "127.0.0.1"} {
+		if err := cert.VerifyHostname(host); err != nil {
+			t.Errorf("VerifyHostname(%q): %v", host, err)
+		}
+	}
+	second := cert.SerialNumber
+	if _, _, err := selfSigned(dir, hosts...); err != nil {
+		t.Fatal(err)
+	}
+	if parseCertFile(t, certFile).SerialNumber.Cmp(second) != 0 {
+		t.Fatal("a certificate naming every host was made again")
+	}
+}
+
+func parseCertFile(t *testing.T, path string) *x509.Certificate {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	block, _ := pem.Decode(data)
+	if block == nil {
+		t.Fatal("no PEM block")
+	}
+	cert, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cert
 }
