@@ -1769,15 +1769,35 @@ ok list "" NIL
 bad list ""
 bad list
 
-# LIST-EXTENDED (RFC 5258) and LIST-STATUS (RFC 5819), LSUB. (The
-# provider subscribes the folders it creates.)
-ok lsub "" INBOX.test
-* LSUB (##) "." INBOX.test
-ok unsubscribe INBOX.test
-ok unsubscribe INBOX.test.sub
-ok unsubscribe INBOX.test2
+# LIST-EXTENDED (RFC 5258) and LIST-STATUS (RFC 5819), LSUB. A folder
+# CREATE makes is not subscribed (the provider subscribes new folders; the
+# bridge clears that), and subscriptions are names (RFC 9051 §6.3.7): a
+# name without a folder can be subscribed, a deleted folder's name stays
+# subscribed and is listed \NonExistent, a folder created under a
+# subscribed name is subscribed.
 ok lsub "" INBOX.test*
 ! ##LSUB##
+ok subscribe INBOX.test
+ok unsubscribe INBOX.test
+no unsubscribe INBOX.never
+ok subscribe INBOX.later
+ok create INBOX.gone
+ok subscribe INBOX.gone
+ok delete INBOX.gone
+ok list (subscribed) "" INBOX.*
+* LIST (\Subscribed \NonExistent) "." INBOX.later
+* LIST (\Subscribed \NonExistent) "." INBOX.gone
+ok lsub "" INBOX.later
+* LSUB (\Noselect) "." INBOX.later
+ok create INBOX.later
+ok list "" INBOX.later return (subscribed)
+* LIST (\Subscribed \HasNoChildren) "." INBOX.later
+ok unsubscribe INBOX.gone
+ok unsubscribe INBOX.later
+ok delete INBOX.later
+ok lsub "" INBOX.*
+! LSUB ## INBOX.gone
+! LSUB ## INBOX.later
 ok subscribe INBOX.test.sub
 ok subscribe INBOX.test2
 ok list (subscribed) "" INBOX.*

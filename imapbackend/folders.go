@@ -129,6 +129,7 @@ func (s *session) Create(name string, options *imap.CreateOptions) error {
 		}
 	}
 	s.startAfresh(ctx, folder)
+	s.subscribeCreated(ctx, madeBy(fs, folder))
 	return nil
 }
 
@@ -186,6 +187,11 @@ func (s *session) Delete(name string) error {
 	if fs.hasChildren(folder) {
 		return errHasChildren
 	}
+	// Its subscription outlives it (subscriptions.go).
+	sub, err := s.subscribedFolders(ctx)
+	if err != nil {
+		return imapError(err)
+	}
 	err = s.srv.cfg.Provider.DeleteFolder(ctx, s.auth, folder)
 	s.srv.folders.invalidate(s.auth.Username, false)
 	if err != nil {
@@ -201,6 +207,7 @@ func (s *session) Delete(name string) error {
 		}
 	}
 	s.forgetFolder(ctx, folder)
+	s.keepSubscribed(ctx, folder, sub[folder])
 	return nil
 }
 
@@ -295,6 +302,9 @@ func (s *session) Rename(oldName, newName string, _ *imap.RenameOptions) error {
 		s.dropMirror(user, n)
 	}
 	s.srv.store.DropFolder(user, from)
+	if parents := madeBy(fs, to); len(parents) > 1 {
+		s.subscribeCreated(ctx, parents[:len(parents)-1])
+	}
 	return nil
 }
 
@@ -305,40 +315,4 @@ func renamedNames(fs *folderSet, from, to string) []string {
 		out = append(out, to+strings.TrimPrefix(d, from))
 	}
 	return out
-}
-
-// Subscribe and Unsubscribe use SetFoldersSubscribed. The provider keeps
-// subscriptions only for folders that exist, so SUBSCRIBE of an unknown
-// name is NO [NONEXISTENT] (RFC 9051 §6.3.7 lets a server check). INBOX is
-// always subscribed.
-func (s *session) Subscribe(name string) error { return s.setSubscribed(name, true) }
-
-// Unsubscribe: see Subscribe. UNSUBSCRIBE INBOX is refused rather than
-// answered OK, since INBOX would still be listed as subscribed.
-func (s *session) Unsubscribe(name string) error { return s.setSubscribed(name, false) }
-
-func (s *session) setSubscribed(name string, on bool) error {
-	folder, err := s.folderName(name)
-	if err != nil {
-		return errNoSuchMailbox
-	}
-	if folder == "INBOX" {
-		if on {
-			return nil
-		}
-		return errInboxSubscribed
-	}
-	ctx, cancel := s.ctx()
-	defer cancel()
-	err = s.srv.cfg.Provider.SetSubscribed(ctx, s.auth, []string{folder}, on)
-	s.srv.folders.invalidate(s.auth.Username, true)
-	if err != nil {
-		if definiteRefusal(err) {
-			if fs, ferr := s.listFolders(ctx, 0); ferr == nil && !fs.exists[folder] {
-				return errNoSuchMailbox
-			}
-		}
-		return imapError(err)
-	}
-	return nil
 }

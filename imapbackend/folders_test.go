@@ -365,9 +365,17 @@ func TestSubscribeUnsubscribe(t *testing.T) {
 		}
 		return strings.Join(lines, "\n")
 	}
-	// The provider subscribes new folders.
-	if got := lsub(); !strings.Contains(got, `"." "INBOX.Lists"`) || !strings.Contains(got, `"." INBOX`) {
-		t.Fatalf("LSUB before: %s", got)
+	// The provider subscribes new folders; IMAP's CREATE does not, so the
+	// bridge clears the flag, and the provider agrees.
+	if got := lsub(); strings.Contains(got, "INBOX.Lists") || !strings.Contains(got, `"." INBOX`) {
+		t.Fatalf("LSUB after CREATE: %s", got)
+	}
+	if e.sandbox.Calls("SetFoldersSubscribed") == 0 {
+		t.Fatal("CREATE left the provider's subscription of the new folder set")
+	}
+	wantOK(t, "SUBSCRIBE", c.Subscribe("INBOX.Lists").Wait())
+	if got := lsub(); !strings.Contains(got, `"." "INBOX.Lists"`) {
+		t.Fatalf("LSUB after SUBSCRIBE: %s", got)
 	}
 	wantOK(t, "UNSUBSCRIBE", c.Unsubscribe("INBOX.Lists").Wait())
 	if got := lsub(); strings.Contains(got, "INBOX.Lists") {
@@ -384,8 +392,18 @@ func TestSubscribeUnsubscribe(t *testing.T) {
 	if got := lsub(); !strings.Contains(got, "INBOX.Lists") {
 		t.Fatalf("LSUB after SUBSCRIBE: %s", got)
 	}
-	wantCode(t, "SUBSCRIBE missing", c.Subscribe("INBOX.Nope").Wait(), imap.ResponseCodeNonExistent)
-	wantCode(t, "UNSUBSCRIBE missing", c.Unsubscribe("INBOX.Nope").Wait(), imap.ResponseCodeNonExistent)
+	// A name without a folder: kept by the bridge, not sent to the provider.
+	calls := e.sandbox.Calls("SetFoldersSubscribed")
+	wantOK(t, "SUBSCRIBE missing", c.Subscribe("INBOX.Nope").Wait())
+	if got := lsub(); !strings.Contains(got, `(\Noselect) "." "INBOX.Nope"`) {
+		t.Fatalf("LSUB of a subscribed name without a folder: %s", got)
+	}
+	wantOK(t, "UNSUBSCRIBE missing", c.Unsubscribe("INBOX.Nope").Wait())
+	if n := e.sandbox.Calls("SetFoldersSubscribed") - calls; n != 0 {
+		t.Errorf("names without a folder cost %d SetFoldersSubscribed; want 0", n)
+	}
+	wantCode(t, "UNSUBSCRIBE not subscribed", c.Unsubscribe("INBOX.Nope").Wait(), imap.ResponseCodeNonExistent)
+	wantCode(t, "SUBSCRIBE outside INBOX", c.Subscribe("Elsewhere").Wait(), imap.ResponseCodeNonExistent)
 	wantOK(t, "SUBSCRIBE INBOX", c.Subscribe("INBOX").Wait())
 	wantCode(t, "UNSUBSCRIBE INBOX", c.Unsubscribe("INBOX").Wait(), imap.ResponseCodeCannot)
 }

@@ -185,9 +185,9 @@ func (s *session) listFolders(ctx context.Context, maxAge time.Duration) (*folde
 	return newFolderSet(names), nil
 }
 
-// subscribedFolders returns the subscribed folders, INBOX always among
-// them: it is the one folder every client must see, and the provider has
-// no subscription state for its root.
+// subscribedFolders returns the subscription list (subscriptions.go),
+// INBOX always among it: it is the one folder every client must see, and
+// the provider has no subscription state for its root.
 func (s *session) subscribedFolders(ctx context.Context) (map[string]bool, error) {
 	names, err := s.srv.folders.get(ctx, s.auth.Username, true, folderListTTL, func(ctx context.Context) ([]string, error) {
 		return folderTree(ctx, s.srv.cfg.Provider, s.auth, s.srv.shape(), true, func(ctx context.Context) ([]string, error) {
@@ -199,6 +199,9 @@ func (s *session) subscribedFolders(ctx context.Context) (map[string]bool, error
 		})
 	})
 	if err != nil {
+		return nil, err
+	}
+	if names, err = s.subscribedNames(ctx, names); err != nil {
 		return nil, err
 	}
 	sub := make(map[string]bool, len(names)+1)

@@ -270,8 +270,9 @@ func TestListSharesFolderList(t *testing.T) {
 	if l := listMap(t, conns[4], "", "INBOX.%", nil); l["INBOX.Fresh"] == nil {
 		t.Errorf("new folder not listed on another connection: %v", l)
 	}
+	wantOK(t, "SUBSCRIBE", conns[3].Subscribe("INBOX.Fresh").Wait())
 	if l := listMap(t, conns[4], "", "INBOX.%", &imap.ListOptions{SelectSubscribed: true}); l["INBOX.Fresh"] == nil {
-		t.Errorf("new (subscribed) folder not in LIST (SUBSCRIBED): %v", l)
+		t.Errorf("newly subscribed folder not in LIST (SUBSCRIBED) on another connection: %v", l)
 	}
 	// Another user has a list of their own.
 	b := e.login(bob, bobPW)
@@ -293,13 +294,15 @@ func TestListChildrenOnlyProvider(t *testing.T) {
 				cfg:     func(c *imapbackend.Config) { c.FolderWalk = true },
 			})
 			c := e.login(alice, alicePW)
+			// Subscribed before it exists: CREATE then sets the
+			// provider's flag (subscriptions.go).
+			if err := c.Subscribe("INBOX.a.b.c").Wait(); err != nil {
+				t.Fatal(err)
+			}
 			for _, f := range []string{"INBOX.a", "INBOX.a.b", "INBOX.a.b.c", "INBOX.z"} {
 				if err := c.Create(f, nil).Wait(); err != nil {
 					t.Fatalf("CREATE %s: %v", f, err)
 				}
-			}
-			if err := c.Subscribe("INBOX.a.b.c").Wait(); err != nil {
-				t.Fatal(err)
 			}
 			e.sandbox.ResetCalls()
 			list, err := c.List("", "*", nil).Collect()

@@ -83,5 +83,15 @@ CREATE TABLE pending_flags (
 );
 CREATE INDEX pending_flags_by_folder ON pending_flags (username, folder);
 `,
+	}, {
+		version: 5,
+		name:    "subscribed names without a folder",
+		sql: `
+CREATE TABLE subscriptions (
+	username TEXT NOT NULL COLLATE NOCASE,
+	name     TEXT NOT NULL,
+	PRIMARY KEY (username, name)
+);
+`,
 	},
 }

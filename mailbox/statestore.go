@@ -20,6 +20,7 @@ type StateStore interface {
 	Submissions
 	Reported
 	PendingFlags
+	Subscriptions
 	// Close releases the store. No method may be called after it.
 	Close() error
 }

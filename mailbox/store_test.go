@@ -2,6 +2,7 @@ package mailbox
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 )
@@ -37,5 +38,40 @@ func TestRecentSent(t *testing.T) {
 	}
 	if got, _ := s.RecentSent(ctx, "carol@direct.example", time.Time{}, 10); len(got) != 0 {
 		t.Fatalf("RecentSent of nobody: %+v", got)
+	}
+}
+
+// TestSubscriptionsKept: subscribed names without a folder are kept per
+// user (case-insensitive user, case-sensitive name) and across a reopen.
+func TestSubscriptionsKept(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s, err := OpenStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{"INBOX.b", "INBOX.a", "INBOX.a"} {
+		if err := s.Subscribe(ctx, "U@x", n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.Subscribe(ctx, "other@x", "INBOX.c")
+	s.Close()
+	if s, err = OpenStore(dir); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	got, err := s.Subscribed(ctx, "u@x")
+	if err != nil || strings.Join(got, ",") != "INBOX.a,INBOX.b" {
+		t.Fatalf("Subscribed = %q, %v", got, err)
+	}
+	if n, err := s.Unsubscribe(ctx, "u@X", "INBOX.A", "INBOX.a", "INBOX.z"); err != nil || n != 1 {
+		t.Fatalf("Unsubscribe = %d, %v; want 1", n, err)
+	}
+	if got, _ := s.Subscribed(ctx, "u@x"); strings.Join(got, ",") != "INBOX.b" {
+		t.Fatalf("after Unsubscribe: %q", got)
+	}
+	if got, _ := s.Subscribed(ctx, "other@x"); strings.Join(got, ",") != "INBOX.c" {
+		t.Fatalf("other user: %q", got)
 	}
 }
