@@ -386,3 +386,35 @@ func TestCopyMoveAnswerLost(t *testing.T) {
 		t.Fatalf("INBOX.Dest after a failed COPY: %+v, %v", st, err)
 	}
 }
+
+// TestMoveIntoRecreatedFolder: a folder deleted and created again under
+// the same name announces the UIDNEXT its first message gets. The
+// provider never reuses a folder name's UIDs, so a UIDNEXT of 1 would
+// be followed by a COPYUID above it (imaptest's move script).
+func TestMoveIntoRecreatedFolder(t *testing.T) {
+	e := newEnv(t, options{})
+	c := e.login(alice, alicePW)
+	wantOK(t, "CREATE", c.Create("INBOX.Again", nil).Wait())
+	for _, s := range []string{"a", "b", "c"} {
+		e.deliver(alice, "INBOX.Again", testMessage(s))
+	}
+	mustSelectFolder(t, c, "INBOX.Again")
+	if err := c.Unselect().Wait(); err != nil {
+		t.Fatal(err)
+	}
+	wantOK(t, "DELETE", c.Delete("INBOX.Again").Wait())
+	wantOK(t, "CREATE again", c.Create("INBOX.Again", nil).Wait())
+	again := mustSelectFolder(t, c, "INBOX.Again")
+	if again.UIDNext != 4 {
+		t.Fatalf("re-created folder announces UIDNEXT %d; want 4 (UIDs 1-3 were used)", again.UIDNext)
+	}
+	e.deliver(alice, "INBOX", testMessage("moved"))
+	mustSelectFolder(t, c, "INBOX")
+	data, err := c.Move(imap.SeqSetNum(1), "INBOX.Again").Wait()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dst := uidsOf(t, data.DestUIDs); len(dst) != 1 || dst[0] != again.UIDNext || data.UIDValidity != again.UIDValidity {
+		t.Fatalf("COPYUID %d %v after UIDVALIDITY %d UIDNEXT %d", data.UIDValidity, dst, again.UIDValidity, again.UIDNext)
+	}
+}

@@ -141,7 +141,7 @@ func (s *session) startAfresh(ctx context.Context, folder string) {
 	user := strings.ToLower(s.auth.Username)
 	// The state first, then the mirror: a mirror built in between would
 	// carry the old UIDVALIDITY.
-	if _, err := s.srv.cfg.Store.ResetFolder(ctx, user, folder, 1); err != nil {
+	if _, err := s.srv.cfg.Store.ResetFolder(ctx, user, folder, 0); err != nil {
 		s.srv.cfg.Logger.Warn("imap: resetting folder state", "user", user, "err", err)
 	}
 	s.dropMirror(user, folder)

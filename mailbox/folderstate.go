@@ -69,14 +69,20 @@ func (s *Store) Folder(ctx context.Context, username, folder string) (FolderStat
 	err := s.tx(ctx, func(tx *sqlstmt.Tx) error {
 		err := tx.QueryRow(`SELECT uid_validity, uid_next FROM folder_state WHERE username = ? AND folder = ?`,
 			username, folder).Scan(&st.UIDValidity, &st.UIDNext)
-		if !errors.Is(err, sql.ErrNoRows) {
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			st.UIDNext = 1
+		case err != nil:
 			return err
+		case st.UIDValidity != 0:
+			return nil
 		}
-		st.UIDNext = 1
+		// New, or the high-water mark of a deleted folder of the name.
 		if st.UIDValidity, err = nextValidity(tx); err != nil {
 			return err
 		}
-		_, err = tx.Exec(`INSERT INTO folder_state (username, folder, uid_validity, uid_next) VALUES (?, ?, ?, ?)`,
+		_, err = tx.Exec(`INSERT INTO folder_state (username, folder, uid_validity, uid_next) VALUES (?, ?, ?, ?)
+			ON CONFLICT (username, folder) DO UPDATE SET uid_validity = excluded.uid_validity`,
 			username, folder, st.UIDValidity, st.UIDNext)
 		return err
 	})
@@ -102,6 +108,13 @@ func (s *Store) ResetFolder(ctx context.Context, username, folder string, uidNex
 	st := FolderState{UIDNext: max(uidNext, 1)}
 	err := s.tx(ctx, func(tx *sqlstmt.Tx) error {
 		var err error
+		if uidNext == 0 {
+			err := tx.QueryRow(`SELECT uid_next FROM folder_state WHERE username = ? AND folder = ?`,
+				username, folder).Scan(&st.UIDNext)
+			if err != nil && !errors.Is(err, sql.ErrNoRows) {
+				return err
+			}
+		}
 		if st.UIDValidity, err = nextValidity(tx); err != nil {
 			return err
 		}
@@ -117,22 +130,27 @@ func (s *Store) ResetFolder(ctx context.Context, username, folder string, uidNex
 }
 
 // ForgetFolder removes the state of a folder and its sub-folders (after a
-// DeleteFolder); a folder created later under the name starts afresh.
+// DeleteFolder); a folder created later under the name starts afresh,
+// with a new UIDVALIDITY but the old UIDNEXT high-water mark: a provider
+// that never reuses a UID in a folder name (the embedded sandbox does
+// not) assigns the re-created folder's first message a UID above the
+// old ones, and the UIDNEXT the bridge announces should predict it. The
+// row stays with UIDVALIDITY 0, which Folder reads as "none".
 func (s *Store) ForgetFolder(ctx context.Context, username, folder string) error {
 	return s.tx(ctx, func(tx *sqlstmt.Tx) error {
-		for _, table := range []string{"folder_state", "flags"} {
-			_, err := tx.Exec(`DELETE FROM `+table+` WHERE username = ? AND (folder = ? OR substr(folder, 1, length(?)) = ?)`,
-				username, folder, folder+".", folder+".")
-			if err != nil {
-				return err
-			}
+		if _, err := tx.Exec(`DELETE FROM flags WHERE username = ? AND (folder = ? OR substr(folder, 1, length(?)) = ?)`,
+			username, folder, folder+".", folder+"."); err != nil {
+			return err
 		}
-		return nil
+		_, err := tx.Exec(`UPDATE folder_state SET uid_validity = 0 WHERE username = ? AND (folder = ? OR substr(folder, 1, length(?)) = ?)`,
+			username, folder, folder+".", folder+".")
+		return err
 	})
 }
 
 // RenameFolder moves the state of a folder and its sub-folders to a new
 // name (after a MoveFolder, which keeps UIDs): flags survive a rename.
+// The old names keep their UIDNEXT high-water marks, as after a delete.
 func (s *Store) RenameFolder(ctx context.Context, username, from, to string) error {
 	return s.tx(ctx, func(tx *sqlstmt.Tx) error {
 		for _, table := range []string{"folder_state", "flags"} {
@@ -146,7 +164,11 @@ func (s *Store) RenameFolder(ctx context.Context, username, from, to string) err
 				return err
 			}
 		}
-		return nil
+		_, err := tx.Exec(`INSERT INTO folder_state (username, folder, uid_validity, uid_next)
+			SELECT username, ? || substr(folder, length(?) + 1), 0, uid_next FROM folder_state
+			WHERE username = ? AND (folder = ? OR substr(folder, 1, length(?)) = ?)`,
+			from, to, username, to, to+".", to+".")
+		return err
 	})
 }
 

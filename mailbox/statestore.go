@@ -40,7 +40,8 @@ type FolderStates interface {
 	SeenUIDs(ctx context.Context, username, folder string, maxUID uint32) error
 	// ResetFolder gives a folder a new UIDVALIDITY and forgets its kept
 	// flags, because its UIDs no longer name the messages they named.
-	// uidNext (at least 1) is the new high-water mark.
+	// uidNext is the new high-water mark; 0 keeps the one the name has
+	// (1 for a name without state).
 	ResetFolder(ctx context.Context, username, folder string, uidNext uint32) (FolderState, error)
 	// ForgetFolder removes the state and flags of a folder and of its
 	// sub-folders ("folder." prefix), after the provider deleted them; a

@@ -214,11 +214,33 @@ func TestStoreFolderState(t *testing.T) {
 	if fl, _ := s.Flags(ctx, alice, "INBOX.Old", reset.UIDValidity); len(fl) != 0 {
 		t.Fatalf("reset kept flags: %v", fl)
 	}
-	// Deleting forgets: a folder of the same name starts afresh.
+	// Deleting forgets: a folder of the same name starts afresh with a
+	// new UIDVALIDITY, but the UIDNEXT high-water mark of the name stays
+	// (a provider does not reuse a folder name's UIDs).
 	s.ForgetFolder(ctx, alice, "INBOX.Old")
 	fresh, _ := s.Folder(ctx, alice, "INBOX.Old")
-	if fresh.UIDValidity == reset.UIDValidity || fresh.UIDNext != 1 {
+	if fresh.UIDValidity == reset.UIDValidity || fresh.UIDNext != 100 {
 		t.Fatalf("after forget: %+v", fresh)
+	}
+	if again, _ := s.Folder(ctx, alice, "INBOX.Old"); again != fresh {
+		t.Fatalf("state changed between reads: %+v, %+v", fresh, again)
+	}
+	s.ForgetFolder(ctx, alice, "INBOX.Old")
+	created, _ := s.ResetFolder(ctx, alice, "INBOX.Old", 0)
+	if created.UIDValidity == fresh.UIDValidity || created.UIDNext != 100 {
+		t.Fatalf("re-created folder: %+v", created)
+	}
+	// A renamed folder's old name keeps its high-water mark too.
+	s.SeenUIDs(ctx, alice, "INBOX.Old", 149)
+	s.RenameFolder(ctx, alice, "INBOX.Old", "INBOX.New")
+	if st, _ := s.Folder(ctx, alice, "INBOX.Old"); st.UIDNext != 150 || st.UIDValidity == created.UIDValidity {
+		t.Fatalf("old name after rename: %+v", st)
+	}
+	if st, _ := s.Folder(ctx, alice, "INBOX.New"); st != (mailbox.FolderState{UIDValidity: created.UIDValidity, UIDNext: 150}) {
+		t.Fatalf("new name after rename: %+v", st)
+	}
+	if fresh, _ := s.Folder(ctx, alice, "INBOX.Never"); fresh.UIDNext != 1 {
+		t.Fatalf("new name: %+v", fresh)
 	}
 }
 
