@@ -175,6 +175,9 @@ func (s *session) transfer(w *imapserver.MoveWriter, numSet imap.NumSet, destNam
 		m.Remove(ctx, srcValidity, done)
 	}
 
+	if !move && dest == trashFolder && m.Name() != trashFolder {
+		s.noteTrashCopies(m.Name(), srcValidity, done)
+	}
 	data := s.srv.store.PlaceCopies(ctx, s.auth, dest, prev, dm, src)
 	if data != nil {
 		s.srv.store.DropPendingFlags(ctx, pending)

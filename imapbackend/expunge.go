@@ -25,6 +25,10 @@ const trashFolder = "INBOX.Trash"
 // connection, the acting one included at go-imap's poll right after the
 // command; they are not also written through w.
 //
+// Messages this connection copied to INBOX.Trash (COPY, then STORE
+// \Deleted and EXPUNGE: how Outlook and older clients delete) are removed
+// for good instead: the copy is the Trash's one copy.
+//
 // CLOSE (RFC 9051 §6.4.1) calls Expunge with a writer that writes nothing
 // and then leaves the folder, which drops the queued responses of this
 // connection: CLOSE expunges silently. On a folder opened with EXAMINE,
@@ -68,21 +72,91 @@ func (s *session) Expunge(w *imapserver.ExpungeWriter, uids *imap.UIDSet) error 
 
 	forever := m.Name() == trashFolder || s.srv.cfg.DeleteForever
 	c := s.srv.cfg.Provider
-	done, err := m.MutateExisting(ctx, del, func(u []int64) error {
-		return c.Delete(ctx, s.auth, m.Name(), u, forever)
-	})
-	if err != nil {
-		// Part may be done (a later batch failed, or no answer came):
-		// show what the provider has now.
-		m.Sync(ctx)
-		return imapError(err)
+	var done []imap.UID
+	if !forever {
+		// Copied to the Trash by this connection already: removed for
+		// good, or the Trash would hold them twice.
+		copied, rest := s.takeTrashCopies(m.Name(), validity, del)
+		if len(copied) > 0 {
+			gone, err := m.MutateExisting(ctx, copied, func(u []int64) error {
+				return c.Delete(ctx, s.auth, m.Name(), u, true)
+			})
+			if err != nil {
+				m.Sync(ctx)
+				return imapError(err)
+			}
+			done = gone
+		}
+		del = rest
 	}
+	var moved []imap.UID
+	if len(del) > 0 {
+		var err error
+		moved, err = m.MutateExisting(ctx, del, func(u []int64) error {
+			return c.Delete(ctx, s.auth, m.Name(), u, forever)
+		})
+		if err != nil {
+			// Part may be done (a later batch failed, or no answer
+			// came): show what the provider has now.
+			m.Sync(ctx)
+			return imapError(err)
+		}
+	}
+	done = append(done, moved...)
 	m.Remove(ctx, validity, done)
-	if !forever && len(done) > 0 {
+	if !forever && len(moved) > 0 {
 		// Connections watching the Trash see the messages arrive.
 		if tm := s.srv.store.Peek(s.auth.Username, trashFolder); tm != nil {
 			tm.Sync(ctx)
 		}
 	}
 	return nil
+}
+
+// trashCopies are the UIDs of one folder (under one UIDVALIDITY) that a
+// connection copied to the Trash.
+type trashCopies struct {
+	validity uint32
+	uids     map[imap.UID]bool
+}
+
+// maxTrashCopies bounds what a connection remembers per folder; past
+// it the oldest notes are dropped, and an EXPUNGE of those moves them
+// to the Trash once more (nothing is lost).
+const maxTrashCopies = 100_000
+
+// noteTrashCopies remembers messages of folder copied to the Trash.
+func (s *session) noteTrashCopies(folder string, validity uint32, uids []imap.UID) {
+	if s.inTrash == nil {
+		s.inTrash = map[string]*trashCopies{}
+	}
+	tc := s.inTrash[folder]
+	if tc == nil || tc.validity != validity || len(tc.uids)+len(uids) > maxTrashCopies {
+		tc = &trashCopies{validity: validity, uids: map[imap.UID]bool{}}
+		s.inTrash[folder] = tc
+	}
+	for _, u := range uids {
+		tc.uids[u] = true
+	}
+}
+
+// takeTrashCopies splits del into the UIDs copied to the Trash and the
+// rest, and forgets the former.
+func (s *session) takeTrashCopies(folder string, validity uint32, del []imap.UID) (copied, rest []imap.UID) {
+	tc := s.inTrash[folder]
+	if tc == nil || tc.validity != validity {
+		return nil, del
+	}
+	for _, u := range del {
+		if tc.uids[u] {
+			copied = append(copied, u)
+			delete(tc.uids, u)
+		} else {
+			rest = append(rest, u)
+		}
+	}
+	if len(tc.uids) == 0 {
+		delete(s.inTrash, folder)
+	}
+	return copied, rest
 }

@@ -265,3 +265,49 @@ func TestChangesWhilePolling(t *testing.T) {
 		t.Fatalf("SELECT shows %d messages; the provider has %d", d.NumMessages, n)
 	}
 }
+
+// TestCopyToTrashThenExpunge: a client that deletes by copying to the
+// Trash and expunging the original (Outlook, older clients) leaves one
+// copy in the Trash, not two; a message this connection did not copy
+// still goes to the Trash, and so does one copied by another connection.
+func TestCopyToTrashThenExpunge(t *testing.T) {
+	e := newEnv(t, options{})
+	for _, s := range []string{"one", "two", "three"} {
+		e.deliver(alice, "INBOX", testMessage(s))
+	}
+	c := e.login(alice, alicePW)
+	other := e.login(alice, alicePW)
+	mustSelectFolder(t, c, "INBOX")
+	mustSelectFolder(t, other, "INBOX")
+	if _, err := c.Copy(imap.SeqSetNum(1), "INBOX.Trash").Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := other.Copy(imap.SeqSetNum(3), "INBOX.Trash").Wait(); err != nil {
+		t.Fatal(err)
+	}
+	storeFlags(t, c, imap.SeqSetNum(1, 2, 3), imap.StoreFlagsAdd, true, `\Deleted`)
+	seqs, err := c.Expunge().Collect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(seqs, []uint32{3, 2, 1}) {
+		t.Fatalf("EXPUNGE answered %v; want [3 2 1]", seqs)
+	}
+	if n := e.count(alice, "INBOX"); n != 0 {
+		t.Errorf("INBOX has %d messages; want 0", n)
+	}
+	// one: the copy only; two: moved; three: copied by the other
+	// connection and moved by this one, so twice.
+	got := map[string]int{}
+	trash := e.count(alice, "INBOX.Trash")
+	uids := make([]imap.UID, trash)
+	for i := range uids {
+		uids[i] = imap.UID(i + 1)
+	}
+	for _, id := range e.msgIDs(alice, "INBOX.Trash", uids) {
+		got[id]++
+	}
+	if got["<one@direct.example>"] != 1 || got["<two@direct.example>"] != 1 || got["<three@direct.example>"] != 2 || trash != 4 {
+		t.Fatalf("Trash holds %v (%d messages); want one once, two once, three twice", got, trash)
+	}
+}

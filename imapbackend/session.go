@@ -32,6 +32,9 @@ type session struct {
 	// appended: the command that just ran was APPEND, whose arrival the
 	// poll after it leaves to be found with the next ones (mailstore/arrivals.go).
 	appended bool
+	// inTrash: messages this connection copied to the Trash, by folder
+	// (expunge.go).
+	inTrash map[string]*trashCopies
 }
 
 var (
@@ -106,10 +109,11 @@ func (s *session) Close() error {
 	return s.Unauthenticate()
 }
 
-// Namespace: one personal namespace "INBOX." with delimiter ".", where
-// INBOX itself is the root, as the provider's folders are (RFC 2342).
+// Namespace: one personal namespace with delimiter "." (RFC 2342),
+// prefixed "INBOX." in the INBOX layout, where INBOX itself is the root
+// as the provider's folders are, and "" in the flat layout.
 func (s *session) Namespace() (*imap.NamespaceData, error) {
-	return &imap.NamespaceData{Personal: []imap.NamespaceDescriptor{{Prefix: "INBOX.", Delim: delim}}}, nil
+	return &imap.NamespaceData{Personal: []imap.NamespaceDescriptor{{Prefix: s.srv.cfg.Layout.nsPrefix(), Delim: delim}}}, nil
 }
 
 // AppendLimit is advertised as APPENDLIMIT (RFC 7889).
@@ -214,19 +218,36 @@ func (s *session) goneCheckOf(m *mailstore.Folder) error {
 	return nil
 }
 
-// folderName checks and normalises a mailbox name: INBOX in any case is
-// INBOX (RFC 9051 §5.1), also as the first level of a longer name.
+// folderName is the provider folder an IMAP name names, in the
+// configured layout (layout.go), special-folder aliases resolved.
 func (s *session) folderName(name string) (string, error) {
-	if strings.EqualFold(name, "INBOX") {
-		return "INBOX", nil
+	folder, _, err := s.resolveName(name)
+	return folder, err
+}
+
+// resolveName is folderName that also tells whether name was an alias
+// of a special folder (specialAliases). Only a name that is an alias
+// costs a look at the folder list (cached): a real folder of that name
+// wins.
+func (s *session) resolveName(name string) (folder string, viaAlias bool, err error) {
+	folder, err = s.srv.cfg.Layout.providerName(name)
+	if err != nil {
+		return "", false, err
 	}
-	if len(name) > 6 && strings.EqualFold(name[:6], "INBOX.") {
-		name = "INBOX." + name[6:]
+	target := aliasTarget(folder)
+	if target == "" {
+		return folder, false, nil
 	}
-	if !strings.HasPrefix(name, "INBOX.") || strings.Contains(name, "..") || strings.HasSuffix(name, ".") {
-		return "", errNoSuchMailbox
+	ctx, cancel := s.ctx()
+	defer cancel()
+	fs, err := s.listFolders(ctx, folderListTTL)
+	if err != nil {
+		return "", false, imapError(err)
 	}
-	return name, nil
+	if fs.exists[folder] {
+		return folder, false, nil
+	}
+	return target, true, nil
 }
 
 // delim is the hierarchy delimiter of the provider's folder names.
