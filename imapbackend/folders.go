@@ -62,16 +62,17 @@ var (
 // trailing delimiter is dropped: "INBOX.a." asks for INBOX.a (RFC 9051
 // §6.3.4). Names outside "INBOX." are refused with a reason rather than
 // NONEXISTENT, which would make no sense for a folder being created.
-func (s *session) newFolderName(name string) (string, error) {
+func (s *session) newFolderName(name string) (folder string, viaAlias bool, err error) {
 	name = strings.TrimSuffix(name, string(delim))
+	bad := s.srv.cfg.Layout.badName()
 	if name == "" {
-		return "", errBadFolderName
+		return "", false, bad
 	}
-	folder, err := s.folderName(name)
-	if err != nil {
-		return "", errBadFolderName
+	folder, viaAlias, err = s.resolveName(name)
+	if err == errNoSuchMailbox {
+		return "", false, bad
 	}
-	return folder, nil
+	return folder, viaAlias, err
 }
 
 // selectedWithin tells whether this connection has folder, or a folder
@@ -95,9 +96,12 @@ func (s *session) Create(name string, options *imap.CreateOptions) error {
 	if options != nil && len(options.SpecialUse) > 0 {
 		return errUseAttr
 	}
-	folder, err := s.newFolderName(name)
+	folder, viaAlias, err := s.newFolderName(name)
 	if err != nil {
 		return err
+	}
+	if viaAlias {
+		return nil // the special folder is there (layout.go)
 	}
 	if folder == "INBOX" {
 		return errExists
@@ -165,11 +169,11 @@ func (s *session) dropMirror(user, folder string) {
 // (RFC 9051 §7.1.5) and a folder created later under the name gets a new
 // UIDVALIDITY.
 func (s *session) Delete(name string) error {
-	folder, err := s.folderName(name)
+	folder, viaAlias, err := s.resolveName(name)
 	if err != nil {
-		return errNoSuchMailbox
+		return err
 	}
-	if reservedFolder(folder) {
+	if viaAlias || reservedFolder(folder) {
 		return errReserved
 	}
 	if s.selectedWithin(folder) {
@@ -227,21 +231,21 @@ func (s *session) forgetFolder(ctx context.Context, folder string) {
 // folder does not download it again. Connections with the old folder
 // selected get BYE on their next command.
 func (s *session) Rename(oldName, newName string, _ *imap.RenameOptions) error {
-	from, err := s.folderName(oldName)
+	from, fromAlias, err := s.resolveName(oldName)
 	if err != nil {
-		return errNoSuchMailbox
+		return err
 	}
 	if from == "INBOX" {
 		return errRenameInbox
 	}
-	if reservedFolder(from) {
+	if fromAlias || reservedFolder(from) {
 		return errReserved
 	}
-	to, err := s.newFolderName(newName)
+	to, toAlias, err := s.newFolderName(newName)
 	if err != nil {
 		return err
 	}
-	if reservedFolder(to) {
+	if toAlias || reservedFolder(to) {
 		return errReserved
 	}
 	if to == from {

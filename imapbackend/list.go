@@ -307,7 +307,16 @@ func (s *session) List(w *imapserver.ListWriter, ref string, patterns []string, 
 	for i, p := range patterns {
 		pats[i] = inboxCase(p)
 	}
+	// Names are the provider's until written; the layout decides what
+	// the client sees and matches (layout.go). In the flat layout INBOX
+	// is no one's parent.
+	layout := s.srv.cfg.Layout
+	flat := layout == LayoutFlat
 	match := func(name string) bool {
+		name, ok := layout.imapName(name)
+		if !ok {
+			return false
+		}
 		for _, p := range pats {
 			if imapserver.MatchList(name, delim, ref, p) {
 				return true
@@ -315,9 +324,20 @@ func (s *session) List(w *imapserver.ListWriter, ref string, patterns []string, 
 		}
 		return false
 	}
+	parentsOf := func(name string) []string {
+		a := ancestors(name)
+		if flat && len(a) > 0 && a[0] == "INBOX" {
+			a = a[1:]
+		}
+		return a
+	}
+	hasChildren := func(name string) bool { return !(flat && name == "INBOX") && fs.hasChildren(name) }
 	// A subscribed folder below name that the patterns do not reach: LSUB
 	// then lists name with \Noselect, RECURSIVEMATCH with CHILDINFO.
 	subscribedBelow := func(name string) bool {
+		if flat && name == "INBOX" {
+			return false
+		}
 		prefix := name + string(delim)
 		for n := range sub {
 			if strings.HasPrefix(n, prefix) && !match(n) {
@@ -335,14 +355,14 @@ func (s *session) List(w *imapserver.ListWriter, ref string, patterns []string, 
 	cand := map[string]bool{}
 	for _, n := range fs.names {
 		cand[n] = true
-		for _, a := range ancestors(n) {
+		for _, a := range parentsOf(n) {
 			cand[a] = true
 		}
 	}
 	if options.SelectSubscribed {
 		for n := range sub {
 			cand[n] = true
-			for _, a := range ancestors(n) {
+			for _, a := range parentsOf(n) {
 				cand[a] = true
 			}
 		}
@@ -358,7 +378,8 @@ func (s *session) List(w *imapserver.ListWriter, ref string, patterns []string, 
 			continue
 		}
 		exists := fs.exists[name]
-		data := &imap.ListData{Mailbox: name, Delim: delim}
+		shown, _ := layout.imapName(name) // match said it can be shown
+		data := &imap.ListData{Mailbox: shown, Delim: delim}
 		switch {
 		case lsub:
 			// RFC 3501 §6.3.9: subscribed names, and a non-subscribed
@@ -400,7 +421,7 @@ func (s *session) List(w *imapserver.ListWriter, ref string, patterns []string, 
 				data.Attrs = append(data.Attrs, imap.MailboxAttrSubscribed)
 			}
 		}
-		if fs.hasChildren(name) {
+		if hasChildren(name) {
 			data.Attrs = append(data.Attrs, imap.MailboxAttrHasChildren)
 		} else if exists {
 			data.Attrs = append(data.Attrs, imap.MailboxAttrHasNoChildren)
@@ -418,6 +439,39 @@ func (s *session) List(w *imapserver.ListWriter, ref string, patterns []string, 
 			data.Status = st
 		}
 		if err := w.WriteList(data); err != nil {
+			return err
+		}
+	}
+	if lsub || options.SelectSubscribed || options.SelectSpecialUse {
+		return nil
+	}
+	return s.listAliases(w, fs, ref, pats)
+}
+
+// listAliases lists a special-folder alias (layout.go) that a pattern
+// names exactly, with its folder's attributes but its own name: a client
+// that made it with CREATE and looks for it by name finds it. Patterns
+// with wildcards never show aliases, so a full listing has each special
+// folder once.
+func (s *session) listAliases(w *imapserver.ListWriter, fs *folderSet, ref string, pats []string) error {
+	for _, p := range pats {
+		if strings.ContainsAny(p, "*%") {
+			continue
+		}
+		name := ref + p
+		folder, err := s.srv.cfg.Layout.providerName(name)
+		if err != nil || fs.exists[folder] {
+			continue
+		}
+		target := aliasTarget(folder)
+		if !fs.exists[target] {
+			continue
+		}
+		attrs := []imap.MailboxAttr{imap.MailboxAttrHasNoChildren}
+		if su := specialUseAttr(target); su != "" {
+			attrs = append(attrs, su)
+		}
+		if err := w.WriteList(&imap.ListData{Mailbox: name, Delim: delim, Attrs: attrs}); err != nil {
 			return err
 		}
 	}

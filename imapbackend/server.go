@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"sync"
@@ -81,6 +82,8 @@ type Config struct {
 	// Guard slows down password guessing; nil: a Guard with the default
 	// thresholds of package authguard.
 	Guard *authguard.Guard
+	// Layout is how folder names appear (layout.go); "" is LayoutInbox.
+	Layout Layout
 	// FolderWalk makes the folder list be read level by level when the
 	// provider's GetFolders might list direct children only (see
 	// foldertree.go); false takes its answer for the whole tree, as the
@@ -159,6 +162,11 @@ func New(cfg Config) (*Server, error) {
 	if cfg.CallTimeout <= 0 {
 		cfg.CallTimeout = DefaultCallTimeout
 	}
+	layout, ok := ParseLayout(string(cfg.Layout))
+	if !ok {
+		return nil, fmt.Errorf("imapbackend: unknown layout %q (inbox or flat)", cfg.Layout)
+	}
+	cfg.Layout = layout
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}

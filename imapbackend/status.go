@@ -82,7 +82,8 @@ func (s *session) statusOf(ctx context.Context, folder string, o *imap.StatusOpt
 			}
 		}
 	}
-	d := &imap.StatusData{Mailbox: folder}
+	shown, _ := s.srv.cfg.Layout.imapName(folder)
+	d := &imap.StatusData{Mailbox: shown}
 	if o.NumMessages {
 		n := st.Messages
 		d.NumMessages = &n
