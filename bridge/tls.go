@@ -83,8 +83,14 @@ func (cs *certSource) fingerprint() string {
 }
 
 // tlsConfig is the server TLS configuration: TLS 1.2 at least (RFC 8314 §4.1).
+//
+// Session tickets are off: under TLS 1.3 the server sends them after the
+// handshake, unasked, and a client that reads and writes the upgraded
+// connection from two threads right after STARTTLS (offlineimap's
+// imaplib2) stalls on them now and then. Resumption saves one handshake
+// per connection, which mail clients that stay connected do not miss.
 func (cs *certSource) tlsConfig() *tls.Config {
-	return &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: cs.get, CipherSuites: tls12Suites}
+	return &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: cs.get, CipherSuites: tls12Suites, SessionTicketsDisabled: true}
 }
 
 // selfSigned returns the paths of a self-signed certificate in dir for
