@@ -152,7 +152,12 @@ func (b *Bridge) open() error {
 	guard := authguard.New(authguard.Config{FreeFailures: b.cfg.AuthFreeFailures, MaxDelay: b.cfg.AuthMaxDelay, RefuseAfter: b.cfg.AuthRefuseAfter})
 	// One budget for the message bytes both fronts hold (msgbudget).
 	messages := msgbudget.New(b.cfg.MaxInflightBytes)
+	layout, err := b.imapLayout(context.Background())
+	if err != nil {
+		return err
+	}
 	b.imap, err = imapbackend.New(imapbackend.Config{
+		Layout: layout,
 		// A real provider may list direct children only; the embedded
 		// sandbox lists whole trees unless told otherwise.
 		FolderWalk:        b.cfg.APIURL != "" || b.cfg.SandboxConfig.ChildrenOnly,

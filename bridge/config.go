@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/directbridge/directbridge/directapi"
+	"github.com/directbridge/directbridge/imapbackend"
 	"github.com/directbridge/directbridge/sandbox"
 )
 
@@ -54,6 +55,7 @@ type Config struct {
 	IMAPAppendLimit    uint32        `envconfig:"IMAP_APPEND_LIMIT" default:"0" desc:"largest IMAP APPEND, in bytes (advertised as APPENDLIMIT); 0: the largest that fits DIRECTBRIDGE_API_MAX_REQUEST_BYTES once encoded"`
 	APIMaxRequestBytes int64         `envconfig:"API_MAX_REQUEST_BYTES" default:"67108864" desc:"largest request body the provider accepts; the documents state none, 64 MiB is the sandbox's (DIRECTBRIDGE_SANDBOX_MAX_BODY). SIZE and APPENDLIMIT are derived from it"`
 	IMAPMaxConns       int           `envconfig:"IMAP_MAX_CONNECTIONS_PER_USER" default:"20" desc:"most IMAP connections of one user"`
+	IMAPLayout         string        `envconfig:"IMAP_LAYOUT" desc:"how folders appear over IMAP: flat (the provider's INBOX.Sent is Sent, folders are created at the top level, as Outlook, Apple Mail and Thunderbird expect) or inbox (every folder below INBOX, as the provider names them); unset: flat for a new data directory, inbox for one IMAP clients used before this setting existed, and afterwards whatever the data directory was last used with"`
 	ExpungePolicy      string        `envconfig:"EXPUNGE" default:"trash" desc:"what IMAP EXPUNGE does outside INBOX.Trash: trash (move to INBOX.Trash, recoverable) or forever"`
 
 	// APIRateLimit is the provider budget; read it with RateLimit.
@@ -180,6 +182,11 @@ func (c *Config) Validate() []error {
 	}
 	if c.IMAPMaxConns <= 0 {
 		bad("DIRECTBRIDGE_IMAP_MAX_CONNECTIONS_PER_USER must be positive")
+	}
+	if c.IMAPLayout != "" {
+		if _, ok := imapbackend.ParseLayout(c.IMAPLayout); !ok {
+			bad("DIRECTBRIDGE_IMAP_LAYOUT: %q is not flat or inbox", c.IMAPLayout)
+		}
 	}
 	if c.ExpungePolicy != "trash" && c.ExpungePolicy != "forever" {
 		bad("DIRECTBRIDGE_EXPUNGE: %q is not trash or forever", c.ExpungePolicy)

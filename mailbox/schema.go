@@ -93,5 +93,14 @@ CREATE TABLE subscriptions (
 	PRIMARY KEY (username, name)
 );
 `,
+	}, {
+		version: 6,
+		name:    "settings the data directory was used with",
+		sql: `
+CREATE TABLE settings (
+	name  TEXT PRIMARY KEY,
+	value TEXT NOT NULL
+);
+`,
 	},
 }

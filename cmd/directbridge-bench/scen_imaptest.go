@@ -115,7 +115,7 @@ func (b *bench) runImaptestScript(ctx context.Context, script, name string, br *
 	dir := filepath.Join(b.work, name)
 	_, port, _ := strings.Cut(br.imapAddr, ":")
 	args := []string{"--host", "127.0.0.1", "--port", port, "--user", accts[0].user, "--pass", accts[0].pass,
-		"--user2", accts[1].user, "--pass2", accts[1].pass, "--mailbox", "INBOX.imaptest", "--stress-mailbox", "INBOX.stress",
+		"--user2", accts[1].user, "--pass2", accts[1].pass, "--mailbox", "imaptest", "--stress-mailbox", "stress",
 		"--secs", strconv.Itoa(b.o.imaptestSecs), "--out", dir}
 	args = append(args, extra...)
 	cctx, cancel := context.WithTimeout(ctx, 45*time.Minute)

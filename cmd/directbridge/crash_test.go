@@ -182,7 +182,7 @@ func TestKillDuringMoveKeepsFlags(t *testing.T) {
 	if _, err := ac.Wait(); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Create("INBOX.Kept", nil).Wait(); err != nil {
+	if err := c.Create("Kept", nil).Wait(); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.Select("INBOX", nil).Wait(); err != nil {
@@ -195,7 +195,7 @@ func TestKillDuringMoveKeepsFlags(t *testing.T) {
 	if err := c.Store(imap.SeqSetNum(1), &imap.StoreFlags{Op: imap.StoreFlagsAdd, Flags: []imap.Flag{imap.FlagFlagged, "$Urgent"}}, nil).Close(); err != nil {
 		t.Fatal(err)
 	}
-	go c.Move(imap.SeqSetNum(1), "INBOX.Kept").Wait()
+	go c.Move(imap.SeqSetNum(1), "Kept").Wait()
 	for deadline := time.Now().Add(20 * time.Second); moved.Load() == 0; time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("the provider never saw the move")
@@ -206,7 +206,7 @@ func TestKillDuringMoveKeepsFlags(t *testing.T) {
 
 	start()
 	c = login()
-	if _, err := c.Select("INBOX.Kept", nil).Wait(); err != nil {
+	if _, err := c.Select("Kept", nil).Wait(); err != nil {
 		t.Fatal(err)
 	}
 	msgs, err := c.Fetch(imap.SeqSetNum(1), &imap.FetchOptions{Flags: true, Envelope: true}).Collect()
