@@ -24,12 +24,13 @@ const sentFolder = "INBOX.Sent"
 const sentDedupeWindow = 10 * time.Minute
 
 // Append stores a message (APPEND, RFC 9051 §6.3.12) with one
-// SaveRawMessages call. The provider answers without a UID: the folder's
-// next refresh finds it and gives it the flags asked for (mailstore/arrivals.go),
-// shared by every APPEND made meanwhile. An APPEND to the folder this
-// connection has selected makes that refresh at once and answers
-// APPENDUID (RFC 4315 §3) and EXISTS; another one answers a plain OK,
-// which UIDPLUS allows, rather than pay a second call per message.
+// SaveRawMessages call. The provider answers without a UID, so a light
+// refresh of the folder finds it at once (mailstore/arrivals.go; shared
+// by concurrent APPENDs) and gives it the flags asked for, and the answer
+// carries APPENDUID (RFC 4315 §3), with EXISTS when the folder is the
+// selected one. The second call is the price of APPENDUID: without it
+// Thunderbird and mbsync look for their message by Message-ID or X-TUID
+// with a FETCH, which costs as much, and imaptest's uidplus expects it.
 //
 // The provider saves messages unread and with the time of saving as their
 // date: \Seen is set afterwards when asked for, and the internal date the
@@ -100,13 +101,12 @@ func (s *session) Append(mailbox string, r imap.LiteralReader, options *imap.App
 		return nil, err
 	}
 	defer s.srv.store.Release(m)
-	uid, err := m.Append(ctx, s.auth, s.id, raw, msgID, seen, kept, m == s.sel)
+	uid, err := m.Append(ctx, s.auth, s.id, raw, msgID, seen, kept, true)
 	if err != nil {
 		return nil, imapError(err)
 	}
 	if m != s.sel {
 		s.appended = true
-		return nil, nil
 	}
 	if uid != 0 {
 		return &imap.AppendData{UID: uid, UIDValidity: m.Validity()}, nil

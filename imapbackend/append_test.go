@@ -32,10 +32,11 @@ func appendMsg(c *imapclient.Client, folder, raw string, flags ...imap.Flag) (*i
 }
 
 // TestAppend: APPEND to a folder the connection has not selected saves
-// the message with one provider call and answers without APPENDUID (the
-// UID is learned by the next refresh, mailstore/arrivals.go); SELECT then shows it
-// with the flags asked for: \Seen at the provider (which saves unread),
-// the rest kept by the bridge.
+// the message with one provider call and finds its UID with one more
+// (a light refresh, mailstore/arrivals.go), so the answer carries
+// APPENDUID (RFC 4315 §3); SELECT then shows it with the flags asked for:
+// \Seen at the provider (which saves unread, so it is marked read with
+// the settle timer), the rest kept by the bridge.
 func TestAppend(t *testing.T) {
 	e := newEnv(t, options{})
 	e.deliver(alice, "INBOX", testMessage("before"))
@@ -49,25 +50,37 @@ func TestAppend(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if calls := e.sandbox.TotalCalls(); calls != 1 {
-		t.Errorf("APPEND cost %d calls (%v); want one SaveRawMessages", calls, e.sandbox.CallCounts())
+	if got := e.sandbox.CallCounts(); len(got) != 2 || got["SaveRawMessages"] != 1 || got["GetUIDs"] != 1 {
+		t.Errorf("APPEND cost %v; want one SaveRawMessages and one GetUIDs", got)
 	}
-	if data.UID != 0 {
-		t.Fatalf("APPENDUID %+v for a message whose UID is not known yet", data)
+	if data == nil || data.UID == 0 {
+		t.Fatalf("APPEND answered %+v; want APPENDUID", data)
 	}
 	d := mustSelectFolder(t, c, "INBOX")
-	if d.NumMessages != 2 {
-		t.Fatalf("SELECT after APPEND: %+v", d)
+	if d.NumMessages != 2 || d.UIDValidity != data.UIDValidity || d.UIDNext != data.UID+1 {
+		t.Fatalf("SELECT after APPEND: %+v; APPENDUID %+v", d, data)
 	}
-	data.UID = d.UIDNext - 1
 	if ids := e.msgIDs(alice, "INBOX", []imap.UID{data.UID}); ids[data.UID] != "<appended@direct.example>" {
 		t.Fatalf("UID %d names %v at the provider", data.UID, ids)
 	}
-	if n := e.unread(alice, "INBOX"); n != 1 {
-		t.Errorf("unread count %d; want 1 (the appended message is read)", n)
-	}
+	e.waitUnread(alice, "INBOX", 1)
 	if got, want := flagsByUID(t, c, data.UID)[data.UID], sortedFlags(`\Seen`, `\Flagged`, "$Label"); !slices.Equal(got, want) {
 		t.Fatalf("flags of the appended message: %v; want %v", got, want)
+	}
+}
+
+// waitUnread waits up to two seconds for the provider's unread count of
+// folder to be want: \Seen of appended messages goes out with a timer.
+func (e *env) waitUnread(user, folder string, want int) {
+	e.t.Helper()
+	deadline := time.Now().Add(2 * time.Second)
+	n := e.unread(user, folder)
+	for n != want && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+		n = e.unread(user, folder)
+	}
+	if n != want {
+		e.t.Errorf("unread count of %s at the provider: %d; want %d", folder, n, want)
 	}
 }
 
@@ -165,19 +178,24 @@ func TestAppendSentNoDuplicate(t *testing.T) {
 	}
 }
 
-// TestAppendWithOtherMailArriving: when mail arrives in the folder
-// between an APPEND and the refresh that finds it, the appended message
-// is told apart by its Message-ID, and only it gets the flags asked for.
+// TestAppendWithOtherMailArriving: when mail the bridge has not seen yet
+// arrived in the folder before an APPEND, the refresh that finds the
+// appended message finds both; the appended one is told apart by its
+// bytes, and only it gets the flags asked for and the APPENDUID.
 func TestAppendWithOtherMailArriving(t *testing.T) {
 	e := newEnv(t, options{})
 	c := e.login(alice, alicePW)
 	if _, err := c.Status("INBOX", &imap.StatusOptions{NumMessages: true}).Wait(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := appendMsg(c, "INBOX", testMessage("mine"), "$Mine", `\Seen`); err != nil {
+	theirs := imap.UID(e.deliver(alice, "INBOX", testMessage("theirs")))
+	data, err := appendMsg(c, "INBOX", testMessage("mine"), "$Mine", `\Seen`)
+	if err != nil {
 		t.Fatal(err)
 	}
-	e.deliver(alice, "INBOX", testMessage("theirs"))
+	if data == nil || data.UID == 0 || data.UID == theirs {
+		t.Fatalf("APPENDUID %+v; the other message is UID %d", data, theirs)
+	}
 	mustSelectFolder(t, c, "INBOX")
 	msgs, err := c.Fetch(imap.SeqSet{{Start: 1, Stop: 2}}, &imap.FetchOptions{Flags: true, Envelope: true}).Collect()
 	if err != nil || len(msgs) != 2 {

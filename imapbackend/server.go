@@ -274,6 +274,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 	}
+	// \Seen of messages just appended goes out with the settle timer,
+	// which may not fire before the process ends.
+	s.store.MarkAppendedRead(ctx)
 	return errors.Join(errs...)
 }
 

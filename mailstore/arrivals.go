@@ -29,13 +29,11 @@ import (
 // its next command, as after any APPEND to the selected folder (RFC 9051
 // §6.3.12), and an IDLE client within appendSettle.
 //
-// An APPEND to the folder the connection itself has selected is the
-// exception: the client expects the EXISTS in the APPEND's answer (RFC
-// 9051 §6.3.12, and imaptest checks it), so the refresh is made at once
-// and the answer carries APPENDUID (RFC 4315 §3). Otherwise APPENDUID, a
-// SHOULD, is not given: it would cost the second call. Clients find their
-// message by other means (mbsync by its X-TUID header, Thunderbird by
-// Message-ID), and a STATUS or SELECT of the folder refreshes it first.
+// The IMAP front asks for the UID at once (wantUID) so that its answer
+// carries APPENDUID (RFC 4315 §3), and for the folder the connection has
+// selected the EXISTS the client expects (RFC 9051 §6.3.12): that costs
+// a light refresh after the save, which concurrent APPENDs share. Without
+// wantUID, the next refresh finds the message.
 
 // appendSettle is how long after an APPEND the folder is refreshed when
 // nothing else did it first.
@@ -126,6 +124,11 @@ func (m *Folder) expect(a *arrival) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.pending = append(m.pending, a)
+	m.armSettleLocked()
+}
+
+// armSettleLocked (re)starts the settle timer.
+func (m *Folder) armSettleLocked() {
 	if m.settle == nil {
 		m.settle = time.AfterFunc(appendSettle, m.settled)
 	} else {
@@ -133,8 +136,12 @@ func (m *Folder) expect(a *arrival) {
 	}
 }
 
-// settled refreshes the folder after appends, so watchers see them.
+// settled marks appended messages read and refreshes the folder after
+// appends, so watchers see them.
 func (m *Folder) settled() {
+	ctx, cancel := context.WithTimeout(context.Background(), m.store.cfg.CallTimeout)
+	defer cancel()
+	m.markAppendedRead(ctx)
 	m.mu.Lock()
 	m.settle = nil
 	waiting := len(m.pending) > 0 && !m.dropped
@@ -142,8 +149,6 @@ func (m *Folder) settled() {
 	if !waiting {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), m.store.cfg.CallTimeout)
-	defer cancel()
 	if err := m.Discover(ctx); err != nil {
 		m.store.cfg.Logger.Warn("imap refresh after append failed", "user", m.user, "err", err)
 	}
@@ -264,16 +269,39 @@ func (m *Folder) placeArrivals(ctx context.Context, newUIDs []imap.UID, started 
 	for _, u := range pairs {
 		placed[u] = false
 	}
+	for _, u := range readUIDs {
+		placed[imap.UID(u)] = true
+	}
 	if len(readUIDs) > 0 {
-		if err := m.store.cfg.Provider.SetRead(ctx, auth, m.name, readUIDs, true); err != nil {
-			m.store.cfg.Logger.Warn("imap append: marking read failed", "user", m.user, "err", err)
-			return placed
-		}
-		for _, u := range readUIDs {
-			placed[imap.UID(u)] = true
-		}
+		m.mu.Lock()
+		m.unmarked, m.unmarkedAuth = append(m.unmarked, readUIDs...), auth
+		m.armSettleLocked()
+		m.mu.Unlock()
 	}
 	return placed
+}
+
+// Appended messages asked \Seen are shown \Seen at once, and marked read
+// at the provider (SetRead) in one call for all those placed meanwhile:
+// when the settle timer fires, or before a full refresh reads the read
+// state (which would otherwise show them unread again). A client that
+// appends a hundred messages one after the other so pays one SetRead,
+// not a hundred. Should the call fail, the next full refresh shows the
+// provider's state: the messages are saved, only \Seen is lost.
+
+// markAppendedRead sends the SetRead that waits, if any.
+// Store.MarkAppendedRead sends them all at shutdown.
+func (m *Folder) markAppendedRead(ctx context.Context) {
+	m.mu.Lock()
+	uids, auth := m.unmarked, m.unmarkedAuth
+	m.unmarked, m.unmarkedAuth = nil, upstream.Auth{}
+	m.mu.Unlock()
+	if len(uids) == 0 {
+		return
+	}
+	if err := m.store.cfg.Provider.SetRead(ctx, auth, m.name, uids, true); err != nil {
+		m.store.cfg.Logger.Warn("imap append: marking read failed", "user", m.user, "err", err)
+	}
 }
 
 // maxContentPairing bounds the new messages downloaded to pair arrivals by

@@ -10,6 +10,7 @@ import (
 
 	"github.com/directbridge/directbridge/directapi"
 	"github.com/directbridge/directbridge/seqview"
+	"github.com/directbridge/directbridge/upstream"
 )
 
 // Folder is the mirror of one provider folder of one user: the bridge's view of one provider folder of one user, shared by
@@ -81,12 +82,16 @@ type Folder struct {
 	// listed its message had started), with when they were first seen:
 	// later refreshes may still pair them, until arrivalTTL.
 	unclaimed map[imap.UID]time.Time
-	settle    *time.Timer
-	refs      int
-	evict     *time.Timer // pending forget after the last release
-	dropped   bool        // forgotten by the store; Acquire takes a new one
-	stopPoll  chan struct{}
-	gone      error // set when the folder vanished or its UIDs were renumbered
+	// unmarked are appended messages shown \Seen whose SetRead waits for
+	// the settle timer or the next full refresh (arrivals.go).
+	unmarked     []int64
+	unmarkedAuth upstream.Auth // the credentials they were appended with
+	settle       *time.Timer
+	refs         int
+	evict        *time.Timer // pending forget after the last release
+	dropped      bool        // forgotten by the store; Acquire takes a new one
+	stopPoll     chan struct{}
+	gone         error // set when the folder vanished or its UIDs were renumbered
 }
 
 // refreshFlight is one refresh under way, which other callers can wait for.

@@ -116,6 +116,12 @@ func (p *folderProvider) SetRead(_ context.Context, _ upstream.Auth, _ string, u
 	return nil
 }
 
+func (p *folderProvider) isRead(uid int64) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.read[uid]
+}
+
 func (p *folderProvider) Save(_ context.Context, _ upstream.Auth, _ string, raws [][]byte) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -287,7 +293,16 @@ func TestAppendFindsUID(t *testing.T) {
 	if !ok || !HasSeen(fl) || !slices.Contains(fl, imap.FlagFlagged) {
 		t.Fatalf("flags of the appended message: %v (known %v); want \\Seen and \\Flagged", fl, ok)
 	}
-	if !p.read[3] {
+	// \Seen goes to the provider with the settle timer, in one call for
+	// all messages appended meanwhile.
+	if p.isRead(3) {
+		t.Error("\\Seen was sent at once; want it batched after appendSettle")
+	}
+	deadline := time.Now().Add(5 * appendSettle)
+	for !p.isRead(3) && time.Now().Before(deadline) {
+		time.Sleep(appendSettle / 10)
+	}
+	if !p.isRead(3) {
 		t.Error("\\Seen was not set at the provider")
 	}
 	// Its bytes are in the cache: a FETCH costs no download.

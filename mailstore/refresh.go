@@ -110,6 +110,10 @@ func (m *Folder) doRefresh(ctx context.Context, started time.Time, light bool) e
 	m.mu.Unlock()
 
 	c := m.store.cfg.Provider
+	if !light {
+		// Before the read state is read (arrivals.go).
+		m.markAppendedRead(ctx)
+	}
 	// The two reads go out together: a refresh costs one round trip of
 	// time, not two. A light one reads the UIDs only.
 	var unread int

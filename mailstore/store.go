@@ -136,6 +136,21 @@ func (st *Store) Acquire(ctx context.Context, auth directapi.Authentication, nam
 // Config.Idle sets it; this is the default.
 const DefaultIdle = 10 * time.Minute
 
+// MarkAppendedRead sends the SetRead of every folder's appended messages
+// that wait for it (arrivals.go): at shutdown, so that no \Seen asked for
+// in an APPEND is lost to the settle timer.
+func (st *Store) MarkAppendedRead(ctx context.Context) {
+	st.mu.Lock()
+	folders := make([]*Folder, 0, len(st.mirrors))
+	for _, m := range st.mirrors {
+		folders = append(folders, m)
+	}
+	st.mu.Unlock()
+	for _, m := range folders {
+		m.markAppendedRead(ctx)
+	}
+}
+
 // Release drops a reference. The last one stops the poller; a mirror that
 // never loaded (no such folder, say) is forgotten at once, any other after
 // DefaultIdle.
