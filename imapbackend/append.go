@@ -76,6 +76,9 @@ func (s *session) Append(mailbox string, r imap.LiteralReader, options *imap.App
 	if _, err := io.ReadFull(r, raw); err != nil {
 		return nil, imapError(err)
 	}
+	// Binary content (RFC 3516) is kept as base64: the provider keeps
+	// mail, and BODY[n] must not hand out raw NULs (mimeconv.EncodeBinaryParts).
+	raw, _ = mimeconv.EncodeBinaryParts(raw)
 	ctx, cancel := s.ctx()
 	defer cancel()
 

@@ -385,3 +385,38 @@ func TestAppendInFlightBudget(t *testing.T) {
 		t.Errorf("%d bytes still counted in flight", budget.InUse())
 	}
 }
+
+// TestAppendBinaryContent: a part with Content-Transfer-Encoding binary
+// (RFC 3516) is kept as base64: BODY[1] carries no raw NUL, BINARY[1]
+// and BINARY.SIZE[1] give back the octets appended.
+func TestAppendBinaryContent(t *testing.T) {
+	e := newEnv(t, options{})
+	c := e.login(alice, alicePW)
+	payload := "\x00-\xe4\n\r\n\n"
+	raw := "From: user@domain.org\r\nMime-Version: 1.0\r\nContent-Type: application/octet-stream\r\n" +
+		"Content-Transfer-Encoding: binary\r\n\r\n" + payload
+	if _, err := appendMsg(c, "INBOX", raw); err != nil {
+		t.Fatal(err)
+	}
+	mustSelectFolder(t, c, "INBOX")
+	body := &imap.FetchItemBodySection{Part: []int{1}, Peek: true}
+	bin := &imap.FetchItemBinarySection{Part: []int{1}, Peek: true}
+	binSize := &imap.FetchItemBinarySectionSize{Part: []int{1}}
+	msgs, err := c.Fetch(imap.SeqSetNum(1), &imap.FetchOptions{
+		BodySection: []*imap.FetchItemBodySection{body}, BinarySection: []*imap.FetchItemBinarySection{bin},
+		BinarySectionSize: []*imap.FetchItemBinarySectionSize{binSize},
+	}).Collect()
+	if err != nil || len(msgs) != 1 {
+		t.Fatalf("FETCH: %v %v", msgs, err)
+	}
+	m := msgs[0]
+	if b := m.FindBodySection(body); len(b) == 0 || strings.Contains(string(b), "\x00") {
+		t.Errorf("BODY[1] = %q; want it transfer-encoded", b)
+	}
+	if b := m.FindBinarySection(bin); string(b) != payload {
+		t.Errorf("BINARY[1] = %q; want %q", b, payload)
+	}
+	if n, _ := m.FindBinarySectionSize([]int{1}); n != uint32(len(payload)) {
+		t.Errorf("BINARY.SIZE[1] = %d; want %d", n, len(payload))
+	}
+}
