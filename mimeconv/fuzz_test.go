@@ -156,3 +156,54 @@ func FuzzTree(f *testing.F) {
 		}
 	})
 }
+
+// FuzzEncodeBinaryParts checks that EncodeBinaryParts never panics, that
+// what it writes has no binary leaf left (a second pass changes nothing)
+// and keeps the number of parts, and that an input it leaves alone comes
+// back as it was.
+func FuzzEncodeBinaryParts(f *testing.F) {
+	for _, s := range []string{
+		"Content-Type: application/octet-stream\r\nContent-Transfer-Encoding: binary\r\n\r\n\x00-\xe4\n\r\n\n",
+		"Content-Type: multipart/mixed; boundary=b\r\n\r\n--b\r\nContent-Transfer-Encoding: Binary\r\n\r\n\x00\x01\r\n--b\r\n\r\ntext\r\n--b--\r\n",
+		"Content-Type: message/rfc822\r\n\r\nContent-Transfer-Encoding: binary\r\n\r\n\x00\r\n",
+		"Subject: binary\r\n\r\nbinary\r\n",
+	} {
+		f.Add([]byte(s))
+	}
+	count := func(p *Part) int {
+		n := 0
+		var walk func(*Part)
+		walk = func(p *Part) {
+			n++
+			for _, c := range p.Children {
+				walk(c)
+			}
+			if p.Message != nil {
+				walk(p.Message)
+			}
+		}
+		walk(p)
+		return n
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		in := bytes.Clone(raw)
+		out, changed := EncodeBinaryParts(raw)
+		if !bytes.Equal(raw, in) {
+			t.Fatal("the input was modified")
+		}
+		if !changed {
+			if !bytes.Equal(out, raw) {
+				t.Fatal("unchanged, yet other bytes")
+			}
+			return
+		}
+		if again, changed := EncodeBinaryParts(out); changed {
+			t.Fatalf("a second pass changed %q to %q", out, again)
+		}
+		before, _ := ParseTree(raw, ParseOptions{})
+		after, _ := ParseTree(out, ParseOptions{})
+		if count(before) != count(after) {
+			t.Fatalf("%d parts became %d: %q", count(before), count(after), out)
+		}
+	})
+}
