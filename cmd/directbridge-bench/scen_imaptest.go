@@ -75,7 +75,7 @@ func runImaptest(ctx context.Context, b *bench, out *outcome) error {
 		out.rows[1].met = yesNo(a+bb == 0)
 	}
 	out.notes = append(out.notes,
-		fmt.Sprintf("`%s` (compliance, then stress A `logout=0` and B (default mix with LOGIN/LOGOUT), 10 clients, %d s each, %d interleaved round(s)%s) against the bridge on its embedded sandbox, default settings (one process; plain IMAP on loopback), mailboxes `INBOX.imaptest` and `INBOX.stress`.",
+		fmt.Sprintf("`%s` (compliance, then stress A `logout=0` and B (default mix with LOGIN/LOGOUT), 10 clients, %d s each, %d interleaved round(s)%s) against the bridge on its embedded sandbox, default settings (one process; plain IMAP on loopback), mailboxes `imaptest` and `stress` (the flat layout of a new data directory).",
 			b.o.imaptest, b.o.imaptestSecs, b.o.imaptestRounds, map[bool]string{true: ", each beside a private Dovecot started by the script with `--dovecot --dovecot-fast`", false: ", no Dovecot"}[b.o.dovecot]),
 		"FETCH/s ratio and `Error:` lines are read from the script's summary.md (appendix below).")
 
