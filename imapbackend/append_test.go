@@ -420,3 +420,43 @@ func TestAppendBinaryContent(t *testing.T) {
 		t.Errorf("BINARY.SIZE[1] = %d; want %d", n, len(payload))
 	}
 }
+
+// TestAppendSeenMarkingKeepsChanges: the \Seen of appended messages goes
+// to the provider later, in one call; a message expunged meanwhile does
+// not make the others lose it (the provider refuses a request naming a
+// gone UID), and a message the client marked unread meanwhile stays
+// unread at the provider.
+func TestAppendSeenMarkingKeepsChanges(t *testing.T) {
+	e := newEnv(t, options{})
+	c := e.login(alice, alicePW)
+	wantOK(t, "CREATE", c.Create("INBOX.F", nil).Wait())
+	var uids []imap.UID
+	for _, s := range []string{"gone", "kept", "unread-again"} {
+		data, err := appendMsg(c, "INBOX.F", testMessage(s), `\Seen`)
+		if err != nil || data == nil || data.UID == 0 {
+			t.Fatalf("APPEND %s: %+v, %v", s, data, err)
+		}
+		uids = append(uids, data.UID)
+	}
+	mustSelectFolder(t, c, "INBOX.F")
+	storeUIDFlags(t, c, uids[0], imap.StoreFlagsAdd, imap.FlagDeleted)
+	if _, err := c.UIDExpunge(imap.UIDSetNum(uids[0])).Collect(); err != nil {
+		t.Fatal(err)
+	}
+	storeUIDFlags(t, c, uids[2], imap.StoreFlagsDel, imap.FlagSeen)
+	time.Sleep(600 * time.Millisecond) // past the settle time
+	e.waitUnread(alice, "INBOX.F", 1)
+	if ids := e.msgIDs(alice, "INBOX.F", []imap.UID{uids[1], uids[2]}); len(ids) != 2 {
+		t.Fatalf("messages left: %v", ids)
+	}
+	if got := flagsByUID(t, c, uids[1], uids[2]); !slices.Contains(got[uids[1]], imap.FlagSeen) || slices.Contains(got[uids[2]], imap.FlagSeen) {
+		t.Fatalf("flags %v; want %d \\Seen and %d not", got, uids[1], uids[2])
+	}
+}
+
+func storeUIDFlags(t *testing.T, c *imapclient.Client, uid imap.UID, op imap.StoreFlagsOp, flags ...imap.Flag) {
+	t.Helper()
+	if _, err := c.Store(imap.UIDSetNum(uid), &imap.StoreFlags{Op: op, Silent: true, Flags: flags}, nil).Collect(); err != nil {
+		t.Fatal(err)
+	}
+}

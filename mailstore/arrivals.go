@@ -192,8 +192,8 @@ func (m *Folder) placed(a *arrival) imap.UID {
 // placeArrivals pairs the arrivals with the UIDs not paired yet a refresh
 // that started at started found (ascending) and records their flags: the
 // kept flags in the state store (so the refresh shows them at once),
-// \Seen at the provider. It returns the UIDs placed, true for those made
-// read.
+// \Seen for the read marking that waits (markAppendedRead). It returns
+// the UIDs placed, true for those to be shown read.
 //
 // Only arrivals saved before the refresh started are paired: those are
 // certainly among the UIDs it read; later ones wait for the next refresh.
@@ -274,20 +274,43 @@ func (m *Folder) placeArrivals(ctx context.Context, newUIDs []imap.UID, started 
 	}
 	if len(readUIDs) > 0 {
 		m.mu.Lock()
+		if len(m.unmarked) == 0 {
+			m.unmarkedSince = time.Now()
+		}
 		m.unmarked, m.unmarkedAuth = append(m.unmarked, readUIDs...), auth
-		m.armSettleLocked()
+		if len(m.unmarked) >= BatchSize || time.Since(m.unmarkedSince) >= maxUnmarkedAge {
+			// A steady stream of APPENDs keeps resetting the timer:
+			// the marking goes out anyway, at a bounded size and age.
+			go func() {
+				ctx, cancel := context.WithTimeout(context.Background(), m.store.cfg.CallTimeout)
+				defer cancel()
+				m.markAppendedRead(ctx)
+			}()
+		} else {
+			m.armSettleLocked()
+		}
 		m.mu.Unlock()
 	}
 	return placed
 }
 
+// maxUnmarkedAge bounds how long an appended message's \Seen waits for
+// its SetRead while APPENDs keep coming (see below).
+const maxUnmarkedAge = 2 * time.Second
+
 // Appended messages asked \Seen are shown \Seen at once, and marked read
 // at the provider (SetRead) in one call for all those placed meanwhile:
-// when the settle timer fires, or before a full refresh reads the read
-// state (which would otherwise show them unread again). A client that
-// appends a hundred messages one after the other so pays one SetRead,
-// not a hundred. Should the call fail, the next full refresh shows the
-// provider's state: the messages are saved, only \Seen is lost.
+// when the settle timer fires, before a full refresh reads the read
+// state (which would otherwise show them unread again), at shutdown, and
+// at the latest after BatchSize messages or maxUnmarkedAge while APPENDs
+// keep coming. A client that appends a hundred messages one after the
+// other so pays one SetRead, not a hundred. A message expunged or moved
+// meanwhile is left out (forgetLocked), so are those a client marked
+// unread since (ApplyFlags: its choice is the later one), and a refusal
+// because one vanished at the provider is retried with those that
+// remain (MutateExisting). Should the call fail all the same, the next
+// full refresh shows the provider's state: the messages are saved, only
+// \Seen is lost.
 
 // markAppendedRead sends the SetRead that waits, if any.
 // Store.MarkAppendedRead sends them all at shutdown.
@@ -299,9 +322,39 @@ func (m *Folder) markAppendedRead(ctx context.Context) {
 	if len(uids) == 0 {
 		return
 	}
-	if err := m.store.cfg.Provider.SetRead(ctx, auth, m.name, uids, true); err != nil {
+	mark := func(u []int64) error { return m.store.cfg.Provider.SetRead(ctx, auth, m.name, u, true) }
+	done, err := m.MutateExisting(ctx, uidsOf(uids), mark)
+	if err != nil {
 		m.store.cfg.Logger.Warn("imap append: marking read failed", "user", m.user, "err", err)
+		return
 	}
+	// A refresh made to retry may have read them unread meanwhile.
+	seen := true
+	ups := make([]FlagUpdate, len(done))
+	for i, u := range done {
+		ups[i] = FlagUpdate{UID: u, Seen: &seen}
+	}
+	m.ShowFlags(ups, nil)
+}
+
+// dropUnmarkedLocked takes uids out of the read marking that waits.
+func (m *Folder) dropUnmarkedLocked(uids []imap.UID) {
+	if len(m.unmarked) == 0 || len(uids) == 0 {
+		return
+	}
+	drop := make(map[int64]bool, len(uids))
+	for _, u := range uids {
+		drop[int64(u)] = true
+	}
+	m.unmarked = slices.DeleteFunc(m.unmarked, func(u int64) bool { return drop[u] })
+}
+
+func uidsOf(ids []int64) []imap.UID {
+	out := make([]imap.UID, len(ids))
+	for i, id := range ids {
+		out[i] = imap.UID(id)
+	}
+	return out
 }
 
 // maxContentPairing bounds the new messages downloaded to pair arrivals by

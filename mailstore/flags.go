@@ -62,6 +62,19 @@ func (st *Store) ApplyFlags(ctx context.Context, auth upstream.Auth, folder stri
 		return out
 	}
 	ups = slices.Clone(ups)
+	if m != nil {
+		// A message appended \Seen and marked unread since: the client's
+		// later choice wins over the read marking that waits (arrivals.go).
+		var unread []imap.UID
+		for _, u := range ups {
+			if u.Seen != nil && !*u.Seen {
+				unread = append(unread, u.UID)
+			}
+		}
+		m.mu.Lock()
+		m.dropUnmarkedLocked(unread)
+		m.mu.Unlock()
+	}
 	c := st.cfg.Provider
 	for _, read := range []bool{true, false} {
 		state := current()

@@ -84,14 +84,15 @@ type Folder struct {
 	unclaimed map[imap.UID]time.Time
 	// unmarked are appended messages shown \Seen whose SetRead waits for
 	// the settle timer or the next full refresh (arrivals.go).
-	unmarked     []int64
-	unmarkedAuth upstream.Auth // the credentials they were appended with
-	settle       *time.Timer
-	refs         int
-	evict        *time.Timer // pending forget after the last release
-	dropped      bool        // forgotten by the store; Acquire takes a new one
-	stopPoll     chan struct{}
-	gone         error // set when the folder vanished or its UIDs were renumbered
+	unmarked      []int64
+	unmarkedAuth  upstream.Auth // the credentials they were appended with
+	unmarkedSince time.Time     // when the first of them was placed
+	settle        *time.Timer
+	refs          int
+	evict         *time.Timer // pending forget after the last release
+	dropped       bool        // forgotten by the store; Acquire takes a new one
+	stopPoll      chan struct{}
+	gone          error // set when the folder vanished or its UIDs were renumbered
 }
 
 // refreshFlight is one refresh under way, which other callers can wait for.
@@ -120,6 +121,7 @@ const maxGhosts = 4096
 // forgetLocked turns the handles of expunged messages into ghosts.
 // Called with m.mu held.
 func (m *Folder) forgetLocked(uids []imap.UID) {
+	m.dropUnmarkedLocked(uids)
 	for _, u := range uids {
 		if msg := m.byUID[u]; msg != nil && !msg.expunged {
 			msg.expunged = true
@@ -159,6 +161,9 @@ var ErrUIDTooLarge = errors.New("imapbackend: provider UID beyond 32 bits")
 // says BYE). Called with m.mu held.
 func (m *Folder) markGoneLocked() {
 	m.gone = ErrFolderGone
+	// Its UIDs name nothing any more (a renumbered folder's may name
+	// other messages): no read marking waits for them.
+	m.unmarked, m.unmarkedAuth = nil, upstream.Auth{}
 	if m.mb != nil {
 		m.mb.Gone()
 	}
