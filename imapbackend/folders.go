@@ -276,6 +276,8 @@ func (s *session) Rename(oldName, newName string, _ *imap.RenameOptions) error {
 	if fs.hasChildren(to) {
 		return errTargetHasFolders
 	}
+	// The read marking of messages just appended names the old folder.
+	s.srv.store.MarkAppendedReadIn(ctx, s.auth.Username, from)
 	err = s.srv.cfg.Provider.RenameFolder(ctx, s.auth, from, to)
 	s.srv.folders.invalidate(s.auth.Username, false)
 	if err != nil {

@@ -23,6 +23,10 @@ import (
 	"github.com/directbridge/directbridge/upstream"
 )
 
+// shutdownMarkTimeout bounds the read marking of appended messages at
+// shutdown.
+const shutdownMarkTimeout = 10 * time.Second
+
 // Defaults of Config.
 const (
 	// DefaultPollInterval brings new mail to an IDLE client within 5 s
@@ -275,8 +279,11 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		}
 	}
 	// \Seen of messages just appended goes out with the settle timer,
-	// which may not fire before the process ends.
-	s.store.MarkAppendedRead(ctx)
+	// which may not fire before the process ends. ctx may be spent by
+	// now (clients that stopped reading): a short time of its own.
+	mctx, cancel := context.WithTimeout(context.Background(), shutdownMarkTimeout)
+	s.store.MarkAppendedRead(mctx)
+	cancel()
 	return errors.Join(errs...)
 }
 

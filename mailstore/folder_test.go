@@ -2,8 +2,10 @@ package mailstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -386,5 +388,59 @@ func TestRetriedAppendRecognised(t *testing.T) {
 	f.Remove(ctx, f.Validity(), []imap.UID{first, twice})
 	if _, err := f.Append(ctx, testAuth, 3, raw, "<r@example.org>", false, nil, false); err != nil || p.count("Save") != 3 {
 		t.Fatalf("after the copies were expunged: %v, %d saves; want 3", err, p.count("Save"))
+	}
+}
+
+// TestInheritedUIDNextUndercut: a folder created again under a name
+// inherits the name's UIDNEXT (mailbox.Store.ForgetFolder); a provider
+// that numbers the new folder from 1 again costs one new UIDVALIDITY,
+// with a UIDNEXT above what it lists, not one per arriving message.
+func TestInheritedUIDNextUndercut(t *testing.T) {
+	p := newFolderProvider(0)
+	state, err := mailbox.OpenStore(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer state.Close()
+	ctx := context.Background()
+	user := strings.ToLower(testAuth.Username)
+	if _, err := state.ResetFolder(ctx, user, "INBOX.Re", 100); err != nil {
+		t.Fatal(err)
+	}
+	state.ForgetFolder(ctx, user, "INBOX.Re")
+	st := New(Config{Provider: p, State: state, PollInterval: time.Hour, CacheBytes: 1 << 20})
+
+	f, err := st.Acquire(ctx, testAuth, "INBOX.Re")
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := f.Validity()
+	p.mu.Lock()
+	p.add("Message-ID: <a@x>\r\n\r\na\r\n")
+	p.mu.Unlock()
+	if err := f.Sync(ctx); !errors.Is(err, ErrFolderGone) {
+		t.Fatalf("UID 1 under an inherited UIDNEXT 100: %v; want ErrFolderGone once", err)
+	}
+	st.Release(f)
+	f, err = st.Acquire(ctx, testAuth, "INBOX.Re")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Release(f)
+	if f.Validity() == first {
+		t.Fatal("UIDVALIDITY kept")
+	}
+	fs, _ := state.Folder(ctx, user, "INBOX.Re")
+	if fs.UIDNext != 2 {
+		t.Fatalf("UIDNEXT after the reset %d; want 2", fs.UIDNext)
+	}
+	p.mu.Lock()
+	p.add("Message-ID: <b@x>\r\n\r\nb\r\n")
+	p.mu.Unlock()
+	if err := f.Sync(ctx); err != nil {
+		t.Fatalf("the next arrival: %v; want it taken", err)
+	}
+	if n := len(f.Mailbox().UIDs()); n != 2 {
+		t.Fatalf("%d messages; want 2", n)
 	}
 }

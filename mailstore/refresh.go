@@ -399,11 +399,20 @@ func (m *Folder) apply(ctx context.Context, v0 uint64, uids []imap.UID, unreadSe
 		}
 	}
 	// A UID the mirror never knew, below the largest one it knows, means
-	// the provider renumbered the folder: the old UIDs are void.
+	// the provider renumbered the folder: the old UIDs are void. Below the
+	// UIDNEXT it announced, too: a folder created again under a name
+	// inherits the name's UIDNEXT (mailbox.Store.ForgetFolder), which a
+	// provider that numbers a new folder from 1 again undercuts. Either
+	// way the folder gets a new UIDVALIDITY once, and a UIDNEXT above the
+	// UIDs the provider now lists, not the old one, so the next arrival
+	// does not look like a renumbering again.
 	for _, u := range uids {
 		if msg := m.byUID[u]; keep[u] && (msg == nil || msg.expunged) && u < m.uidNext {
-			next := m.renumberedLocked()
+			m.renumberedLocked()
 			m.mu.Unlock()
+			next := slices.Max(uids) + 1
+			m.store.cfg.Logger.Warn("imap: the provider gave a folder UIDs below its UIDNEXT; new UIDVALIDITY",
+				"user", m.user, "uidnext", uint32(next))
 			if _, err := m.store.cfg.State.ResetFolder(ctx, m.user, m.name, uint32(next)); err != nil {
 				return err
 			}
@@ -472,12 +481,11 @@ func (m *Folder) apply(ctx context.Context, v0 uint64, uids []imap.UID, unreadSe
 // renumberedLocked gives the folder a new UIDVALIDITY: connections that
 // have it selected are told BYE-worthy news (seqview.ErrGone) and must
 // select it again.
-// It returns the UIDNEXT to carry over, which the caller gives the state
-// store (ResetFolder) after letting go of the lock.
-func (m *Folder) renumberedLocked() imap.UID {
+// The caller gives the state store the new UIDNEXT (ResetFolder) after
+// letting go of the lock.
+func (m *Folder) renumberedLocked() {
 	m.markGoneLocked()
 	m.loaded = false
 	m.dropped = true
 	m.store.drop(m)
-	return m.uidNext
 }

@@ -151,6 +151,23 @@ func (st *Store) MarkAppendedRead(ctx context.Context) {
 	}
 }
 
+// MarkAppendedReadIn sends the read marking that waits for folder and the
+// folders below it, before a RENAME gives them other names.
+func (st *Store) MarkAppendedReadIn(ctx context.Context, user, folder string) {
+	user = strings.ToLower(user)
+	st.mu.Lock()
+	var folders []*Folder
+	for _, m := range st.mirrors {
+		if m.user == user && (m.name == folder || strings.HasPrefix(m.name, folder+".")) {
+			folders = append(folders, m)
+		}
+	}
+	st.mu.Unlock()
+	for _, m := range folders {
+		m.markAppendedRead(ctx)
+	}
+}
+
 // Release drops a reference. The last one stops the poller; a mirror that
 // never loaded (no such folder, say) is forgotten at once, any other after
 // DefaultIdle.
