@@ -154,8 +154,11 @@ func selfSigned(dir string, hosts ...string) (certFile, keyFile string, err erro
 }
 
 // certNames are the DNS and IP SANs of the self-signed certificate:
-// the loopback names always, then each host (an unspecified address,
-// empty, 0.0.0.0 or ::, stands for the machine's host name).
+// the loopback names always, then each host named. An unspecified
+// address (empty, 0.0.0.0 or ::) names no host: the machine's host name
+// is not taken for it, since a container's changes with every new
+// container, and the certificate (and its fingerprint, which clients
+// were told to accept) would change with it.
 func certNames(hosts []string) (dnsNames []string, ips []net.IP) {
 	seen := map[string]bool{}
 	addDNS := func(name string) {
@@ -179,17 +182,10 @@ func certNames(hosts []string) (dnsNames []string, ips []net.IP) {
 	addIP(net.IPv6loopback)
 	for _, h := range hosts {
 		h = strings.Trim(h, "[]")
-		if h == "" {
-			h = "::"
-		}
 		if ip := net.ParseIP(h); ip != nil {
-			if ip.IsUnspecified() {
-				if name, err := os.Hostname(); err == nil {
-					addDNS(name)
-				}
-				continue
+			if !ip.IsUnspecified() {
+				addIP(ip)
 			}
-			addIP(ip)
 			continue
 		}
 		addDNS(h)

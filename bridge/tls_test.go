@@ -87,6 +87,15 @@ func TestSelfSignedNames(t *testing.T) {
 	}
 	first := cert.SerialNumber
 
+	// An unspecified address adds nothing: the certificate made above
+	// is kept (a container's host name changes with every container).
+	if _, _, err := selfSigned(dir, listenHosts("0.0.0.0:1143", ":1993", "[::]:1587")...); err != nil {
+		t.Fatal(err)
+	}
+	if parseCertFile(t, certFile).SerialNumber.Cmp(first) != 0 {
+		t.Fatal("unspecified listen addresses made a new certificate")
+	}
+
 	hosts := listenHosts("mail.example.org:1143", "10.1.2.3:1993", "off", "[fd00::5]:1587")
 	if _, _, err := selfSigned(dir, hosts...); err != nil {
 		t.Fatal(err)
