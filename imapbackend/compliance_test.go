@@ -1723,7 +1723,7 @@ no create INBOX.test
 = NO [ALREADYEXISTS] ##
 # The provider's reserved folders: NO [CANNOT] (issue 3's rule).
 no create INBOX.Sent
-= NO [CANNOT] ##
+= NO [ALREADYEXISTS] ##
 no create Outside
 no create INBOX..x
 bad create

@@ -103,12 +103,6 @@ func (s *session) Create(name string, options *imap.CreateOptions) error {
 	if viaAlias {
 		return nil // the special folder is there (layout.go)
 	}
-	if folder == "INBOX" {
-		return errExists
-	}
-	if reservedFolder(folder) {
-		return errReserved
-	}
 	ctx, cancel := s.ctx()
 	defer cancel()
 	fs, err := s.listFolders(ctx, 0)
@@ -116,7 +110,13 @@ func (s *session) Create(name string, options *imap.CreateOptions) error {
 		return imapError(err)
 	}
 	if fs.exists[folder] {
-		return errExists
+		return errExists // RFC 5530 ALREADYEXISTS, reserved folders too
+	}
+	if reservedFolder(folder) {
+		return errReserved
+	}
+	if err := aliasLevel(fs, folder); err != nil {
+		return err
 	}
 	err = s.srv.cfg.Provider.CreateFolder(ctx, s.auth, folder)
 	s.srv.folders.invalidate(s.auth.Username, false)
@@ -134,6 +134,19 @@ func (s *session) Create(name string, options *imap.CreateOptions) error {
 	}
 	s.startAfresh(ctx, folder)
 	s.subscribeCreated(ctx, madeBy(fs, folder))
+	return nil
+}
+
+// aliasLevel refuses a new folder that would make a level named like a
+// special-folder alias ("Sent Items.Old" would make the provider create
+// "Sent Items" as its parent): the alias would then name that folder,
+// and clients that save to "Sent Items" would fill it instead of Sent.
+func aliasLevel(fs *folderSet, folder string) error {
+	for _, n := range madeBy(fs, folder) {
+		if t := aliasTarget(n); t != "" && fs.exists[t] {
+			return no(imap.ResponseCodeCannot, "That name stands for a special folder here; name the folder otherwise")
+		}
+	}
 	return nil
 }
 
@@ -268,6 +281,9 @@ func (s *session) Rename(oldName, newName string, _ *imap.RenameOptions) error {
 	}
 	if fs.exists[to] {
 		return errExists
+	}
+	if err := aliasLevel(fs, to); err != nil {
+		return err
 	}
 	// The provider always creates parents, so folders below a name that
 	// does not exist should not occur; if they do, the moved folders could

@@ -141,7 +141,8 @@ func TestCreateFolder(t *testing.T) {
 	wantCode(t, "CREATE INBOX", c.Create("INBOX", nil).Wait(), imap.ResponseCodeAlreadyExists)
 	wantCode(t, "CREATE inbox.", c.Create("inbox.", nil).Wait(), imap.ResponseCodeAlreadyExists)
 	for _, r := range []string{"INBOX.Sent", "INBOX.Templates", "INBOX.Drafts", "INBOX.Spam", "Inbox.Sent"} {
-		wantCode(t, "CREATE "+r, c.Create(r, nil).Wait(), imap.ResponseCodeCannot)
+		// The reserved folders exist: ALREADYEXISTS (RFC 5530), as Dovecot.
+		wantCode(t, "CREATE "+r, c.Create(r, nil).Wait(), imap.ResponseCodeAlreadyExists)
 	}
 	wantCode(t, "CREATE outside INBOX.", c.Create("Projects", nil).Wait(), imap.ResponseCodeCannot)
 	wantCode(t, "CREATE empty level", c.Create("INBOX..x", nil).Wait(), imap.ResponseCodeCannot)

@@ -216,3 +216,47 @@ func TestOutlookFirstRunFlat(t *testing.T) {
 		t.Logf("imaplib output:\n%s", text)
 	}
 }
+
+// TestSpecialAliasEdges: an alias stands for its special folder only
+// while no folder has the name and the special folder exists; a folder
+// that would make a level named like an alias is refused; LIST with a
+// reference finds an alias as MatchList would; in the flat layout only
+// INBOX itself is case-insensitive in patterns.
+func TestSpecialAliasEdges(t *testing.T) {
+	e := flatEnv(t)
+	c := e.login(alice, alicePW)
+	wantCode(t, "CREATE Sent Items.Old", c.Create("Sent Items.Old", nil).Wait(), imap.ResponseCodeCannot)
+	wantCode(t, "CREATE Sent", c.Create("Sent", nil).Wait(), imap.ResponseCodeAlreadyExists)
+	wantOK(t, "CREATE Projects", c.Create("Projects", nil).Wait())
+	wantCode(t, "RENAME to Junk.x", c.Rename("Projects", "Junk.x", nil).Wait(), imap.ResponseCodeCannot)
+	if f := e.providerFolders(alice); slices.Contains(f, "INBOX.Sent Items") || slices.Contains(f, "INBOX.Junk") {
+		t.Fatalf("an alias level was made at the provider: %v", f)
+	}
+	// "Deleted Items" names the Trash while there is one; without it, it
+	// is an ordinary name.
+	if l := listMap(t, c, "", "Deleted Items", nil); l["Deleted Items"] == nil || !hasAttr(l["Deleted Items"], imap.MailboxAttrTrash) {
+		t.Fatalf(`LIST "" "Deleted Items" = %v; want the alias with \Trash`, l)
+	}
+	wantOK(t, "DELETE Trash", c.Delete("Trash").Wait())
+	wantOK(t, "CREATE Deleted Items", c.Create("Deleted Items", nil).Wait())
+	if f := e.providerFolders(alice); !slices.Contains(f, "INBOX.Deleted Items") {
+		t.Fatalf("CREATE Deleted Items without a Trash made no folder: %v", f)
+	}
+	mustSelectFolder(t, c, "Deleted Items")
+
+	// Patterns: INBOX in any case, other names as written.
+	wantOK(t, "CREATE Inboxes", c.Create("Inboxes", nil).Wait())
+	if l := listMap(t, c, "", "Inbox*", nil); l["INBOX"] == nil || l["Inboxes"] == nil {
+		t.Fatalf(`LIST "" "Inbox*" = %v; want INBOX and Inboxes`, l)
+	}
+	if l := listMap(t, c, "", "inboxes", nil); l["Inboxes"] != nil {
+		t.Fatalf(`LIST "" "inboxes" = %v; want nothing (only INBOX ignores case)`, l)
+	}
+
+	// A reference without its delimiter, as MatchList reads it.
+	i := newEnv(t, options{})
+	ic := i.login(alice, alicePW)
+	if l := listMap(t, ic, "INBOX", "Sent Items", nil); l["INBOX.Sent Items"] == nil {
+		t.Fatalf(`LIST "INBOX" "Sent Items" = %v; want the alias INBOX.Sent Items`, l)
+	}
+}

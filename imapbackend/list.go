@@ -302,6 +302,7 @@ func (s *session) List(w *imapserver.ListWriter, ref string, patterns []string, 
 		}
 	}
 
+	rawRef := ref
 	ref = inboxCase(ref)
 	pats := make([]string, len(patterns))
 	for i, p := range patterns {
@@ -312,13 +313,22 @@ func (s *session) List(w *imapserver.ListWriter, ref string, patterns []string, 
 	// is no one's parent.
 	layout := s.srv.cfg.Layout
 	flat := layout == LayoutFlat
+	// INBOX is the one name whose case does not matter (RFC 9051 §5.1):
+	// in the INBOX layout it begins every name, so patterns are matched
+	// with a leading INBOX in capitals (inboxCase); in the flat layout
+	// only INBOX itself is matched that way, and "Inbox*" still finds
+	// "Inboxes" as written.
 	match := func(name string) bool {
 		name, ok := layout.imapName(name)
 		if !ok {
 			return false
 		}
-		for _, p := range pats {
-			if imapserver.MatchList(name, delim, ref, p) {
+		r, ps := ref, pats
+		if flat && name != "INBOX" {
+			r, ps = rawRef, patterns
+		}
+		for _, p := range ps {
+			if imapserver.MatchList(name, delim, r, p) {
 				return true
 			}
 		}
@@ -448,6 +458,20 @@ func (s *session) List(w *imapserver.ListWriter, ref string, patterns []string, 
 	return s.listAliases(w, fs, ref, pats)
 }
 
+// listName is the name a LIST reference and a pattern without wildcards
+// make, the way imapserver.MatchList puts them together: a pattern that
+// starts with the delimiter ignores the reference, and a reference
+// without a trailing delimiter gets one.
+func listName(ref, pattern string) string {
+	if strings.HasPrefix(pattern, string(delim)) {
+		return pattern[1:]
+	}
+	if ref != "" && !strings.HasSuffix(ref, string(delim)) {
+		ref += string(delim)
+	}
+	return ref + pattern
+}
+
 // listAliases lists a special-folder alias (layout.go) that a pattern
 // names exactly, with its folder's attributes but its own name: a client
 // that made it with CREATE and looks for it by name finds it. Patterns
@@ -458,7 +482,7 @@ func (s *session) listAliases(w *imapserver.ListWriter, fs *folderSet, ref strin
 		if strings.ContainsAny(p, "*%") {
 			continue
 		}
-		name := ref + p
+		name := listName(ref, p)
 		folder, err := s.srv.cfg.Layout.providerName(name)
 		if err != nil || fs.exists[folder] {
 			continue

@@ -244,7 +244,9 @@ func (s *session) resolveName(name string) (folder string, viaAlias bool, err er
 	if err != nil {
 		return "", false, imapError(err)
 	}
-	if fs.exists[folder] {
+	if fs.exists[folder] || !fs.exists[target] {
+		// A real folder of the name wins; and with the special folder
+		// gone (INBOX.Trash can be deleted) the name is just a name.
 		return folder, false, nil
 	}
 	return target, true, nil

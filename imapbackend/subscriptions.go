@@ -51,7 +51,9 @@ func (s *session) setSubscribed(name string, on bool) error {
 	ctx, cancel := s.ctx()
 	defer cancel()
 	user := s.auth.Username
-	fs, err := s.listFolders(ctx, 0)
+	// The cached list: a folder deleted meanwhile is refused by the
+	// provider, and then decided on a fresh one (below).
+	fs, err := s.listFolders(ctx, folderListTTL)
 	if err != nil {
 		return imapError(err)
 	}
