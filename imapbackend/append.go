@@ -78,7 +78,12 @@ func (s *session) Append(mailbox string, r imap.LiteralReader, options *imap.App
 	}
 	// Binary content (RFC 3516) is kept as base64: the provider keeps
 	// mail, and BODY[n] must not hand out raw NULs (mimeconv.EncodeBinaryParts).
+	// It grows by a third of those parts: past APPENDLIMIT (which the
+	// provider's request size sets) it is too big after all.
 	raw, _ = mimeconv.EncodeBinaryParts(raw)
+	if int64(len(raw)) > limit {
+		return nil, errTooBig
+	}
 	ctx, cancel := s.ctx()
 	defer cancel()
 

@@ -82,6 +82,9 @@ func (s *session) Expunge(w *imapserver.ExpungeWriter, uids *imap.UIDSet) error 
 				return c.Delete(ctx, s.auth, m.Name(), u, true)
 			})
 			if err != nil {
+				// Not removed, or not all: a retried EXPUNGE must still
+				// remove them for good, not move them once more.
+				s.noteTrashCopies(m.Name(), validity, copied)
 				m.Sync(ctx)
 				return imapError(err)
 			}
@@ -121,8 +124,9 @@ type trashCopies struct {
 }
 
 // maxTrashCopies bounds what a connection remembers per folder; past
-// it the oldest notes are dropped, and an EXPUNGE of those moves them
-// to the Trash once more (nothing is lost).
+// it the notes of that folder are dropped and it starts again, and an
+// EXPUNGE of those forgotten moves them to the Trash once more (a second
+// copy there; nothing is lost).
 const maxTrashCopies = 100_000
 
 // noteTrashCopies remembers messages of folder copied to the Trash.

@@ -30,7 +30,8 @@ type StateStore interface {
 // other than \Seen (see FolderState).
 type FolderStates interface {
 	// Folder returns the state of a folder, creating it with a fresh
-	// UIDVALIDITY and UIDNEXT 1 on first use. UIDVALIDITY values are never
+	// UIDVALIDITY on first use, and UIDNEXT 1, or the high-water mark a
+	// deleted or renamed folder of the name left. UIDVALIDITY values are never
 	// handed out twice, across folders and users, even after a clock step
 	// back (RFC 9051 §2.3.1.1).
 	Folder(ctx context.Context, username, folder string) (FolderState, error)
@@ -43,13 +44,16 @@ type FolderStates interface {
 	// uidNext is the new high-water mark; 0 keeps the one the name has
 	// (1 for a name without state).
 	ResetFolder(ctx context.Context, username, folder string, uidNext uint32) (FolderState, error)
-	// ForgetFolder removes the state and flags of a folder and of its
-	// sub-folders ("folder." prefix), after the provider deleted them; a
-	// folder created later under the name starts afresh.
+	// ForgetFolder removes the UIDVALIDITY and flags of a folder and of
+	// its sub-folders ("folder." prefix), after the provider deleted them;
+	// a folder created later under the name gets a new UIDVALIDITY and
+	// the name's UIDNEXT high-water mark.
 	ForgetFolder(ctx context.Context, username, folder string) error
 	// RenameFolder moves the state and flags of a folder and its
 	// sub-folders to a new name, replacing any state held under the new
 	// name. The provider keeps UIDs across a rename, so flags survive it.
+	// The old names keep their UIDNEXT high-water marks, as after
+	// ForgetFolder.
 	RenameFolder(ctx context.Context, username, from, to string) error
 	// Flags returns the kept flags of a folder's messages by UID, for the
 	// given UIDVALIDITY only; flags kept under another one are not

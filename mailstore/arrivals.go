@@ -14,26 +14,20 @@ import (
 	"github.com/directbridge/directbridge/upstream"
 )
 
-// APPEND costs one provider call (SaveRawMessages), which answers without
-// the new UID. Instead of asking for the folder's UIDs after every
-// APPEND (two calls per message, and a client appending a hundred
-// messages one after the other pays two hundred), the saved message is
-// noted as an arrival the folder expects, and the next refresh, shared by
-// every APPEND made meanwhile, finds the new UIDs: arrivals are paired
+// APPEND saves with one provider call (SaveRawMessages), which answers
+// without the new UID. The saved message is noted as an arrival the
+// folder expects, and a refresh finds the new UIDs: arrivals are paired
 // with them in the order they were saved (the provider's UIDs follow the
 // order messages arrive), and get the flags the client asked for then.
-//
-// The refresh comes at the next command of any connection on the folder
-// other than APPEND, from the poller, or appendSettle after the last
-// APPEND, whichever is first; so a client sees its message (EXISTS) at
-// its next command, as after any APPEND to the selected folder (RFC 9051
-// §6.3.12), and an IDLE client within appendSettle.
 //
 // The IMAP front asks for the UID at once (wantUID) so that its answer
 // carries APPENDUID (RFC 4315 §3), and for the folder the connection has
 // selected the EXISTS the client expects (RFC 9051 §6.3.12): that costs
-// a light refresh after the save, which concurrent APPENDs share. Without
-// wantUID, the next refresh finds the message.
+// a light refresh after the save (GetUIDs), which concurrent APPENDs
+// share. Without wantUID the refresh comes at the next command of any
+// connection on the folder other than APPEND, from the poller, or
+// appendSettle after the last APPEND, whichever is first, shared by every
+// APPEND made meanwhile.
 
 // appendSettle is how long after an APPEND the folder is refreshed when
 // nothing else did it first.
@@ -480,8 +474,8 @@ func savedMeta(uid imap.UID, a *arrival) *directapi.MessageDetail {
 
 // Append saves raw into the folder (one SaveRawMessages) and notes it as
 // an arrival, whose flags (seen, kept) the refresh that finds its UID
-// sets. With wantUID (the client has the folder selected and expects the
-// EXISTS and APPENDUID in the answer), the UID is found now: by the
+// sets. With wantUID (the client expects APPENDUID in the answer, and
+// the EXISTS when it has the folder selected), the UID is found now: by the
 // refresh under way when it read the folder after the save (concurrent
 // APPENDs share it), else by a light refresh of its own; uid is 0 when it
 // could not be told. Without, uid is 0 and the next refresh finds it.

@@ -55,8 +55,13 @@ func EncodeBinaryParts(raw []byte) (out []byte, changed bool) {
 	// between them, and each one's header with its CTE field replaced
 	// and its body encoded.
 	slices.SortFunc(leaves, func(a, b *Part) int { return a.start - b.start })
+	grow := len(raw)
+	for _, p := range leaves {
+		n := p.end - p.bodyStart
+		grow += base64.StdEncoding.EncodedLen(n) + 2*(n/57) - n + len("base64")
+	}
 	var b bytes.Buffer
-	b.Grow(len(raw) + len(raw)/3 + 64)
+	b.Grow(grow)
 	at := 0
 	for _, p := range leaves {
 		for _, f := range p.Header {
