@@ -64,16 +64,21 @@ func EncodeBinaryParts(raw []byte) (out []byte, changed bool) {
 	b.Grow(grow)
 	at := 0
 	for _, p := range leaves {
+		// The message's own line break (some are written with bare LF).
+		eol := "\r\n"
 		for _, f := range p.Header {
 			if !strings.EqualFold(f.Name, "Content-Transfer-Encoding") || f.end == 0 {
 				continue
 			}
+			if f.end < 2 || raw[f.end-2] != '\r' {
+				eol = "\n"
+			}
 			b.Write(raw[at:f.start])
-			b.WriteString(f.Name + ": base64\r\n")
+			b.WriteString(f.Name + ": base64" + eol)
 			at = f.end
 		}
 		b.Write(raw[at:p.bodyStart])
-		writeBase64Lines(&b, raw[p.bodyStart:p.end])
+		writeBase64Lines(&b, raw[p.bodyStart:p.end], eol)
 		at = p.end
 	}
 	b.Write(raw[at:])
@@ -81,9 +86,9 @@ func EncodeBinaryParts(raw []byte) (out []byte, changed bool) {
 }
 
 // writeBase64Lines writes data in base64 lines of 76 characters (RFC
-// 2045 §6.8), CRLF between them and none after the last: the line break
+// 2045 §6.8), eol between them and none after the last: the line break
 // before a boundary delimiter belongs to the delimiter (RFC 2046 §5.1.1).
-func writeBase64Lines(b *bytes.Buffer, data []byte) {
+func writeBase64Lines(b *bytes.Buffer, data []byte, eol string) {
 	const perLine = 57 // input octets of one 76-character line
 	for len(data) > 0 {
 		n := min(perLine, len(data))
@@ -92,7 +97,7 @@ func writeBase64Lines(b *bytes.Buffer, data []byte) {
 		b.Write(enc)
 		data = data[n:]
 		if len(data) > 0 {
-			b.WriteString("\r\n")
+			b.WriteString(eol)
 		}
 	}
 }

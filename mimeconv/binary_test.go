@@ -51,6 +51,18 @@ func TestEncodeBinaryParts(t *testing.T) {
 		t.Fatalf("the rest changed: %q", out)
 	}
 
+	// A message written with bare LF keeps bare LF.
+	lf := []byte("Content-Transfer-Encoding: binary\n\n" + string(bytes.Repeat(payload, 30)))
+	out, _ = EncodeBinaryParts(lf)
+	if bytes.Contains(out, []byte("\r\n")) || !bytes.HasPrefix(out, []byte("Content-Transfer-Encoding: base64\n\n")) {
+		t.Fatalf("bare-LF message got CRLF: %q", out)
+	}
+	if root, _ := ParseTree(out, ParseOptions{}); root == nil {
+		t.Fatal("no tree")
+	} else if got, err := root.Decoded(); err != nil || !bytes.Equal(got, bytes.Repeat(payload, 30)) {
+		t.Fatalf("bare-LF decoded %q, %v", got, err)
+	}
+
 	for _, raw := range [][]byte{
 		[]byte("Subject: binary options\r\n\r\nno binary part here\r\n"),
 		[]byte("Content-Transfer-Encoding: base64\r\n\r\nAAEC\r\n"),
