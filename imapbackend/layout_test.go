@@ -237,6 +237,10 @@ func TestSpecialAliasEdges(t *testing.T) {
 	if l := listMap(t, c, "", "Deleted Items", nil); l["Deleted Items"] == nil || !hasAttr(l["Deleted Items"], imap.MailboxAttrTrash) {
 		t.Fatalf(`LIST "" "Deleted Items" = %v; want the alias with \Trash`, l)
 	}
+	ls, err := c.List("", "Deleted Items", &imap.ListOptions{ReturnStatus: &imap.StatusOptions{NumMessages: true}}).Collect()
+	if err != nil || len(ls) != 1 || ls[0].Status == nil || ls[0].Status.Mailbox != "Deleted Items" {
+		t.Fatalf(`LIST "" "Deleted Items" RETURN (STATUS): %+v, %v; want the alias's STATUS`, ls, err)
+	}
 	wantOK(t, "DELETE Trash", c.Delete("Trash").Wait())
 	wantOK(t, "CREATE Deleted Items", c.Create("Deleted Items", nil).Wait())
 	if f := e.providerFolders(alice); !slices.Contains(f, "INBOX.Deleted Items") {

@@ -455,7 +455,7 @@ func (s *session) List(w *imapserver.ListWriter, ref string, patterns []string, 
 	if lsub || options.SelectSubscribed || options.SelectSpecialUse {
 		return nil
 	}
-	return s.listAliases(w, fs, ref, pats)
+	return s.listAliases(ctx, w, fs, ref, pats, options.ReturnStatus)
 }
 
 // listName is the name a LIST reference and a pattern without wildcards
@@ -477,7 +477,7 @@ func listName(ref, pattern string) string {
 // that made it with CREATE and looks for it by name finds it. Patterns
 // with wildcards never show aliases, so a full listing has each special
 // folder once.
-func (s *session) listAliases(w *imapserver.ListWriter, fs *folderSet, ref string, pats []string) error {
+func (s *session) listAliases(ctx context.Context, w *imapserver.ListWriter, fs *folderSet, ref string, pats []string, status *imap.StatusOptions) error {
 	for _, p := range pats {
 		if strings.ContainsAny(p, "*%") {
 			continue
@@ -495,7 +495,18 @@ func (s *session) listAliases(w *imapserver.ListWriter, fs *folderSet, ref strin
 		if su := specialUseAttr(target); su != "" {
 			attrs = append(attrs, su)
 		}
-		if err := w.WriteList(&imap.ListData{Mailbox: name, Delim: delim, Attrs: attrs}); err != nil {
+		data := &imap.ListData{Mailbox: name, Delim: delim, Attrs: attrs}
+		if status != nil {
+			st, err := s.statusOf(ctx, target, status)
+			if err != nil && err != errNoSuchMailbox {
+				return err
+			}
+			if st != nil {
+				st.Mailbox = name
+			}
+			data.Status = st
+		}
+		if err := w.WriteList(data); err != nil {
 			return err
 		}
 	}
