@@ -75,6 +75,10 @@ func (l Layout) providerName(name string) (string, error) {
 		name = "INBOX." + name
 	} else if len(name) > 6 && strings.EqualFold(name[:6], "INBOX.") {
 		name = "INBOX." + name[6:]
+	} else if specialAliases[strings.ToLower(name)] != "" {
+		// Outlook creates "Sent Items" at the top level even here: the
+		// alias is taken outside the namespace too (specialAliases).
+		name = "INBOX." + name
 	}
 	if !validFolderName(name) {
 		return "", errNoSuchMailbox
@@ -99,7 +103,8 @@ func isInboxPath(name string) bool {
 // they do not find them (Outlook: "Sent Items", "Deleted Items", "Junk
 // Email"; Apple Mail: "Sent Messages", "Deleted Messages"; others
 // "Junk"), relative to the namespace prefix and compared without regard
-// to case. Such a name that no folder has stands for the provider's
+// to case; in the INBOX layout also at the top level, where Outlook
+// makes them whatever the namespace says. Such a name that no folder has stands for the provider's
 // reserved folder: CREATE answers OK and makes nothing, SELECT, APPEND,
 // COPY, STATUS and SUBSCRIBE act on the reserved folder, and LIST shows
 // the name only to a pattern that names it exactly. So a client's first

@@ -39,6 +39,10 @@ func TestLayoutNames(t *testing.T) {
 	if p, _ := LayoutInbox.providerName("inbox.Sent"); p != "INBOX.Sent" {
 		t.Errorf("inbox providerName(inbox.Sent) = %q", p)
 	}
+	// An alias is taken at the top level of the INBOX layout too.
+	if p, err := LayoutInbox.providerName("Sent Items"); err != nil || aliasTarget(p) != "INBOX.Sent" {
+		t.Errorf("inbox providerName(Sent Items) = %q, %v; want the alias of INBOX.Sent", p, err)
+	}
 	// The flat layout shows no INBOX.INBOX... folder and takes no
 	// INBOX.x name; neither layout takes empty levels.
 	for _, p := range []string{"INBOX.INBOX", "INBOX.inbox.x"} {
@@ -51,7 +55,7 @@ func TestLayoutNames(t *testing.T) {
 		name   string
 	}{
 		{LayoutFlat, "INBOX.Sent"}, {LayoutFlat, "inbox.x"}, {LayoutFlat, ""}, {LayoutFlat, "a..b"},
-		{LayoutFlat, "a."}, {LayoutFlat, ".a"}, {LayoutInbox, "Sent"}, {LayoutInbox, "INBOX..a"},
+		{LayoutFlat, "a."}, {LayoutFlat, ".a"}, {LayoutInbox, "Sent"}, {LayoutInbox, "INBOX..a"}, {LayoutInbox, "Sent Items.x"},
 	} {
 		if p, err := tc.layout.providerName(tc.name); err == nil {
 			t.Errorf("%s providerName(%q) = %q; want refused", tc.layout, tc.name, p)

@@ -153,6 +153,42 @@ for d in data:
 m.logout()
 `
 
+// TestOutlookFirstRunInbox: in the INBOX layout, with its root folder
+// path left empty, Outlook's first run gets its special folders too (the
+// aliases are taken at the top level) and makes no folder.
+func TestOutlookFirstRunInbox(t *testing.T) {
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("python3 not installed")
+	}
+	e := newEnv(t, options{})
+	e.deliver(alice, "INBOX", testMessage("to-delete"))
+	e.deliver(alice, "INBOX", testMessage("to-keep"))
+	before := e.providerFolders(alice)
+	host, port, _ := strings.Cut(e.addr, ":")
+	out, err := exec.Command("python3", "-c", outlookFirstRun, host, port, alice, alicePW).CombinedOutput()
+	text := string(out)
+	if err != nil {
+		t.Fatalf("imaplib session failed: %v\n%s", err, text)
+	}
+	for _, want := range []string{"create Sent Items OK", "create Deleted Items OK", "create Junk Email OK", "append OK", "expunge OK"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("imaplib output lacks %q", want)
+		}
+	}
+	if after := e.providerFolders(alice); !slices.Equal(after, before) {
+		t.Errorf("provider folders changed: %v, then %v", before, after)
+	}
+	if n := e.count(alice, "INBOX.Sent"); n != 1 {
+		t.Errorf("INBOX.Sent holds %d messages; want the appended one", n)
+	}
+	if n := e.count(alice, "INBOX.Trash"); n != 1 {
+		t.Errorf("INBOX.Trash holds %d messages; want the deleted one once", n)
+	}
+	if t.Failed() {
+		t.Logf("imaplib output:\n%s", text)
+	}
+}
+
 // TestOutlookFirstRunFlat: Outlook's first run in the flat layout makes
 // no duplicate special folders: its names stand for the provider's, the
 // sent copy lands in INBOX.Sent, the deleted message once in INBOX.Trash.
