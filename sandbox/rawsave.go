@@ -356,6 +356,9 @@ func (js *jsonStream) base64String() ([]byte, error) {
 	js.readByte()
 	start := len(js.out)
 	bad, padded := false, false
+	// RawMessage.Bytes takes the standard or the URL alphabet, not a mix
+	// of the two ('+' or '/' with '-' or '_').
+	std, url := false, false
 	var quads [4096]byte // base64 characters not yet decoded
 	n := 0
 	flush := func(final bool) {
@@ -382,7 +385,7 @@ func (js *jsonStream) base64String() ([]byte, error) {
 		switch c {
 		case '"':
 			flush(true)
-			if bad || len(js.out) == start {
+			if bad || std && url || len(js.out) == start {
 				js.out = js.out[:start]
 				return nil, nil
 			}
@@ -417,10 +420,12 @@ func (js *jsonStream) base64String() ([]byte, error) {
 		case padded:
 			bad = true // data after the padding
 			continue
+		case c == '+' || c == '/':
+			std = true
 		case c == '-':
-			c = '+'
+			c, url = '+', true
 		case c == '_':
-			c = '/'
+			c, url = '/', true
 		}
 		quads[n] = c
 		if n++; n == len(quads) {
