@@ -223,14 +223,14 @@ func (m *Folder) placeArrivals(ctx context.Context, newUIDs []imap.UID, started 
 		}
 	}
 	keptFlags := map[uint32][]string{}
-	var readUIDs []int64
+	var readUIDs []imap.UID
 	for i, u := range pairs {
 		a := pending[i]
 		if len(a.kept) > 0 {
 			keptFlags[uint32(u)] = FlagStrings(a.kept)
 		}
 		if a.seen {
-			readUIDs = append(readUIDs, int64(u))
+			readUIDs = append(readUIDs, u)
 		}
 	}
 	metas := make(map[int]*directapi.MessageDetail, len(pairs))
@@ -264,7 +264,7 @@ func (m *Folder) placeArrivals(ctx context.Context, newUIDs []imap.UID, started 
 		placed[u] = false
 	}
 	for _, u := range readUIDs {
-		placed[imap.UID(u)] = true
+		placed[u] = true
 	}
 	if len(readUIDs) > 0 {
 		m.mu.Lock()
@@ -317,7 +317,7 @@ func (m *Folder) markAppendedRead(ctx context.Context) {
 		return
 	}
 	mark := func(u []int64) error { return m.store.cfg.Provider.SetRead(ctx, auth, m.name, u, true) }
-	done, err := m.MutateExisting(ctx, uidsOf(uids), mark)
+	done, err := m.MutateExisting(ctx, uids, mark)
 	if err != nil {
 		m.store.cfg.Logger.Warn("imap append: marking read failed", "user", m.user, "err", err)
 		return
@@ -336,19 +336,11 @@ func (m *Folder) dropUnmarkedLocked(uids []imap.UID) {
 	if len(m.unmarked) == 0 || len(uids) == 0 {
 		return
 	}
-	drop := make(map[int64]bool, len(uids))
+	drop := make(map[imap.UID]bool, len(uids))
 	for _, u := range uids {
-		drop[int64(u)] = true
+		drop[u] = true
 	}
-	m.unmarked = slices.DeleteFunc(m.unmarked, func(u int64) bool { return drop[u] })
-}
-
-func uidsOf(ids []int64) []imap.UID {
-	out := make([]imap.UID, len(ids))
-	for i, id := range ids {
-		out[i] = imap.UID(id)
-	}
-	return out
+	m.unmarked = slices.DeleteFunc(m.unmarked, func(u imap.UID) bool { return drop[u] })
 }
 
 // maxContentPairing bounds the new messages downloaded to pair arrivals by

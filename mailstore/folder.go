@@ -84,7 +84,7 @@ type Folder struct {
 	unclaimed map[imap.UID]time.Time
 	// unmarked are appended messages shown \Seen whose SetRead waits for
 	// the settle timer or the next full refresh (arrivals.go).
-	unmarked      []int64
+	unmarked      []imap.UID
 	unmarkedAuth  upstream.Auth // the credentials they were appended with
 	unmarkedSince time.Time     // when the first of them was placed
 	settle        *time.Timer
