@@ -187,16 +187,13 @@ func (s *session) appendSent(ctx context.Context, msgID string, seen bool, kept 
 	}
 	validity := sm.Validity()
 	up := mailstore.FlagUpdate{UID: imap.UID(uid)}
-	if fl, ok := sm.Mailbox().Flags(imap.UID(uid)); ok {
-		up.Kept = addFlags(mailstore.KeptOf(fl), kept...)
-	} else {
-		up.Kept = kept
+	if len(kept) > 0 {
+		up.Kept = &mailstore.KeptChange{Add: kept}
 	}
-	up.SetKept = len(up.Kept) > 0
 	if seen {
 		up.Seen = &seen
 	}
-	if up.Seen != nil || up.SetKept {
+	if up.Seen != nil || up.Kept != nil {
 		done, err := s.srv.store.ApplyFlags(ctx, s.auth, sentFolder, validity, sm, []mailstore.FlagUpdate{up}, nil)
 		if err != nil {
 			return nil, false, err

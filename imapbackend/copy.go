@@ -118,7 +118,7 @@ func (s *session) transfer(w *imapserver.MoveWriter, numSet imap.NumSet, destNam
 	if !sameFolder {
 		pending = s.srv.store.NotePendingFlags(ctx, dest, m, msgs)
 	}
-	done, err := m.MutateExisting(ctx, uids, func(u []int64) error { return op(ctx, s.auth, m.Name(), dest, u) })
+	done, err := m.MutateExisting(ctx, s.auth, uids, func(u []int64) error { return op(ctx, s.auth, m.Name(), dest, u) })
 	if errors.Is(err, upstream.ErrUnknownOutcome) && s.srv.store.Landed(s.auth, m, dest, prev, msgs, move && !sameFolder) {
 		// The answer was lost but the work is done: a NO would make the
 		// client copy them again, and the messages would be there twice.

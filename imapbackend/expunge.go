@@ -78,7 +78,7 @@ func (s *session) Expunge(w *imapserver.ExpungeWriter, uids *imap.UIDSet) error 
 		// good, or the Trash would hold them twice.
 		copied, rest := s.takeTrashCopies(m.Name(), validity, del)
 		if len(copied) > 0 {
-			gone, err := m.MutateExisting(ctx, copied, func(u []int64) error {
+			gone, err := m.MutateExisting(ctx, s.auth, copied, func(u []int64) error {
 				return c.Delete(ctx, s.auth, m.Name(), u, true)
 			})
 			if err != nil {
@@ -95,7 +95,7 @@ func (s *session) Expunge(w *imapserver.ExpungeWriter, uids *imap.UIDSet) error 
 	var moved []imap.UID
 	if len(del) > 0 {
 		var err error
-		moved, err = m.MutateExisting(ctx, del, func(u []int64) error {
+		moved, err = m.MutateExisting(ctx, s.auth, del, func(u []int64) error {
 			return c.Delete(ctx, s.auth, m.Name(), u, forever)
 		})
 		if err != nil {

@@ -15,10 +15,6 @@ import (
 	"github.com/directbridge/directbridge/mimeconv"
 )
 
-// codeExpungeIssued is RFC 9051 §7.1's EXPUNGEISSUED, which go-imap does
-// not name: the command named a message that was expunged meanwhile.
-const codeExpungeIssued imap.ResponseCode = "EXPUNGEISSUED"
-
 // fetchNeeds says what one FETCH command needs from the provider, decided
 // once per command so that the REST cost is a small constant: one
 // GetMessageMetaData for the whole folder (and only when its metadata is
@@ -182,12 +178,19 @@ func (s *session) Fetch(w *imapserver.FetchWriter, numSet imap.NumSet, options *
 		chunk := msgs[start:min(start+batch, len(msgs))]
 		// The read marking goes out with the download, not after it:
 		// an uncached FETCH BODY[] costs one round trip of time, not two.
+		// A message that vanished at the provider is left out of the
+		// marking, and the others are marked and answered (RFC 2180
+		// §4.1): mailstore.Folder.MarkRead.
 		var marking chan error
-		var toMark []int64
+		var marked []imap.UID
 		if needs.markSeen && !s.readOnly {
-			if toMark = s.unseen(chunk); len(toMark) > 0 {
+			if toMark := s.unseen(chunk); len(toMark) > 0 {
 				marking = make(chan error, 1)
-				go func() { marking <- s.srv.cfg.Provider.SetRead(ctx, s.auth, s.sel.Name(), toMark, true) }()
+				go func() {
+					var merr error
+					marked, merr = s.sel.MarkRead(ctx, s.auth, toMark, s.view)
+					marking <- merr
+				}()
 			}
 		}
 		err := s.fetchRaws(ctx, chunk)
@@ -209,8 +212,8 @@ func (s *session) Fetch(w *imapserver.FetchWriter, numSet imap.NumSet, options *
 				return err
 			}
 		}
-		if len(toMark) > 0 {
-			s.showSeen(chunk, toMark)
+		if len(marked) > 0 {
+			s.showSeen(chunk, marked)
 		}
 		s.fetchFlags(chunk, options)
 		if err := writeFetch(w, chunk, options); err != nil {
@@ -221,17 +224,18 @@ func (s *session) Fetch(w *imapserver.FetchWriter, numSet imap.NumSet, options *
 			fm.raw, fm.sections, fm.binaries, fm.bs, fm.env, fm.hdrs = nil, nil, nil, nil, nil, nil
 		}
 	}
-	if anyGone {
+	if anyGone && refresh {
 		// Let the EXPUNGE reach the client soon rather than at the next
 		// poll; a failure leaves it to the poller. (Messages the mirror
 		// knows are expunged have their EXPUNGE queued already.)
-		if refresh {
-			if err := s.sel.Sync(ctx); err != nil {
-				s.srv.cfg.Logger.Warn("imap refresh after expunged message failed", "err", err)
-			}
+		if err := s.sel.Sync(ctx); err != nil {
+			s.srv.cfg.Logger.Warn("imap refresh after expunged message failed", "err", err)
 		}
-		return no(codeExpungeIssued, "Some of the requested messages were deleted at the provider")
 	}
+	// Messages deleted at the provider are left out of the answer and
+	// the command ends OK (RFC 2180 §4.1.2): the others were answered,
+	// and the EXPUNGE follows at the next command. A NO would make
+	// clients (and imaptest) take the whole FETCH for failed.
 	return nil
 }
 
@@ -338,33 +342,29 @@ func (s *session) fetchRaws(ctx context.Context, chunk []*fetchMsg) error {
 // unseen returns the UIDs of a batch's messages the command reads that
 // are not \Seen yet: FETCH of BODY[] (not PEEK) and RFC822 sets \Seen
 // (RFC 9051 §6.4.5), at the provider with one MarkMessagesAsReadByUIDs.
-func (s *session) unseen(chunk []*fetchMsg) []int64 {
-	var uids []int64
+func (s *session) unseen(chunk []*fetchMsg) []imap.UID {
+	var uids []imap.UID
 	for _, fm := range chunk {
 		if !fm.gone && fm.live && !mailstore.HasSeen(s.flagsOf(fm.msg.UID)) {
-			uids = append(uids, int64(fm.msg.UID))
+			uids = append(uids, fm.msg.UID)
 		}
 	}
 	return uids
 }
 
-// showSeen records \Seen, set at the provider, on the messages of uids in
-// the mirror. This connection's FETCH answer carries the new FLAGS; the
-// others get FETCH FLAGS.
-func (s *session) showSeen(chunk []*fetchMsg, uids []int64) {
+// showSeen notes on the messages of chunk that uids were just marked
+// read: this connection's FETCH answer carries the new FLAGS (the mirror
+// shows them already, and the other connections get FETCH FLAGS).
+func (s *session) showSeen(chunk []*fetchMsg, uids []imap.UID) {
 	marked := make(map[imap.UID]bool, len(uids))
-	ups := make([]mailstore.FlagUpdate, 0, len(uids))
-	read := true
 	for _, u := range uids {
-		marked[imap.UID(u)] = true
-		ups = append(ups, mailstore.FlagUpdate{UID: imap.UID(u), Seen: &read})
+		marked[u] = true
 	}
 	for _, fm := range chunk {
 		if !fm.gone && marked[fm.msg.UID] {
 			fm.nowSeen = true
 		}
 	}
-	s.sel.ShowFlags(ups, s.view)
 }
 
 // fetchFlags takes the flags to answer with, canonical as the mirror keeps

@@ -100,21 +100,20 @@ func (s *session) Store(w *imapserver.FetchWriter, numSet imap.NumSet, flags *im
 			// the EXPUNGE follows at the next command that allows it.
 			continue
 		}
-		u := mailstore.FlagUpdate{UID: t.msg.UID, SetKept: true}
-		now := mailstore.KeptOf(s.flagsOf(t.msg.UID))
+		u := mailstore.FlagUpdate{UID: t.msg.UID, Kept: &mailstore.KeptChange{}}
 		var read bool
 		switch flags.Op {
 		case imap.StoreFlagsSet:
-			read, u.Kept = seenNamed, req
+			read, u.Kept.Replace, u.Kept.Add = seenNamed, true, req
 			u.Seen = &read
 		case imap.StoreFlagsAdd:
-			u.Kept = addFlags(now, req...)
+			u.Kept.Add = req
 			if seenNamed {
 				read, u.ForceSeen = true, true
 				u.Seen = &read
 			}
 		case imap.StoreFlagsDel:
-			u.Kept = delFlags(now, req)
+			u.Kept.Del = req
 			if seenNamed {
 				read, u.ForceSeen = false, true
 				u.Seen = &read
@@ -140,10 +139,6 @@ func (s *session) Store(w *imapserver.FetchWriter, numSet imap.NumSet, flags *im
 	// go-imap's poll right after the command writes FLAGS first and then
 	// the FETCHes, with the UID (RFC 9051 §6.4.9 requires it for UID
 	// STORE) and the flags as they are now.
-	uids := make([]imap.UID, len(done))
-	for i, u := range done {
-		uids[i] = u.UID
-	}
-	s.view.QueueFetch(uids...)
+	s.view.QueueFetch(done...)
 	return nil
 }

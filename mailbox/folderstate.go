@@ -221,3 +221,76 @@ func (s *Store) SetFlags(ctx context.Context, username, folder string, validity 
 		return nil
 	})
 }
+
+// FlagChange is one message's change of kept flags, applied to the set
+// kept at the moment the change is written (ChangeFlags): Replace sets
+// the list to Add; otherwise Add is added and Del taken away. Keywords
+// compare without regard to ASCII case (RFC 9051 §9 note 1): one already
+// kept in another spelling keeps its spelling.
+type FlagChange struct {
+	UID      uint32
+	Replace  bool
+	Add, Del []string
+}
+
+// ChangeFlags applies changes to the kept flags of some messages in one
+// transaction, each to the set kept at that moment, and returns the sets
+// that result. Two connections that add different keywords to one message
+// at once therefore both keep theirs: the read, the change and the write
+// are one step for the store (the transaction takes SQLite's write lock
+// when it begins, see OpenStore).
+func (s *Store) ChangeFlags(ctx context.Context, username, folder string, validity uint32, changes []FlagChange) (map[uint32][]string, error) {
+	out := make(map[uint32][]string, len(changes))
+	err := s.tx(ctx, func(tx *sqlstmt.Tx) error {
+		for _, c := range changes {
+			var now string
+			err := tx.QueryRow(`SELECT flags FROM flags WHERE username = ? AND folder = ? AND uid_validity = ? AND uid = ?`,
+				username, folder, validity, c.UID).Scan(&now)
+			if err != nil && !errors.Is(err, sql.ErrNoRows) {
+				return err
+			}
+			next := ApplyFlagChange(strings.Fields(now), c)
+			if len(next) == 0 {
+				_, err = tx.Exec(`DELETE FROM flags WHERE username = ? AND folder = ? AND uid_validity = ? AND uid = ?`,
+					username, folder, validity, c.UID)
+			} else {
+				_, err = tx.Exec(`INSERT INTO flags (username, folder, uid_validity, uid, flags) VALUES (?, ?, ?, ?, ?)
+					ON CONFLICT (username, folder, uid_validity, uid) DO UPDATE SET flags = excluded.flags`,
+					username, folder, validity, c.UID, strings.Join(next, " "))
+			}
+			if err != nil {
+				return err
+			}
+			out[c.UID] = next
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// ApplyFlagChange returns have changed by c, sorted and without
+// duplicates (ASCII case-insensitive). Every state store implementation
+// applies changes with it, so that they agree on spelling and order.
+func ApplyFlagChange(have []string, c FlagChange) []string {
+	if c.Replace {
+		have = nil
+	}
+	same := func(a, b string) bool { return strings.EqualFold(a, b) }
+	out := make([]string, 0, len(have)+len(c.Add))
+	for _, f := range have {
+		if !slices.ContainsFunc(c.Del, func(d string) bool { return same(d, f) }) &&
+			!slices.ContainsFunc(out, func(g string) bool { return same(g, f) }) {
+			out = append(out, f)
+		}
+	}
+	for _, f := range c.Add {
+		if !slices.ContainsFunc(out, func(g string) bool { return same(g, f) }) {
+			out = append(out, f)
+		}
+	}
+	slices.Sort(out)
+	return out
+}

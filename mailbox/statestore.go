@@ -65,6 +65,11 @@ type FolderStates interface {
 	// SetFlags replaces the kept flags of some messages, all in one
 	// transaction; an empty list removes the message's entry.
 	SetFlags(ctx context.Context, username, folder string, validity uint32, flags map[uint32][]string) error
+	// ChangeFlags applies changes to the kept flags of some messages,
+	// each to the set kept at that moment, all in one transaction, and
+	// returns the resulting sets (ApplyFlagChange says how a change
+	// applies). Concurrent changes of one message never lose one another.
+	ChangeFlags(ctx context.Context, username, folder string, validity uint32, changes []FlagChange) (map[uint32][]string, error)
 }
 
 // SentJournal records the messages the bridge submitted and what the

@@ -317,18 +317,18 @@ func (m *Folder) markAppendedRead(ctx context.Context) {
 		return
 	}
 	mark := func(u []int64) error { return m.store.cfg.Provider.SetRead(ctx, auth, m.name, u, true) }
-	done, err := m.MutateExisting(ctx, uids, mark)
+	done, err := m.MutateExisting(ctx, auth, uids, mark)
 	if err != nil {
 		m.store.cfg.Logger.Warn("imap append: marking read failed", "user", m.user, "err", err)
 		return
 	}
-	// A refresh made to retry may have read them unread meanwhile.
+	// A refresh may have read them unread meanwhile.
 	seen := true
-	ups := make([]FlagUpdate, len(done))
+	ups := make([]shown, len(done))
 	for i, u := range done {
-		ups[i] = FlagUpdate{UID: u, Seen: &seen}
+		ups[i] = shown{UID: u, Seen: &seen}
 	}
-	m.ShowFlags(ups, nil)
+	m.show(ups, nil)
 }
 
 // dropUnmarkedLocked takes uids out of the read marking that waits.

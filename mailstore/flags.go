@@ -8,11 +8,12 @@ import (
 
 	"github.com/emersion/go-imap/v2"
 
+	"github.com/directbridge/directbridge/mailbox"
 	"github.com/directbridge/directbridge/seqview"
 	"github.com/directbridge/directbridge/upstream"
 )
 
-// FlagUpdate is the flags one message is to have.
+// FlagUpdate is a change of one message's flags.
 type FlagUpdate struct {
 	UID imap.UID
 	// Seen is the wanted \Seen state; nil leaves it as it is.
@@ -21,22 +22,51 @@ type FlagUpdate struct {
 	// wanted state: the client named \Seen explicitly, and the mirror may
 	// be behind the provider.
 	ForceSeen bool
-	// Kept is the wanted set of other flags when SetKept.
+	// Kept changes the other flags (those the state store keeps); nil
+	// leaves them. It is a change, not a set: it applies to the flags
+	// kept at the moment it is written, so that +FLAGS and -FLAGS of two
+	// sessions at once never undo each other.
+	Kept *KeptChange
+}
+
+// KeptChange is a change of the flags other than \Seen: Replace sets
+// them to Add (STORE FLAGS); otherwise Add is added and Del taken away
+// (STORE +FLAGS, -FLAGS).
+type KeptChange struct {
+	Replace  bool
+	Add, Del []imap.Flag
+}
+
+// applyTo is kept changed by c, as the state store applies it.
+func (c *KeptChange) applyTo(kept []imap.Flag) []imap.Flag {
+	return CanonicalFlags(mailbox.ApplyFlagChange(FlagStrings(kept), c.storeChange(0)))
+}
+
+func (c *KeptChange) storeChange(uid imap.UID) mailbox.FlagChange {
+	return mailbox.FlagChange{UID: uint32(uid), Replace: c.Replace, Add: FlagStrings(c.Add), Del: FlagStrings(c.Del)}
+}
+
+// shown is a flag change as the mirror shows it: \Seen, and the whole
+// set of kept flags as the state store holds them after the change.
+type shown struct {
+	UID     imap.UID
+	Seen    *bool
 	Kept    []imap.Flag
 	SetKept bool
 }
 
-// ApplyFlags gives messages of folder the flags ups ask for: \Seen at the
-// provider (at most one call per direction), the other flags in the state
-// store under validity (one transaction), then in mirror m when m is not
-// nil, queueing FETCH FLAGS for every connection that has the folder
-// selected except source.
+// ApplyFlags changes flags of messages of folder as ups ask: \Seen at
+// the provider (at most one call per direction), the other flags in the
+// state store under validity (one transaction, each change applied to
+// the set kept at that moment), then in mirror m when m is not nil,
+// queueing FETCH FLAGS for every connection that has the folder selected
+// except source.
 //
-// A provider refusal because some UID is gone (code 3: the provider
-// refuses the whole request then) refreshes the mirror and retries once
-// with the UIDs that remain. The updates that were carried out are
-// returned.
-func (st *Store) ApplyFlags(ctx context.Context, auth upstream.Auth, folder string, validity uint32, m *Folder, ups []FlagUpdate, source *seqview.View) ([]FlagUpdate, error) {
+// A provider refusal because some UID is gone (the provider refuses the
+// whole request then) is retried with the UIDs that remain
+// (MutateExisting); messages gone are left out, as RFC 2180 §4.2.1
+// allows. The UIDs whose change was carried out are returned.
+func (st *Store) ApplyFlags(ctx context.Context, auth upstream.Auth, folder string, validity uint32, m *Folder, ups []FlagUpdate, source *seqview.View) ([]imap.UID, error) {
 	// The mirror's current state decides which calls are needed.
 	type cur struct {
 		known bool
@@ -76,6 +106,7 @@ func (st *Store) ApplyFlags(ctx context.Context, auth upstream.Auth, folder stri
 		m.mu.Unlock()
 	}
 	c := st.cfg.Provider
+	var seenShown []shown
 	for _, read := range []bool{true, false} {
 		state := current()
 		var uids []imap.UID
@@ -92,22 +123,21 @@ func (st *Store) ApplyFlags(ctx context.Context, auth upstream.Auth, folder stri
 		var done []imap.UID
 		var err error
 		if m != nil {
-			done, err = m.MutateExisting(ctx, uids, mark)
+			done, err = m.MutateExisting(ctx, auth, uids, mark)
 		} else {
 			done, err = uids, mark(UIDList(uids))
 		}
 		if err != nil {
-			if !read && m != nil {
-				// The read marking went through: show it, nothing else.
-				var shown []FlagUpdate
-				for _, u := range ups {
-					if u.Seen != nil && *u.Seen {
-						shown = append(shown, FlagUpdate{UID: u.UID, Seen: u.Seen})
-					}
-				}
-				m.ShowFlags(shown, source)
+			if m != nil {
+				// What went through (the read marking, before the unread
+				// one failed) shows.
+				m.show(seenShown, source)
 			}
 			return nil, err
+		}
+		r := read
+		for _, u := range done {
+			seenShown = append(seenShown, shown{UID: u, Seen: &r})
 		}
 		if len(done) != len(uids) {
 			asked := make(map[imap.UID]bool, len(uids))
@@ -122,35 +152,58 @@ func (st *Store) ApplyFlags(ctx context.Context, auth upstream.Auth, folder stri
 	}
 
 	state := current()
-	kept := map[uint32][]string{}
+	var changes []mailbox.FlagChange
 	for _, u := range ups {
-		if cs := state[u.UID]; u.SetKept && (!cs.known || !slices.Equal(cs.kept, u.Kept)) {
-			kept[uint32(u.UID)] = FlagStrings(u.Kept)
+		if u.Kept == nil {
+			continue
 		}
+		// A change the mirror shows done already costs no write.
+		if cs := state[u.UID]; cs.known && slices.Equal(u.Kept.applyTo(cs.kept), cs.kept) {
+			continue
+		}
+		changes = append(changes, u.Kept.storeChange(u.UID))
 	}
+	var kept map[uint32][]string
 	var storeErr error
-	if len(kept) > 0 {
-		if storeErr = st.cfg.State.SetFlags(ctx, auth.Username, folder, validity, kept); storeErr != nil {
-			// The provider already changed \Seen: show that, and keep
-			// the other flags as they were.
-			for i := range ups {
-				ups[i].SetKept = false
-			}
+	if m != nil {
+		// The write and its showing are one step per folder: two
+		// sessions' changes show in the order the store made them, so
+		// the mirror ends with the set the store holds.
+		m.flagMu.Lock()
+		defer m.flagMu.Unlock()
+	}
+	if len(changes) > 0 {
+		kept, storeErr = st.cfg.State.ChangeFlags(ctx, strings.ToLower(auth.Username), folder, validity, changes)
+	}
+	out := make([]imap.UID, 0, len(ups))
+	show := seenShown
+	for _, u := range ups {
+		out = append(out, u.UID)
+		if fl, ok := kept[uint32(u.UID)]; ok {
+			show = append(show, shown{UID: u.UID, Kept: CanonicalFlags(fl), SetKept: true})
 		}
 	}
 	if m != nil {
-		m.ShowFlags(ups, source)
+		m.show(show, source)
 	}
-	return ups, storeErr
+	if storeErr != nil {
+		// The provider already changed \Seen: that shows; the other
+		// flags stay as they were.
+		return nil, storeErr
+	}
+	return out, nil
 }
 
-// ShowFlags puts flag updates into the mirror (seqview.Mailbox.SetFlags),
+// show puts flag changes into the mirror (seqview.Mailbox.SetFlags),
 // which gives every view but source a FETCH FLAGS for each message whose
 // flags changed (RFC 9051 §7.5.2: other connections learn of changes as
 // unsolicited FETCH responses), and before them a FLAGS response when a
 // keyword new to the folder appeared (RFC 9051 §7.3.5). It raises the
 // mirror's version, so an older refresh does not undo the change.
-func (m *Folder) ShowFlags(ups []FlagUpdate, source *seqview.View) {
+func (m *Folder) show(ups []shown, source *seqview.View) {
+	if len(ups) == 0 {
+		return
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if !m.loaded {
@@ -158,12 +211,14 @@ func (m *Folder) ShowFlags(ups []FlagUpdate, source *seqview.View) {
 	}
 	m.version++
 	var changes []seqview.FlagChange
+	seen := map[imap.UID]bool{} // \Seen as this batch leaves it
 	for _, u := range ups {
 		if u.Seen != nil {
 			op := imap.StoreFlagsDel
 			if *u.Seen {
 				op = imap.StoreFlagsAdd
 			}
+			seen[u.UID] = *u.Seen
 			changes = append(changes, seqview.FlagChange{UID: u.UID, Op: op, Flags: []imap.Flag{imap.FlagSeen}})
 		}
 		if u.SetKept {
@@ -171,11 +226,11 @@ func (m *Folder) ShowFlags(ups []FlagUpdate, source *seqview.View) {
 			if !ok {
 				continue
 			}
-			want := WithSeen(u.Kept, HasSeen(fl))
-			if u.Seen != nil {
-				want = WithSeen(u.Kept, *u.Seen)
+			read, set := seen[u.UID]
+			if !set {
+				read = HasSeen(fl)
 			}
-			changes = append(changes, seqview.FlagChange{UID: u.UID, Op: imap.StoreFlagsSet, Flags: want})
+			changes = append(changes, seqview.FlagChange{UID: u.UID, Op: imap.StoreFlagsSet, Flags: WithSeen(u.Kept, read)})
 		}
 	}
 	m.mb.SetFlags(source, changes...)
@@ -183,35 +238,45 @@ func (m *Folder) ShowFlags(ups []FlagUpdate, source *seqview.View) {
 
 // MutateExisting runs a provider operation that changes messages. The
 // provider refuses the whole request when any UID is gone (another client
-// removed it since the last refresh); then the mirror is refreshed (which
-// queues the EXPUNGEs) and the operation tried again with the UIDs that
-// remain, as long as each refresh takes some away (ten clients expunging
-// in one folder, as imaptest does, can take a UID away again between
-// a refresh and the retry) and at most mutateRetries times. It returns the UIDs the operation was carried out for.
+// removed it since the last refresh); then the folder's UIDs are listed
+// (one GetUIDs, never a refresh: MutateExisting runs inside refreshes
+// too, and a refresh must never wait on a refresh, see doc.go), the UIDs
+// gone are taken out of the mirror (Remove: the sessions get their
+// EXPUNGE), and the operation is tried again with the UIDs that remain,
+// as long as each round takes some away (ten clients expunging in one
+// folder, as imaptest does, can take a UID away again between the
+// listing and the retry) and at most mutateRetries times. It returns the
+// UIDs the operation was carried out for.
 //
 // A refusal after part of a batched request went through (PartialError)
 // is not retried: the operation may not be repeatable (a copy would be
 // made twice).
-func (m *Folder) MutateExisting(ctx context.Context, uids []imap.UID, op func([]int64) error) ([]imap.UID, error) {
+func (m *Folder) MutateExisting(ctx context.Context, auth upstream.Auth, uids []imap.UID, op func([]int64) error) ([]imap.UID, error) {
 	err := op(UIDList(uids))
-	// Commands of other connections change the folder at the same time
-	// (nothing is locked across provider calls), so a UID may vanish
-	// again between the refresh and the retry. Every round removes at
-	// least one UID or ends, so the rounds are bounded by the UIDs too.
 	for attempt := 0; err != nil && UIDMissing(err) && attempt < mutateRetries; attempt++ {
-		if serr := m.Sync(ctx); serr != nil {
-			if errors.Is(serr, ErrFolderGone) {
-				return nil, serr
-			}
+		listed, lerr := m.store.cfg.Provider.UIDs(ctx, auth, m.name)
+		if lerr != nil {
 			return nil, err
 		}
-		m.mu.Lock()
-		still := slices.DeleteFunc(slices.Clone(uids), func(u imap.UID) bool { return !m.live(u) })
-		m.mu.Unlock()
-		switch {
-		case len(still) == len(uids):
+		there := make(map[imap.UID]bool, len(listed))
+		for _, p := range listed {
+			if p > 0 && p <= MaxUID {
+				there[imap.UID(p)] = true
+			}
+		}
+		var still, vanished []imap.UID
+		for _, u := range uids {
+			if there[u] {
+				still = append(still, u)
+			} else {
+				vanished = append(vanished, u)
+			}
+		}
+		if len(vanished) == 0 {
 			return nil, err // every UID exists: the refusal is about something else
-		case len(still) == 0:
+		}
+		m.Remove(ctx, m.Validity(), vanished)
+		if len(still) == 0 {
 			return nil, nil
 		}
 		uids = still
@@ -301,3 +366,24 @@ func CanonicalFlag(f imap.Flag) imap.Flag {
 // IsSystemFlag reports a system flag RFC 9051 §2.3.2 (or a registered
 // keyword of the same spelling rules) knows, canonically spelled.
 func IsSystemFlag(f imap.Flag) bool { return slices.Contains(systemFlags, f) }
+
+// MarkRead sets \Seen on messages at the provider, as a FETCH of a body
+// section does (RFC 9051 §6.4.5), and shows it to every connection but
+// source. Messages that vanished at the provider are left out and the
+// rest marked (RFC 2180 §4.1: the FETCH answers what it can), so one
+// message removed by another client never fails the whole command. It
+// returns the UIDs marked.
+func (m *Folder) MarkRead(ctx context.Context, auth upstream.Auth, uids []imap.UID, source *seqview.View) ([]imap.UID, error) {
+	mark := func(u []int64) error { return m.store.cfg.Provider.SetRead(ctx, auth, m.name, u, true) }
+	done, err := m.MutateExisting(ctx, auth, uids, mark)
+	if err != nil {
+		return nil, err
+	}
+	read := true
+	ups := make([]shown, len(done))
+	for i, u := range done {
+		ups[i] = shown{UID: u, Seen: &read}
+	}
+	m.show(ups, source)
+	return done, nil
+}

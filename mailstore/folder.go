@@ -33,6 +33,11 @@ type Folder struct {
 	user  string // lower-case Direct address
 	name  string // provider folder name, also the IMAP name
 
+	// flagMu orders the kept-flag writes of commands with their showing
+	// (ApplyFlags); it is held across a state-store call, never across
+	// a provider call, and never while taking anything but mu.
+	flagMu sync.Mutex
+
 	mu       sync.Mutex
 	auth     directapi.Authentication // latest credentials of a watcher: polling needs some
 	validity uint32

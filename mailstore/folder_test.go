@@ -208,7 +208,7 @@ func TestNoLockAcrossProviderCalls(t *testing.T) {
 		f.Validity()
 		f.Mailbox().UIDs()
 		f.Live(1)
-		f.ShowFlags([]FlagUpdate{{UID: 1, SetKept: true, Kept: []imap.Flag{imap.FlagFlagged}}}, nil)
+		f.show([]shown{{UID: 1, SetKept: true, Kept: []imap.Flag{imap.FlagFlagged}}}, nil)
 		f.Handles([]imap.UID{1, 2})
 		close(answered)
 	}()
@@ -243,7 +243,7 @@ func TestRefreshKeepsLaterChanges(t *testing.T) {
 	f.Remove(ctx, f.Validity(), []imap.UID{2})
 	seen := true
 	p.SetRead(ctx, testAuth, "INBOX", []int64{3}, true)
-	f.ShowFlags([]FlagUpdate{{UID: 3, Seen: &seen}}, nil)
+	f.show([]shown{{UID: 3, Seen: &seen}}, nil)
 
 	if err := release(); err != nil {
 		t.Fatal(err)
