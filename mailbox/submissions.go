@@ -47,16 +47,22 @@ type Submission struct {
 
 // Submissions is the send journal.
 type Submissions interface {
-	// BeginSubmission records an attempt about to be sent, at s.FirstAt:
-	// a new entry in state sending, or an existing one started over (a
-	// new attempt after the earlier one was decided not sent). Entries
-	// older than SubmissionTTL are dropped on the way.
-	BeginSubmission(ctx context.Context, s Submission) error
+	// BeginSubmission starts the entry prev (as ClaimSubmission found
+	// it) over as a new attempt in state sending, at s.FirstAt, after the
+	// earlier attempt was decided not sent. It is a compare-and-set: the
+	// entry is taken over only if it is still as prev shows it (the same
+	// state, FirstAt and UpdatedAt), and began says whether it was. When
+	// two retries of one message found the same entry, one begins and may
+	// send; the other gets false and must not send (the first one's
+	// attempt is under way), nor when the entry was ended or forgotten
+	// meanwhile. Entries older than SubmissionTTL are dropped on the way.
+	BeginSubmission(ctx context.Context, prev, s Submission) (began bool, err error)
 	// ClaimSubmission records a new attempt in state sending, at
 	// s.FirstAt, unless an entry of its key younger than SubmissionTTL
 	// exists: claimed is true when the caller may send; otherwise prev is
 	// the entry found, and the caller decides (BeginSubmission starts it
-	// over). One write for a message never seen, which is nearly every one.
+	// over). Of concurrent claims of a key without an entry, one is
+	// claimed. One write for a message never seen, which is nearly every one.
 	ClaimSubmission(ctx context.Context, s Submission) (prev Submission, claimed bool, err error)
 	// EndSubmission records the outcome: sent (with smtpID) or unknown.
 	EndSubmission(ctx context.Context, key string, state SubmissionState, smtpID string) error
@@ -112,48 +118,67 @@ func (s *Store) purgeSubmissions(ctx context.Context, now time.Time) error {
 	return nil
 }
 
+// claimAttempts bounds ClaimSubmission's tries: an entry is found
+// missing only when it was forgotten between the insert and the look-up.
+const claimAttempts = 3
+
 func (s *Store) ClaimSubmission(ctx context.Context, sub Submission) (Submission, bool, error) {
 	now := time.Now()
 	if err := s.purgeSubmissions(ctx, now); err != nil {
 		return Submission{}, false, err
 	}
-	// A live entry is left alone; an expired one not purged yet is
-	// taken over, as a new entry would be.
-	res, err := s.stmts.Exec(ctx, `INSERT INTO submissions (key, username, state, smtp_id, match, first_at, updated_at)
-		VALUES (?, ?, ?, '', ?, ?, ?)
-		ON CONFLICT (key) DO UPDATE SET state = excluded.state, smtp_id = '', match = excluded.match,
-			first_at = excluded.first_at, updated_at = excluded.updated_at
-		WHERE submissions.first_at < ?`, sub.Key, strings.ToLower(sub.Username), SubmissionSending, sub.Match,
-		sub.FirstAt.UnixMilli(), now.UnixMilli(), now.Add(-SubmissionTTL).UnixMilli())
-	if err != nil {
-		return Submission{}, false, fmt.Errorf("mailbox: journal: %w", err)
+	for range claimAttempts {
+		// A live entry is left alone; an expired one not purged yet is
+		// taken over, as a new entry would be.
+		res, err := s.stmts.Exec(ctx, `INSERT INTO submissions (key, username, state, smtp_id, match, first_at, updated_at)
+			VALUES (?, ?, ?, '', ?, ?, ?)
+			ON CONFLICT (key) DO UPDATE SET state = excluded.state, smtp_id = '', match = excluded.match,
+				first_at = excluded.first_at, updated_at = excluded.updated_at
+			WHERE submissions.first_at < ?`, sub.Key, strings.ToLower(sub.Username), SubmissionSending, sub.Match,
+			sub.FirstAt.UnixMilli(), now.UnixMilli(), now.Add(-SubmissionTTL).UnixMilli())
+		if err != nil {
+			return Submission{}, false, fmt.Errorf("mailbox: journal: %w", err)
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return Submission{}, false, fmt.Errorf("mailbox: journal: %w", err)
+		} else if n == 1 {
+			return Submission{}, true, nil
+		}
+		prev, ok, err := s.FindSubmission(ctx, sub.Key)
+		if err != nil || ok {
+			return prev, false, err
+		}
+		// Forgotten in between (its attempt was refused), or expired:
+		// claim it again, through the insert, which decides between
+		// concurrent claims (writing it unconditionally here would let
+		// two of them send).
+		now = time.Now()
 	}
-	if n, err := res.RowsAffected(); err != nil {
-		return Submission{}, false, fmt.Errorf("mailbox: journal: %w", err)
-	} else if n == 1 {
-		return Submission{}, true, nil
-	}
-	prev, ok, err := s.FindSubmission(ctx, sub.Key)
-	if err != nil || ok {
-		return prev, false, err
-	}
-	// Forgotten in between (its attempt was refused): a new entry.
-	return Submission{}, true, s.BeginSubmission(ctx, sub)
+	return Submission{}, false, fmt.Errorf("mailbox: journal: the entry of submission %.12s keeps changing", sub.Key)
 }
 
-func (s *Store) BeginSubmission(ctx context.Context, sub Submission) error {
+func (s *Store) BeginSubmission(ctx context.Context, prev, sub Submission) (bool, error) {
 	now := time.Now()
 	if err := s.purgeSubmissions(ctx, now); err != nil {
-		return err
+		return false, err
 	}
-	_, err := s.stmts.Exec(ctx, `INSERT INTO submissions (key, username, state, smtp_id, match, first_at, updated_at)
-		VALUES (?, ?, ?, '', ?, ?, ?)
-		ON CONFLICT (key) DO UPDATE SET state = excluded.state, smtp_id = '', match = excluded.match, first_at = excluded.first_at, updated_at = excluded.updated_at`,
-		sub.Key, strings.ToLower(sub.Username), SubmissionSending, sub.Match, sub.FirstAt.UnixMilli(), now.UnixMilli())
+	// The entry's state and times are its version: every write of an
+	// entry sets updated_at (in milliseconds) and a new attempt a new
+	// first_at, so an entry that changed since prev was read does not
+	// match, and of two retries that read the same entry the second
+	// finds it changed by the first.
+	res, err := s.stmts.Exec(ctx, `UPDATE submissions SET state = ?, smtp_id = '', match = ?, first_at = ?, updated_at = ?
+		WHERE key = ? AND state = ? AND first_at = ? AND updated_at = ?`,
+		SubmissionSending, sub.Match, sub.FirstAt.UnixMilli(), now.UnixMilli(),
+		sub.Key, prev.State, prev.FirstAt.UnixMilli(), prev.UpdatedAt.UnixMilli())
 	if err != nil {
-		return fmt.Errorf("mailbox: journal: %w", err)
+		return false, fmt.Errorf("mailbox: journal: %w", err)
 	}
-	return nil
+	n, err := res.RowsAffected()
+	if err != nil {
+		return false, fmt.Errorf("mailbox: journal: %w", err)
+	}
+	return n == 1, nil
 }
 
 func (s *Store) EndSubmission(ctx context.Context, key string, state SubmissionState, smtpID string) error {

@@ -2,6 +2,7 @@ package mailbox_test
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -19,8 +20,8 @@ func TestSubmissionJournal(t *testing.T) {
 	}
 	at := time.Now().Add(-time.Minute).Truncate(time.Millisecond)
 	for _, k := range []string{"k1", "k2", "k3"} {
-		if err := st.BeginSubmission(ctx, mailbox.Submission{Key: k, Username: "Alice@direct.example", Match: "m-" + k, FirstAt: at}); err != nil {
-			t.Fatal(err)
+		if _, claimed, err := st.ClaimSubmission(ctx, mailbox.Submission{Key: k, Username: "Alice@direct.example", Match: "m-" + k, FirstAt: at}); err != nil || !claimed {
+			t.Fatalf("claim %s: claimed %v, %v", k, claimed, err)
 		}
 	}
 	if err := st.EndSubmission(ctx, "k1", mailbox.SubmissionSent, "smtp-1"); err != nil {
@@ -55,8 +56,9 @@ func TestSubmissionJournal(t *testing.T) {
 	}
 	// A new attempt of the same submission starts over as sending.
 	again := at.Add(30 * time.Second)
-	if err := st.BeginSubmission(ctx, mailbox.Submission{Key: "k2", Username: "alice@direct.example", Match: "m-k2", FirstAt: again}); err != nil {
-		t.Fatal(err)
+	prev, _, _ := st.FindSubmission(ctx, "k2")
+	if began, err := st.BeginSubmission(ctx, prev, mailbox.Submission{Key: "k2", Username: "alice@direct.example", Match: "m-k2", FirstAt: again}); err != nil || !began {
+		t.Fatalf("BeginSubmission: began %v, %v", began, err)
 	}
 	if got, _, _ := st.FindSubmission(ctx, "k2"); got.State != mailbox.SubmissionSending || !got.FirstAt.Equal(again) {
 		t.Errorf("after a new attempt: %+v", got)
@@ -91,8 +93,8 @@ func TestClaimSubmission(t *testing.T) {
 		t.Errorf("second claim found %+v; want the first entry, sent", prev)
 	}
 	old := mailbox.Submission{Key: "old", Username: "alice@direct.example", FirstAt: at.Add(-mailbox.SubmissionTTL - time.Minute)}
-	if err := st.BeginSubmission(ctx, old); err != nil {
-		t.Fatal(err)
+	if _, claimed, err := st.ClaimSubmission(ctx, old); err != nil || !claimed {
+		t.Fatalf("claim of an old entry: claimed %v, %v", claimed, err)
 	}
 	old.FirstAt = at
 	if _, claimed, err := st.ClaimSubmission(ctx, old); err != nil || !claimed {
@@ -100,6 +102,126 @@ func TestClaimSubmission(t *testing.T) {
 	}
 	if got, ok, _ := st.FindSubmission(ctx, "old"); !ok || got.State != mailbox.SubmissionSending || !got.FirstAt.Equal(at.UTC()) {
 		t.Errorf("after taking over an expired entry: %+v (found %v)", got, ok)
+	}
+}
+
+// TestBeginSubmissionIsCompareAndSet: two retries that found the same
+// undecided entry both try to start it over; only the first does, and
+// the entry is then its attempt. An entry ended, or forgotten, since it
+// was read is not started over either; nor is one read before an earlier
+// take-over of the same state (a killed bridge's entry, still sending).
+func TestBeginSubmissionIsCompareAndSet(t *testing.T) {
+	ctx := context.Background()
+	st, err := mailbox.OpenStore(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	at := time.Now().Add(-10 * time.Minute).Truncate(time.Millisecond)
+	sub := mailbox.Submission{Key: "k", Username: "alice@direct.example", Match: "m", FirstAt: at}
+	if _, claimed, err := st.ClaimSubmission(ctx, sub); err != nil || !claimed {
+		t.Fatalf("first claim: claimed %v, %v", claimed, err)
+	}
+	if err := st.EndSubmission(ctx, "k", mailbox.SubmissionUnknown, ""); err != nil {
+		t.Fatal(err)
+	}
+	// Both retries read the entry before either starts it over.
+	retry := sub
+	retry.FirstAt = time.Now().Truncate(time.Millisecond)
+	var found [2]mailbox.Submission
+	for i := range found {
+		prev, claimed, err := st.ClaimSubmission(ctx, retry)
+		if err != nil || claimed || prev.State != mailbox.SubmissionUnknown {
+			t.Fatalf("retry %d: claim found %+v, claimed %v, %v; want the unknown entry", i, prev, claimed, err)
+		}
+		found[i] = prev
+	}
+	if began, err := st.BeginSubmission(ctx, found[0], retry); err != nil || !began {
+		t.Fatalf("the first retry did not start the entry over: %v, %v", began, err)
+	}
+	second := retry
+	second.FirstAt = retry.FirstAt.Add(time.Millisecond)
+	if began, err := st.BeginSubmission(ctx, found[1], second); err != nil || began {
+		t.Fatalf("the second retry started the entry over too (began %v, %v): both would send", began, err)
+	}
+	got, ok, err := st.FindSubmission(ctx, "k")
+	if err != nil || !ok || got.State != mailbox.SubmissionSending || !got.FirstAt.Equal(retry.FirstAt.UTC()) {
+		t.Fatalf("after the race: %+v (found %v, %v); want the first retry's attempt, sending", got, ok, err)
+	}
+
+	// Read while sending (a bridge killed mid-call), taken over by one
+	// retry, which then ends: a retry that read the old entry in state
+	// sending does not start it over, though the state is sending again.
+	stale := got
+	third := retry
+	third.FirstAt = retry.FirstAt.Add(2 * time.Millisecond)
+	if began, err := st.BeginSubmission(ctx, stale, third); err != nil || !began {
+		t.Fatalf("taking over the sending entry: %v, %v", began, err)
+	}
+	fourth := retry
+	fourth.FirstAt = retry.FirstAt.Add(3 * time.Millisecond)
+	if began, err := st.BeginSubmission(ctx, stale, fourth); err != nil || began {
+		t.Fatalf("a stale read of a sending entry started it over (began %v, %v)", began, err)
+	}
+
+	// Ended meanwhile: the provider took it; nothing starts it over.
+	now, _, _ := st.FindSubmission(ctx, "k")
+	if err := st.EndSubmission(ctx, "k", mailbox.SubmissionSent, "smtp-k"); err != nil {
+		t.Fatal(err)
+	}
+	if began, err := st.BeginSubmission(ctx, now, fourth); err != nil || began {
+		t.Fatalf("an entry sent since it was read was started over (began %v, %v)", began, err)
+	}
+	if got, _, _ := st.FindSubmission(ctx, "k"); got.State != mailbox.SubmissionSent || got.SmtpID != "smtp-k" {
+		t.Errorf("the sent entry changed: %+v", got)
+	}
+
+	// Forgotten meanwhile: no entry is made by a take-over.
+	sent, _, _ := st.FindSubmission(ctx, "k")
+	if err := st.ForgetSubmission(ctx, "k"); err != nil {
+		t.Fatal(err)
+	}
+	if began, err := st.BeginSubmission(ctx, sent, fourth); err != nil || began {
+		t.Fatalf("a forgotten entry was started over (began %v, %v)", began, err)
+	}
+	if _, ok, _ := st.FindSubmission(ctx, "k"); ok {
+		t.Error("a take-over of a forgotten entry made one")
+	}
+}
+
+// TestConcurrentClaimsOneWins: many claims of one new key at once, on
+// the same store: exactly one may send.
+func TestConcurrentClaimsOneWins(t *testing.T) {
+	ctx := context.Background()
+	st, err := mailbox.OpenStore(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	const n = 8
+	claims := make(chan bool, n)
+	var wg sync.WaitGroup
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, claimed, err := st.ClaimSubmission(ctx, mailbox.Submission{Key: "k", Username: "a@direct.example", FirstAt: time.Now()})
+			if err != nil {
+				t.Error(err)
+			}
+			claims <- claimed
+		}()
+	}
+	wg.Wait()
+	close(claims)
+	won := 0
+	for c := range claims {
+		if c {
+			won++
+		}
+	}
+	if won != 1 {
+		t.Errorf("%d of %d concurrent claims of one key won, want 1", won, n)
 	}
 }
 

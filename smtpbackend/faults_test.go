@@ -264,6 +264,114 @@ func TestNotProcessedRetryDeliversOnce(t *testing.T) {
 	}
 }
 
+// TestRacingRetriesAfterHoldSendOnce: a client that opened two
+// connections (or two MTA queue runners) retries the same message on both
+// at once after the undecided hold has passed. Both find the journal
+// entry undecided and no copy in Sent, and both would take it over; the
+// take-over is a compare-and-set, so exactly one sends, and the other is
+// told to try later (451 4.4.0), never 250 for a send it did not see
+// accepted. Its later retry gets the first one's smtpId.
+func TestRacingRetriesAfterHoldSendOnce(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name  string
+		store bool // the state store's journal, else the in-memory one
+	}{{"state-store", true}, {"in-memory", false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			h := newHarness(t, func(c *smtpbackend.Config) {
+				c.UndecidedHold = testHold
+				if !tc.store {
+					c.Store = nil
+				}
+			})
+			subject := h.subject("racing retries")
+			raw := simple(subject, "the retries of this message race each other\n")
+			c1, c2 := h.login(t, aliceAddr), h.login(t, aliceAddr)
+
+			// The first attempt fails before the provider processed it;
+			// the bridge cannot tell, so the entry is undecided.
+			h.sb.InjectFault("Send", sandbox.Fault{Status: 500, Times: 1})
+			_, err := submit(c1, aliceAddr, []string{bobAddr}, raw)
+			wantReply(t, err, 451, 4, -1, -1)
+			if err := c1.Reset(); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(testHold + testHold/2) // past the hold: a retry would send again
+
+			// A slow provider (half of the latency before it acts, half
+			// after): both retries read the entry, and look in Sent before
+			// either one's send lands there, even if they arrive up to
+			// the latency apart.
+			h.sb.SetLatency(400 * time.Millisecond)
+			type result struct {
+				c     *smtp.Client
+				reply string
+				err   error
+			}
+			results := make(chan result, 2)
+			start := make(chan struct{})
+			for _, c := range []*smtp.Client{c1, c2} {
+				go func() {
+					<-start
+					reply, err := submit(c, aliceAddr, []string{bobAddr}, raw)
+					results <- result{c, reply, err}
+				}()
+			}
+			close(start)
+			var replies []string
+			var deferred []*smtp.Client
+			for range 2 {
+				r := <-results
+				if r.err == nil {
+					replies = append(replies, r.reply)
+					continue
+				}
+				var se *smtp.SMTPError
+				if !errors.As(r.err, &se) || se.Code != 451 || se.EnhancedCode != (smtp.EnhancedCode{4, 4, 0}) {
+					t.Fatalf("a racing retry got %v; want 250, or 451 4.4.0 (try later)", r.err)
+				}
+				deferred = append(deferred, r.c)
+			}
+			h.sb.SetLatency(0)
+			if n := h.sb.Calls("Send"); n != 2 {
+				t.Fatalf("the provider saw %d Send requests, want 2 (the failed attempt and one retry)", n)
+			}
+			got := h.withSubject(t, bobAddr, "INBOX", subject)
+			if len(got) != 1 {
+				t.Fatalf("bob has %d copies, want exactly 1", len(got))
+			}
+			id := smtpIDOf(got[0])
+			if len(replies) != 1 || len(deferred) != 1 {
+				// Both read the entry and found no copy, so one must
+				// have lost the take-over.
+				t.Fatalf("%d racing retries answered 250 and %d told to try later; want one each", len(replies), len(deferred))
+			}
+			for _, reply := range replies {
+				if !strings.Contains(reply, id) {
+					t.Errorf("reply %q does not name the delivered copy %s", reply, id)
+				}
+			}
+			// The one told to wait retries, and is answered with the
+			// copy's smtpId, without another send.
+			for _, c := range deferred {
+				if err := c.Reset(); err != nil {
+					t.Fatal(err)
+				}
+				if reply := submitUntilDecided(t, c, aliceAddr, []string{bobAddr}, raw); !strings.Contains(reply, id) {
+					t.Errorf("the later retry's reply %q does not name %s", reply, id)
+				}
+			}
+			if n := h.sb.Calls("Send"); n != 2 {
+				t.Errorf("the provider saw %d Send requests in the end, want 2", n)
+			}
+			if n := len(h.withSubject(t, bobAddr, "INBOX", subject)); n != 1 {
+				t.Errorf("bob has %d copies in the end, want 1", n)
+			}
+		})
+	}
+}
+
 // TestRetryDoesNotReuseEarlierMessage: alice sends a message, then a
 // different one with the same subject to the same recipient; the second
 // fails before the provider processed it (HTTP 500) and is retried. The

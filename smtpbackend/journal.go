@@ -38,7 +38,10 @@ import (
 //     Config.UndecidedHold has passed since the bridge stopped waiting
 //     for the answer (undecidedUntil), since a slow provider may still be
 //     processing it; after that the provider is taken not to have it, and
-//     the message is sent again.
+//     the message is sent again. Sent again by one retry only: taking the
+//     entry over is a compare-and-set (mailbox.Submissions.BeginSubmission),
+//     and a retry that lost it to another one, arriving at the same time
+//     on another connection, gets 451 like a retry during the hold.
 //
 // The bound: a provider that processes a send later than UndecidedHold
 // after the bridge gave up on its answer (default 2 minutes, after the
@@ -157,8 +160,17 @@ func (ss *session) send(ctx context.Context, raw []byte, sub *Submission) (strin
 			// Past the bound: the provider does not have it. Start over.
 		}
 		claim.FirstAt = time.Now()
-		if err := j.BeginSubmission(ctx, claim); err != nil {
+		began, err := j.BeginSubmission(ctx, entry, claim)
+		if err != nil {
 			return "", err
+		}
+		if !began {
+			// Another retry of the same message, on another connection,
+			// read the same entry and took it over first: its attempt is
+			// under way, and this one must not send too. Try later, as
+			// for any attempt whose outcome is not known yet.
+			ss.s.log.Info("smtp retry of a message another retry is sending", "user", ss.username)
+			return "", errUndecided
 		}
 	}
 	auth := directapi.Authentication{Username: ss.username, Password: ss.password}
@@ -282,11 +294,15 @@ func (j *memJournal) ClaimSubmission(_ context.Context, s mailbox.Submission) (m
 	return mailbox.Submission{}, true, nil
 }
 
-func (j *memJournal) BeginSubmission(_ context.Context, s mailbox.Submission) error {
+func (j *memJournal) BeginSubmission(_ context.Context, prev, s mailbox.Submission) (bool, error) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
+	cur, ok := j.m[s.Key]
+	if !ok || cur.State != prev.State || !cur.FirstAt.Equal(prev.FirstAt) || !cur.UpdatedAt.Equal(prev.UpdatedAt) {
+		return false, nil // taken over, ended or forgotten since prev was read
+	}
 	j.beginLocked(s)
-	return nil
+	return true, nil
 }
 
 func (j *memJournal) beginLocked(s mailbox.Submission) {
