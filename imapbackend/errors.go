@@ -68,6 +68,8 @@ func imapError(err error) error {
 		return errUnavailable
 	case errors.Is(err, mailstore.ErrUIDTooLarge):
 		return no(imap.ResponseCodeLimit, "This folder has message UIDs beyond 32 bits, which IMAP cannot carry")
+	case errors.Is(err, mailstore.ErrDestMissing):
+		return errTryCreate // RFC 9051 §6.4.7
 	case errors.Is(err, mailstore.ErrFolderGone):
 		return no(imap.ResponseCodeNonExistent, "The mailbox was deleted or renumbered; select it again")
 	case errors.Is(err, upstream.ErrAddress):

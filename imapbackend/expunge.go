@@ -5,10 +5,9 @@ import (
 
 	"github.com/emersion/go-imap/v2"
 	"github.com/emersion/go-imap/v2/imapserver"
-)
 
-// trashFolder is the provider's trash folder.
-const trashFolder = "INBOX.Trash"
+	"github.com/directbridge/directbridge/mailstore"
+)
 
 // Expunge removes the messages marked \Deleted (EXPUNGE, RFC 9051
 // §6.4.3), only those among uids for UID EXPUNGE (RFC 4315 §2.1), with one
@@ -70,48 +69,21 @@ func (s *session) Expunge(w *imapserver.ExpungeWriter, uids *imap.UIDSet) error 
 		return nil
 	}
 
-	forever := m.Name() == trashFolder || s.srv.cfg.DeleteForever
-	c := s.srv.cfg.Provider
-	var done []imap.UID
-	if !forever {
+	var forever, toTrash []imap.UID
+	if m.Name() == mailstore.TrashFolder || s.srv.cfg.DeleteForever {
+		forever = del
+	} else {
 		// Copied to the Trash by this connection already: removed for
 		// good, or the Trash would hold them twice.
-		copied, rest := s.takeTrashCopies(m.Name(), validity, del)
-		if len(copied) > 0 {
-			gone, err := m.MutateExisting(ctx, s.auth, copied, func(u []int64) error {
-				return c.Delete(ctx, s.auth, m.Name(), u, true)
-			})
-			if err != nil {
-				// Not removed, or not all: a retried EXPUNGE must still
-				// remove them for good, not move them once more.
-				s.noteTrashCopies(m.Name(), validity, copied)
-				m.Sync(ctx)
-				return imapError(err)
-			}
-			done = gone
-		}
-		del = rest
+		forever, toTrash = s.takeTrashCopies(m.Name(), validity, del)
 	}
-	var moved []imap.UID
-	if len(del) > 0 {
-		var err error
-		moved, err = m.MutateExisting(ctx, s.auth, del, func(u []int64) error {
-			return c.Delete(ctx, s.auth, m.Name(), u, forever)
-		})
-		if err != nil {
-			// Part may be done (a later batch failed, or no answer
-			// came): show what the provider has now.
-			m.Sync(ctx)
-			return imapError(err)
+	if _, failed, err := m.Expunge(ctx, s.auth, forever, toTrash); err != nil {
+		if len(failed) > 0 {
+			// Not removed, or not all: a retried EXPUNGE must still
+			// remove them for good, not move them once more.
+			s.noteTrashCopies(m.Name(), validity, failed)
 		}
-	}
-	done = append(done, moved...)
-	m.Remove(ctx, validity, done)
-	if !forever && len(moved) > 0 {
-		// Connections watching the Trash see the messages arrive.
-		if tm := s.srv.store.Peek(s.auth.Username, trashFolder); tm != nil {
-			tm.Sync(ctx)
-		}
+		return imapError(err)
 	}
 	return nil
 }

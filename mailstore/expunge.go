@@ -1,0 +1,64 @@
+package mailstore
+
+import (
+	"context"
+
+	"github.com/emersion/go-imap/v2"
+
+	"github.com/directbridge/directbridge/upstream"
+)
+
+// TrashFolder is the provider's trash folder, where DeleteMessagesByUIDs
+// without deleteForever puts messages.
+const TrashFolder = "INBOX.Trash"
+
+// Expunge removes messages of the folder, in one engine operation (EXPUNGE
+// and UID EXPUNGE, RFC 9051 §6.4.3, RFC 4315 §2.1): forever are removed
+// for good, toTrash go to INBOX.Trash (the provider's Delete without
+// deleteForever), one provider call each. Messages that vanished at the
+// provider meanwhile are taken as expunged (MutateExisting). The removed
+// messages leave the mirror, and every view gets their EXPUNGE; a mirror
+// of the Trash is refreshed so that its watchers see the arrivals.
+//
+// It returns the UIDs removed. When the removal for good fails, failed
+// holds those of forever that may still be there, for the caller to try
+// again the same way (a message a connection copied to the Trash must not
+// be moved there a second time). On failure the mirror is refreshed:
+// part of a batched request may have gone through.
+func (m *Folder) Expunge(ctx context.Context, auth upstream.Auth, forever, toTrash []imap.UID) (removed, failed []imap.UID, err error) {
+	if err := m.Gone(); err != nil {
+		return nil, nil, err
+	}
+	validity := m.Validity()
+	c := m.store.cfg.Provider
+	if len(forever) > 0 {
+		gone, err := m.MutateExisting(ctx, auth, forever, func(u []int64) error {
+			return c.Delete(ctx, auth, m.name, u, true)
+		})
+		if err != nil {
+			m.resync(ctx, "after a failed expunge")
+			return nil, forever, err
+		}
+		removed = gone
+	}
+	var moved []imap.UID
+	if len(toTrash) > 0 {
+		moved, err = m.MutateExisting(ctx, auth, toTrash, func(u []int64) error {
+			return c.Delete(ctx, auth, m.name, u, false)
+		})
+		if err != nil {
+			m.Remove(ctx, validity, removed)
+			m.resync(ctx, "after a failed expunge")
+			return nil, nil, err
+		}
+	}
+	removed = append(removed, moved...)
+	m.Remove(ctx, validity, removed)
+	if len(moved) > 0 {
+		// Connections watching the Trash see the messages arrive.
+		if tm := m.store.Peek(m.user, TrashFolder); tm != nil {
+			tm.resync(ctx, "of the Trash after an expunge")
+		}
+	}
+	return removed, nil, nil
+}

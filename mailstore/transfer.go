@@ -1,0 +1,181 @@
+package mailstore
+
+import (
+	"context"
+	"errors"
+	"slices"
+
+	"github.com/emersion/go-imap/v2"
+
+	"github.com/directbridge/directbridge/upstream"
+)
+
+// COPY and MOVE (RFC 9051 §6.4.7, RFC 6851) are one operation of the
+// engine, Transfer. The provider answers Copy and Move without the new
+// UIDs, so the engine finds them (PlaceCopies, copies.go): the
+// destination's largest UID is known before, the new ones are those above
+// it, and only a certain pairing gives COPYUID (RFC 4315 §3 lets a server
+// leave it out; a wrong one would make a client attach its local copies
+// and flags to the wrong messages).
+//
+// \Seen travels at the provider. The flags the bridge keeps travel to the
+// new UIDs when the pairing is known; they are written down before the
+// call (NotePendingFlags), so that a bridge killed during it finds them
+// again.
+
+// ErrDestMissing is a COPY or MOVE whose destination folder does not
+// exist (IMAP's [TRYCREATE], RFC 9051 §6.4.7).
+var ErrDestMissing = errors.New("mailstore: the destination folder does not exist")
+
+// Transferred is what a COPY or MOVE did.
+type Transferred struct {
+	// Done are the source UIDs copied or moved; messages that vanished
+	// meanwhile are left out (RFC 2180 §4.4.1).
+	Done []imap.UID
+	// Data is the COPYUID data, nil when the new UIDs are not certain.
+	Data *imap.CopyData
+}
+
+// Transfer copies (move false) or moves the messages uids of the folder to
+// dest, in one engine operation: the provider's Copy or Move (MOVE within
+// the folder itself is a copy, then the originals removed for good: the
+// messages get new UIDs, as imaptest's move expects), the removal of moved
+// messages from this mirror (their EXPUNGE reaches every view), and the
+// copies placed in the destination's mirror with their flags.
+//
+// A lost answer is checked (Landed): when the work is done the command
+// succeeds, for a NO would make the client copy the messages again. On
+// any other failure the mirrors are refreshed so that they show what the
+// provider now has (part of a batched request may have gone through).
+func (m *Folder) Transfer(ctx context.Context, auth upstream.Auth, uids []imap.UID, dest string, move bool) (Transferred, error) {
+	st := m.store
+	log := st.cfg.Logger
+	sameFolder := move && dest == m.name
+	if err := m.Gone(); err != nil {
+		return Transferred{}, err
+	}
+	srcValidity := m.Validity()
+	// The destination's largest UID, from what the bridge knows of it.
+	prev, dm, err := st.DestTop(ctx, auth, dest)
+	if upstream.IsRefusal(err) {
+		return Transferred{}, ErrDestMissing
+	}
+	if err != nil {
+		return Transferred{}, err
+	}
+	// What the mirror still has, in UID order (a refresh may have taken
+	// some away since the command began).
+	msgs := m.liveHandles(uids)
+	if len(msgs) == 0 {
+		return Transferred{}, nil
+	}
+	uids = make([]imap.UID, len(msgs))
+	for i, msg := range msgs {
+		uids[i] = msg.UID
+	}
+	c := st.cfg.Provider
+	op := c.Copy
+	if move && !sameFolder {
+		op = c.Move
+	}
+	var pending []int64
+	if !sameFolder {
+		pending = st.NotePendingFlags(ctx, dest, m, msgs)
+	}
+	done, err := m.MutateExisting(ctx, auth, uids, func(u []int64) error { return op(ctx, auth, m.name, dest, u) })
+	if errors.Is(err, upstream.ErrUnknownOutcome) && st.Landed(auth, m, dest, prev, msgs, move && !sameFolder) {
+		log.Info("imap copy: answer lost, the messages are at the destination", "user", m.user)
+		done, err = uids, nil
+	}
+	if err != nil && !errors.Is(err, upstream.ErrUnknownOutcome) {
+		// Certainly not copied: nothing will arrive for those flags.
+		st.DropPendingFlags(ctx, pending)
+	}
+	if err != nil {
+		if UIDMissing(err) {
+			// Every source message exists, so it is the destination
+			// that is gone.
+			if _, gerr := c.UIDs(ctx, auth, dest); upstream.IsRefusal(gerr) {
+				return Transferred{}, ErrDestMissing
+			}
+		}
+		// Part may have been done: show what the provider now has.
+		if move {
+			m.resync(ctx, "after a failed move")
+		}
+		if dm := st.Peek(m.user, dest); dm != nil {
+			dm.resync(ctx, "after a failed copy")
+		}
+		return Transferred{}, err
+	}
+	if len(done) == 0 {
+		return Transferred{}, nil // every message vanished meanwhile
+	}
+	// What travels: the flags as the mirror holds them now, and the
+	// metadata when known, in UID order.
+	src := m.copiedOf(msgs, done)
+	if sameFolder {
+		if err := c.Delete(ctx, auth, m.name, UIDList(done), true); err != nil {
+			// The copies are made and the originals still there: the
+			// client sees both after the refresh.
+			m.resync(ctx, "after a failed move within the folder")
+			return Transferred{}, err
+		}
+	}
+	if move {
+		m.Remove(ctx, srcValidity, done)
+	}
+	data := st.PlaceCopies(ctx, auth, dest, prev, dm, src)
+	if data != nil {
+		st.DropPendingFlags(ctx, pending)
+	}
+	return Transferred{Done: done, Data: data}, nil
+}
+
+// liveHandles returns the handles of uids that are messages of the folder,
+// in UID order.
+func (m *Folder) liveHandles(uids []imap.UID) []*Message {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []*Message
+	for _, u := range uids {
+		if m.live(u) {
+			out = append(out, m.byUID[u])
+		}
+	}
+	slices.SortFunc(out, func(a, b *Message) int { return int(a.UID) - int(b.UID) })
+	return out
+}
+
+// copiedOf is what travels with the messages of msgs that done names.
+func (m *Folder) copiedOf(msgs []*Message, done []imap.UID) []Copied {
+	m.mu.Lock()
+	mb := m.mb
+	m.mu.Unlock()
+	out := make([]Copied, 0, len(done))
+	for _, msg := range msgs {
+		if !slices.Contains(done, msg.UID) {
+			continue
+		}
+		var fl []imap.Flag
+		if mb != nil {
+			fl, _ = mb.Flags(msg.UID)
+		}
+		cp := Copied{UID: msg.UID, Flags: KeptOf(fl), Seen: HasSeen(fl)}
+		if meta, _ := m.MetaOf(msg); MetaKnown(meta) {
+			cp.Meta = meta
+		}
+		out = append(out, cp)
+	}
+	return out
+}
+
+// resync refreshes the mirror after a command failed part way, so that
+// sessions see what the provider now has. It runs in a command, never in
+// a refresh. A failure is logged: the command's own error is what the
+// client gets, and the poller tries again.
+func (m *Folder) resync(ctx context.Context, why string) {
+	if err := m.Sync(ctx); err != nil {
+		m.store.cfg.Logger.Warn("imap refresh "+why+" failed", "user", m.user, "err", err)
+	}
+}
