@@ -4,6 +4,8 @@ import (
 	"strings"
 
 	"github.com/emersion/go-imap/v2"
+
+	"github.com/directbridge/directbridge/mailstore"
 )
 
 // Layout is how the provider's folder names appear to IMAP clients. The
@@ -80,7 +82,7 @@ func (l Layout) providerName(name string) (string, error) {
 		// alias is taken outside the namespace too (specialAliases).
 		name = "INBOX." + name
 	}
-	if !validFolderName(name) {
+	if !mailstore.ValidFolderName(name) {
 		return "", errNoSuchMailbox
 	}
 	return name, nil

@@ -3,215 +3,39 @@ package imapbackend
 import (
 	"context"
 	"reflect"
-	"slices"
 	"sort"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/emersion/go-imap/v2"
 	"github.com/emersion/go-imap/v2/imapserver"
+
+	"github.com/directbridge/directbridge/mailstore"
 )
 
-// folderListTTL is how long a user's folder list is reused. Clients list
-// folders in bursts: Thunderbird sends LIST and LSUB (or LIST (SUBSCRIBED))
-// on several connections at start-up, and LIST again after every folder
-// operation. A few seconds turn such a burst into one GetFolders call while
-// a folder made elsewhere (the web UI, another bridge) still shows up
-// almost at once. The bridge's own CREATE, DELETE, RENAME, SUBSCRIBE and
-// UNSUBSCRIBE invalidate the list, so a client always sees its own changes.
-const folderListTTL = 5 * time.Second
+// folderListTTL is how long a user's folder list is reused for a listing
+// (mailstore.FolderListTTL says why).
+const folderListTTL = mailstore.FolderListTTL
 
-// folderCache holds the folder lists of every user, shared by all of a
-// user's connections. Its zero value is ready to use.
-type folderCache struct {
-	mu      sync.Mutex
-	entries map[folderKey]*folderEntry
-}
-
-type folderKey struct {
-	user       string // lower-case Direct address
-	subscribed bool   // Folders(INBOX, true) rather than (INBOX, false)
-}
-
-// folderEntry is one cached list. fetch is held while a GetFolders call is
-// under way, so that connections asking at the same moment wait for that
-// call and share its answer instead of each making their own.
-type folderEntry struct {
-	fetch sync.Mutex
-
-	mu    sync.Mutex
-	names []string // as GetFolders answered: below INBOX, all levels
-	at    time.Time
-	gen   uint64 // bumped by invalidate: an answer fetched before is not stored
-}
-
-func (c *folderCache) entry(user string, subscribed bool) *folderEntry {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.entries == nil {
-		c.entries = map[folderKey]*folderEntry{}
-	}
-	k := folderKey{strings.ToLower(user), subscribed}
-	e := c.entries[k]
-	if e == nil {
-		e = &folderEntry{}
-		c.entries[k] = e
-	}
-	return e
-}
-
-// cached returns the entry's list if it is younger than maxAge.
-func (e *folderEntry) cached(maxAge time.Duration) ([]string, bool) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.at.IsZero() || time.Since(e.at) >= maxAge {
-		return nil, false
-	}
-	return e.names, true
-}
-
-// get returns a folder list no older than maxAge, calling fetch when the
-// cached one is older. maxAge 0 always calls fetch: commands that change
-// folders decide on the provider's current list, never on a cached one.
-func (c *folderCache) get(ctx context.Context, user string, subscribed bool, maxAge time.Duration,
-	fetch func(context.Context) ([]string, error)) ([]string, error) {
-	e := c.entry(user, subscribed)
-	if names, ok := e.cached(maxAge); ok {
-		return names, nil
-	}
-	e.fetch.Lock()
-	defer e.fetch.Unlock()
-	if names, ok := e.cached(maxAge); ok {
-		return names, nil // another connection fetched it while this one waited
-	}
-	e.mu.Lock()
-	gen := e.gen
-	e.mu.Unlock()
-	names, err := fetch(ctx)
-	if err != nil {
-		return nil, err
-	}
-	e.mu.Lock()
-	if e.gen == gen {
-		e.names, e.at = names, time.Now()
-	}
-	e.mu.Unlock()
-	return names, nil
-}
-
-// invalidate forgets a user's folder lists after the bridge changed the
-// folders; subscribed-only forgets just the subscription list.
-func (c *folderCache) invalidate(user string, subscribedOnly bool) {
-	for _, sub := range []bool{true, false} {
-		if !sub && subscribedOnly {
-			continue
-		}
-		e := c.entry(user, sub)
-		e.mu.Lock()
-		e.gen++
-		e.names, e.at = nil, time.Time{}
-		e.mu.Unlock()
-	}
-}
-
-// folderSet is a user's folders: INBOX and every folder below it.
+// folderSet is the engine's folder list with its names as a set, as
+// resolveName (session.go) reads it.
 type folderSet struct {
-	names  []string // sorted, INBOX first
+	*mailstore.FolderSet
 	exists map[string]bool
 }
 
-// newFolderSet builds a folderSet from a GetFolders answer. Names IMAP
-// cannot address (outside "INBOX.", empty levels) are left out: no command
-// could name them anyway.
-func newFolderSet(provider []string) *folderSet {
-	fs := &folderSet{names: []string{"INBOX"}, exists: map[string]bool{"INBOX": true}}
-	for _, n := range provider {
-		if !validFolderName(n) || fs.exists[n] {
-			continue
-		}
-		fs.exists[n] = true
-		fs.names = append(fs.names, n)
-	}
-	sort.Strings(fs.names)
-	return fs
-}
-
-// validFolderName is the provider's naming rule as the bridge sees it: INBOX
-// or "INBOX." followed by non-empty levels.
-func validFolderName(n string) bool {
-	if n == "INBOX" {
-		return true
-	}
-	return strings.HasPrefix(n, "INBOX.") && !strings.Contains(n, "..") && !strings.HasSuffix(n, ".")
-}
-
-// descendants returns the existing folders below name, all levels. Names
-// sharing a prefix are contiguous in sorted order, so this is a binary
-// search and a short scan.
-func (fs *folderSet) descendants(name string) []string {
-	prefix := name + string(delim)
-	i := sort.SearchStrings(fs.names, prefix)
-	j := i
-	for j < len(fs.names) && strings.HasPrefix(fs.names[j], prefix) {
-		j++
-	}
-	return fs.names[i:j]
-}
-
-func (fs *folderSet) hasChildren(name string) bool { return len(fs.descendants(name)) > 0 }
-
-// ancestors lists the levels above name, INBOX first: "INBOX.a.b" gives
-// "INBOX" and "INBOX.a".
-func ancestors(name string) []string {
-	var out []string
-	for i := 0; i < len(name); i++ {
-		if name[i] == byte(delim) {
-			out = append(out, name[:i])
-		}
-	}
-	return out
-}
-
-// listFolders returns the user's folders: "INBOX" plus Folders(INBOX,
-// false), reused for up to maxAge.
+// listFolders returns the user's folders (mailstore.Store.Folders),
+// reused for up to maxAge.
 func (s *session) listFolders(ctx context.Context, maxAge time.Duration) (*folderSet, error) {
-	names, err := s.srv.folders.get(ctx, s.auth.Username, false, maxAge, func(ctx context.Context) ([]string, error) {
-		return folderTree(ctx, s.srv.cfg.Provider, s.auth, s.srv.shape(), false, nil)
-	})
+	fs, err := s.srv.store.Folders(ctx, s.auth, maxAge)
 	if err != nil {
 		return nil, err
 	}
-	return newFolderSet(names), nil
-}
-
-// subscribedFolders returns the subscription list (subscriptions.go),
-// INBOX always among it: it is the one folder every client must see, and
-// the provider has no subscription state for its root.
-func (s *session) subscribedFolders(ctx context.Context) (map[string]bool, error) {
-	names, err := s.srv.folders.get(ctx, s.auth.Username, true, folderListTTL, func(ctx context.Context) ([]string, error) {
-		return folderTree(ctx, s.srv.cfg.Provider, s.auth, s.srv.shape(), true, func(ctx context.Context) ([]string, error) {
-			all, err := s.listFolders(ctx, folderListTTL)
-			if err != nil {
-				return nil, err
-			}
-			return slices.DeleteFunc(slices.Clone(all.names), func(n string) bool { return n == "INBOX" }), nil
-		})
-	})
-	if err != nil {
-		return nil, err
+	exists := make(map[string]bool, len(fs.Names()))
+	for _, n := range fs.Names() {
+		exists[n] = true
 	}
-	if names, err = s.subscribedNames(ctx, names); err != nil {
-		return nil, err
-	}
-	sub := make(map[string]bool, len(names)+1)
-	sub["INBOX"] = true
-	for _, n := range names {
-		if validFolderName(n) {
-			sub[n] = true
-		}
-	}
-	return sub, nil
+	return &folderSet{fs, exists}, nil
 }
 
 // specialUseAttr is the RFC 6154 special-use attribute of a provider
@@ -291,13 +115,13 @@ func (s *session) List(w *imapserver.ListWriter, ref string, patterns []string, 
 	}
 	ctx, cancel := s.ctx()
 	defer cancel()
-	fs, err := s.listFolders(ctx, folderListTTL)
+	fs, err := s.srv.store.Folders(ctx, s.auth, folderListTTL)
 	if err != nil {
 		return imapError(err)
 	}
 	var sub map[string]bool
 	if options.SelectSubscribed || options.ReturnSubscribed {
-		if sub, err = s.subscribedFolders(ctx); err != nil {
+		if sub, err = s.srv.store.Subscribed(ctx, s.auth); err != nil {
 			return imapError(err)
 		}
 	}
@@ -335,13 +159,13 @@ func (s *session) List(w *imapserver.ListWriter, ref string, patterns []string, 
 		return false
 	}
 	parentsOf := func(name string) []string {
-		a := ancestors(name)
+		a := mailstore.Ancestors(name)
 		if flat && len(a) > 0 && a[0] == "INBOX" {
 			a = a[1:]
 		}
 		return a
 	}
-	hasChildren := func(name string) bool { return !(flat && name == "INBOX") && fs.hasChildren(name) }
+	hasChildren := func(name string) bool { return !(flat && name == "INBOX") && fs.HasChildren(name) }
 	// A subscribed folder below name that the patterns do not reach: LSUB
 	// then lists name with \Noselect, RECURSIVEMATCH with CHILDINFO.
 	subscribedBelow := func(name string) bool {
@@ -363,7 +187,7 @@ func (s *session) List(w *imapserver.ListWriter, ref string, patterns []string, 
 	// Candidates: every folder, every level above one, and with a
 	// subscription selection every subscribed name.
 	cand := map[string]bool{}
-	for _, n := range fs.names {
+	for _, n := range fs.Names() {
 		cand[n] = true
 		for _, a := range parentsOf(n) {
 			cand[a] = true
@@ -387,7 +211,7 @@ func (s *session) List(w *imapserver.ListWriter, ref string, patterns []string, 
 		if !match(name) {
 			continue
 		}
-		exists := fs.exists[name]
+		exists := fs.Exists(name)
 		shown, _ := layout.imapName(name) // match said it can be shown
 		data := &imap.ListData{Mailbox: shown, Delim: delim}
 		switch {
@@ -477,18 +301,18 @@ func listName(ref, pattern string) string {
 // that made it with CREATE and looks for it by name finds it. Patterns
 // with wildcards never show aliases, so a full listing has each special
 // folder once.
-func (s *session) listAliases(ctx context.Context, w *imapserver.ListWriter, fs *folderSet, ref string, pats []string, status *imap.StatusOptions) error {
+func (s *session) listAliases(ctx context.Context, w *imapserver.ListWriter, fs *mailstore.FolderSet, ref string, pats []string, status *imap.StatusOptions) error {
 	for _, p := range pats {
 		if strings.ContainsAny(p, "*%") {
 			continue
 		}
 		name := listName(ref, p)
 		folder, err := s.srv.cfg.Layout.providerName(name)
-		if err != nil || fs.exists[folder] {
+		if err != nil || fs.Exists(folder) {
 			continue
 		}
 		target := aliasTarget(folder)
-		if !fs.exists[target] {
+		if !fs.Exists(target) {
 			continue
 		}
 		attrs := []imap.MailboxAttr{imap.MailboxAttrHasNoChildren}
@@ -511,13 +335,4 @@ func (s *session) listAliases(ctx context.Context, w *imapserver.ListWriter, fs 
 		}
 	}
 	return nil
-}
-
-// shape is what folderTree needs to know of the provider's GetFolders:
-// nil when it lists whole trees for certain.
-func (s *Server) shape() *folderShape {
-	if !s.cfg.FolderWalk {
-		return nil
-	}
-	return &s.folderShape
 }

@@ -90,7 +90,7 @@ type Config struct {
 	Layout Layout
 	// FolderWalk makes the folder list be read level by level when the
 	// provider's GetFolders might list direct children only (see
-	// foldertree.go); false takes its answer for the whole tree, as the
+	// mailstore/tree.go); false takes its answer for the whole tree, as the
 	// embedded sandbox gives by default.
 	FolderWalk bool
 }
@@ -101,10 +101,6 @@ type Server struct {
 	store  *mailstore.Store  // the folders' mirrors, polling, metadata
 	bodies *mailstore.Bodies // store.Bodies()
 	guard  *authguard.Guard  // password guessing (package authguard)
-
-	folders folderCache // per-user folder lists, shared by a user's connections (list.go)
-	// folderShape is how the provider's GetFolders lists (foldertree.go).
-	folderShape folderShape
 
 	nextID atomic.Uint64 // session ids
 
@@ -180,7 +176,7 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{cfg: cfg, conns: map[string]int{}, live: map[*session]struct{}{}}
 	s.store = mailstore.New(mailstore.Config{Provider: cfg.Provider, State: cfg.Store, Budget: cfg.Budget,
 		PollInterval: cfg.PollInterval, Idle: cfg.MirrorIdle, CallTimeout: cfg.CallTimeout,
-		CacheBytes: cfg.CacheBytes, Logger: cfg.Logger})
+		CacheBytes: cfg.CacheBytes, FolderWalk: cfg.FolderWalk, Logger: cfg.Logger})
 	s.bodies = s.store.Bodies()
 	s.guard = cfg.Guard
 	if s.guard == nil {

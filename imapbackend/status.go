@@ -132,7 +132,7 @@ func (s *session) acquireFolder(ctx context.Context, folder string) (*mailstore.
 			continue
 		}
 		if upstream.IsRefusal(err) {
-			if fs, ferr := s.listFolders(ctx, 0); ferr == nil && !fs.exists[folder] {
+			if fs, ferr := s.srv.store.Folders(ctx, s.auth, 0); ferr == nil && !fs.Exists(folder) {
 				return nil, errNoSuchMailbox
 			}
 		}

@@ -30,6 +30,9 @@ type Store struct {
 	memos   map[string]*readMemo // read state of forgotten mirrors (readmemo.go)
 	bodies  *Bodies              // the raw-message cache
 	appends recentAppends        // fingerprints of recent APPENDs (retries.go)
+
+	folders folderCache // per-user folder lists, shared by a user's connections (tree.go)
+	shape   folderShape // how the provider's GetFolders lists (tree.go)
 }
 
 // Config configures a Store.
@@ -53,6 +56,10 @@ type Config struct {
 	CallTimeout time.Duration
 	// CacheBytes bounds the raw-message cache (memory only, never disk).
 	CacheBytes int64
+	// FolderWalk makes the folder list be read level by level when the
+	// provider's GetFolders might list direct children only (tree.go);
+	// false takes its answer for the whole tree.
+	FolderWalk bool
 	Logger     *slog.Logger
 }
 
