@@ -9,6 +9,10 @@ import (
 	"time"
 
 	"github.com/emersion/go-imap/v2"
+	"github.com/emersion/go-imap/v2/imapclient"
+
+	"github.com/directbridge/directbridge/imapbackend"
+	"github.com/directbridge/directbridge/sandbox"
 )
 
 // Regressions of the engine under concurrent clients (issue 18): each test
@@ -172,4 +176,35 @@ func TestAppendedSeenThenVanishedNoHang(t *testing.T) {
 		_, err := b.Status("INBOX", &imap.StatusOptions{NumMessages: true}).Wait()
 		return err
 	})
+}
+
+// TestHungUpClientFreesSlot: a client that hangs up while its command
+// waits for a slow provider gives its connection slot back at once (not
+// when the command ends, minutes later), and the command is cancelled:
+// with one slot per user, a new login succeeds within a second or two.
+func TestHungUpClientFreesSlot(t *testing.T) {
+	e := newEnv(t, options{cfg: func(c *imapbackend.Config) { c.MaxConnsPerUser = 1 }})
+	e.deliver(alice, "INBOX", testMessage("slow"))
+	c := e.login(alice, alicePW)
+	// The SELECT's listing takes a minute; the client gives up at once.
+	e.sandbox.InjectFault("GetUIDs", sandbox.Fault{Latency: time.Minute, Times: 1})
+	go c.Select("INBOX", nil).Wait()
+	time.Sleep(200 * time.Millisecond)
+	c.Close()
+	start := time.Now()
+	for {
+		d, err := imapclient.DialInsecure(e.addr, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = d.Login(alice, alicePW).Wait()
+		d.Close()
+		if err == nil {
+			break
+		}
+		if time.Since(start) > 5*time.Second {
+			t.Fatalf("login still refused %v after the client hung up: %v", time.Since(start), err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	"github.com/emersion/go-imap/v2"
 	"github.com/emersion/go-imap/v2/imapserver"
@@ -17,16 +19,24 @@ import (
 )
 
 // session is one IMAP connection. Commands run one at a time per
-// connection (go-imap's rule), so its fields need no lock.
+// connection (go-imap's rule), so its fields need no lock, with two
+// exceptions: go-imap closes the session while an IDLE's goroutine may
+// still start (a client that drops mid-IDLE), so view is guarded by
+// viewMu; and the connection slot is given back by whoever sees the
+// client go first (slotUser).
 type session struct {
 	srv  *Server
 	conn *imapserver.Conn
 	id   uint64 // names the connection to the store (a retried APPEND, mailstore/retries.go)
 
 	auth directapi.Authentication // set by LOGIN; memory only
+	// slotUser is the user whose connection slot this connection holds
+	// (Server.addConn), nil when it holds none.
+	slotUser atomic.Pointer[string]
 
-	sel       *mailstore.Folder
-	view      *seqview.View // this connection's view of sel
+	sel    *mailstore.Folder
+	viewMu sync.Mutex
+	view   *seqview.View // this connection's view of sel
 	readOnly  bool
 	searchRes imap.UIDSet // SEARCHRES "$" (RFC 5182)
 	// appended: the command that just ran was APPEND, whose arrival the
@@ -45,9 +55,23 @@ var (
 	_ imapserver.SessionUnauthenticate = (*session)(nil)
 )
 
-// ctx bounds the REST calls of one command.
+// ctx bounds the REST calls and waits of one command: CallTimeout, or
+// until the client hangs up (peergone.go), whichever comes first.
 func (s *session) ctx() (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.Background(), s.srv.cfg.CallTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), s.srv.cfg.CallTimeout)
+	if s.conn == nil {
+		return ctx, cancel
+	}
+	wctx, stop := watchPeer(ctx, s.conn.NetConn(), s.releaseSlot)
+	return wctx, func() { stop(); cancel() }
+}
+
+// releaseSlot gives back the connection slot, once: at LOGOUT or close,
+// or as soon as a running command sees that the client hung up.
+func (s *session) releaseSlot() {
+	if u := s.slotUser.Swap(nil); u != nil {
+		s.srv.dropConn(*u)
+	}
 }
 
 // Login checks the Direct address and password with the provider (shared,
@@ -85,6 +109,7 @@ func (s *session) Login(username, password string) error {
 	if !s.srv.addConn(username) {
 		return errTooManyConns
 	}
+	s.slotUser.Store(&username)
 	connguard.Authenticated(s.conn.NetConn())
 	s.auth = directapi.Authentication{Username: username, Password: directapi.Secret(password)}
 	s.srv.cfg.Logger.Info("imap login", "user", username)
@@ -94,9 +119,7 @@ func (s *session) Login(username, password string) error {
 // Unauthenticate returns to the not-authenticated state (RFC 8437).
 func (s *session) Unauthenticate() error {
 	s.Unselect()
-	if s.auth.Username != "" {
-		s.srv.dropConn(s.auth.Username)
-	}
+	s.releaseSlot()
 	s.auth = directapi.Authentication{}
 	return nil
 }
@@ -144,7 +167,9 @@ func (s *session) Select(name string, options *imap.SelectOptions) (*imap.Select
 		s.srv.store.Release(m)
 		return nil, imapError(mailstore.ErrFolderGone)
 	}
+	s.viewMu.Lock()
 	s.sel, s.view, s.readOnly = m, v, options.ReadOnly
+	s.viewMu.Unlock()
 	return data, nil
 }
 
@@ -153,7 +178,9 @@ func (s *session) Unselect() error {
 	if s.sel != nil {
 		s.view.Close()
 		s.srv.store.Release(s.sel)
+		s.viewMu.Lock()
 		s.sel, s.view, s.searchRes = nil, nil, nil
+		s.viewMu.Unlock()
 	}
 	return nil
 }
@@ -199,8 +226,10 @@ func (s *session) rev2() bool {
 // Idle waits for updates; the mirror's poller brings them.
 func (s *session) Idle(w *imapserver.UpdateWriter, stop <-chan struct{}) error {
 	// go-imap may close the session while this still runs (a client that
-	// drops mid-IDLE): work on the mirror and view as they were.
+	// drops mid-IDLE): work on the view as it was.
+	s.viewMu.Lock()
 	v := s.view
+	s.viewMu.Unlock()
 	if v == nil {
 		<-stop
 		return nil
