@@ -34,9 +34,9 @@ type session struct {
 	// (Server.addConn), nil when it holds none.
 	slotUser atomic.Pointer[string]
 
-	sel    *mailstore.Folder
-	viewMu sync.Mutex
-	view   *seqview.View // this connection's view of sel
+	sel       *mailstore.Folder
+	viewMu    sync.Mutex
+	view      *seqview.View // this connection's view of sel
 	readOnly  bool
 	searchRes imap.UIDSet // SEARCHRES "$" (RFC 5182)
 	// appended: the command that just ran was APPEND, whose arrival the
