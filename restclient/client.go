@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/directbridge/directbridge/directapi"
+	"github.com/directbridge/directbridge/upstream"
 )
 
 // Defaults. The provider's documents state no limits ("Rate limits ...:
@@ -251,12 +252,23 @@ func (c *Client) do(ctx context.Context, req request, out envelope) error {
 		payload = jsonBody(encoded)
 	}
 	began := c.clock.Now()
+	var last error // the previous attempt's
 	for attempt := 0; ; attempt++ {
+		// The provider budget the context carries, if any
+		// (upstream.Charge): a token per request sent, so retries and
+		// each batch of a batched operation are charged too.
+		if err := upstream.Pace(ctx); err != nil {
+			if last != nil {
+				return last // as when the wait before a retry is cut short
+			}
+			return fmt.Errorf("restclient: %s: waiting for the request budget: %w", req.op, err)
+		}
 		if err := c.limiter.wait(ctx); err != nil {
 			return fmt.Errorf("restclient: %s: %w", req.op, err)
 		}
 		start := c.clock.Now()
 		status, err := c.attempt(ctx, req, payload, out)
+		last = err
 		if c.observe != nil {
 			c.observe(Event{Op: req.op, Attempt: attempt, StatusCode: status, Err: err, Duration: c.clock.Now().Sub(start)})
 		}

@@ -13,11 +13,20 @@ import (
 // engine and fronts use. It is the one place outside this package's own
 // error types that reads the provider's result codes: every error it
 // returns wraps one of upstream's sentinel classes (see classify).
+//
+// It is an upstream.RequestPacer: the Client waits for the budget its
+// context carries before every request (upstream.Pace), so
+// upstream.WithBudget charges each HTTP request a call sends, not the
+// call.
 func Upstream(c *Client) upstream.Provider { return adapter{c} }
 
 type adapter struct{ c *Client }
 
-var _ upstream.Provider = adapter{}
+var _ upstream.RequestPacer = adapter{}
+
+// PacesRequests reports that the Client calls upstream.Pace before each
+// request (Client.do).
+func (adapter) PacesRequests() bool { return true }
 
 // Whether an operation changes something at the provider. A change whose
 // request may have reached the provider is ErrUnknownOutcome when it

@@ -15,8 +15,9 @@ import (
 // request instead of one each, where the budget is what limits them.
 //
 // p must not wait for b itself (wrap the provider WithBudget first: the
-// merged call spends the token the first caller waited for, through
-// Prepay). With no budget there is no wait to merge in, and p is returned.
+// merged call's first request spends the token the first caller waited
+// for, through Prepay; further batches of a long UID list wait again).
+// With no budget there is no wait to merge in, and p is returned.
 //
 // Both operations take a set of UIDs and are safe to repeat, so a merged
 // call the provider refuses (one caller's UID was expunged meanwhile, and

@@ -298,11 +298,13 @@ func (b *Budget) Stats() BudgetStats {
 type prepaidKey struct{}
 
 // Prepay waits for n requests' worth of the budget for user, at the
-// priority ctx carries, and returns a context whose first n requests
-// through WithBudget do not wait again. A poller prepays its refresh
-// before it starts, so that a client that joins the refresh under way (a
-// SELECT sharing it) never waits behind polls in the budget's queue,
-// while polls still take no more than their share.
+// priority ctx carries, and returns a context whose first n requests do
+// not wait again: HTTP requests of a provider that paces itself (see
+// Charge), calls of any other through WithBudget. Requests beyond them (a
+// refresh that found changes, a retry) wait at ctx's priority. A poller
+// prepays its refresh before it starts, so that a client that joins the
+// refresh under way (a SELECT sharing it) never waits behind polls in the
+// budget's queue, while polls still take no more than their share.
 func (b *Budget) Prepay(ctx context.Context, user string, n int) (context.Context, error) {
 	if b == nil || b.rate == 0 || n <= 0 {
 		return ctx, ctx.Err()

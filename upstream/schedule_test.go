@@ -193,3 +193,64 @@ func TestPrepaidRequestsDoNotWaitAgain(t *testing.T) {
 		t.Fatal("a request beyond the prepaid ones went without a token")
 	}
 }
+
+// pacingProvider is a RequestPacer whose UIDs sends requests requests,
+// each after Pace, as restclient's Client does.
+type pacingProvider struct {
+	Provider
+	requests int
+	sent     int
+}
+
+func (p *pacingProvider) PacesRequests() bool { return true }
+
+func (p *pacingProvider) UIDs(ctx context.Context, _ Auth, _ string) ([]int64, error) {
+	for range p.requests {
+		if err := Pace(ctx); err != nil {
+			return nil, err
+		}
+		p.sent++
+	}
+	return nil, nil
+}
+
+// TestBudgetChargesPacedRequests: WithBudget over a provider that paces
+// itself does not wait per call but charges every request the call
+// sends, to the call's user and at its priority; prepaid requests go at
+// once. A context without a budget, or with an unlimited one, never waits.
+func TestBudgetChargesPacedRequests(t *testing.T) {
+	b := NewBudget(1000)
+	p := &pacingProvider{requests: 3}
+	bp := WithBudget(p, b)
+	if _, err := bp.UIDs(WithPriority(context.Background(), ReadAhead), Auth{Username: "U"}, "INBOX"); err != nil {
+		t.Fatal(err)
+	}
+	if s := b.Stats(); s.Granted[ReadAhead] != 3 || p.sent != 3 {
+		t.Fatalf("a call of 3 requests: %d sent, %v granted; want 3 read-ahead tokens", p.sent, s.Granted)
+	}
+	ctx, err := b.Prepay(context.Background(), "u", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bp.UIDs(ctx, Auth{Username: "U"}, "INBOX"); err != nil {
+		t.Fatal(err)
+	}
+	if s := b.Stats(); s.Granted[Interactive] != 3 {
+		t.Fatalf("3 requests with 2 prepaid: %d tokens in all, want 3", s.Granted[Interactive])
+	}
+
+	// The budget spent, a charged request waits; an uncharged one does not.
+	small := NewBudget(1)
+	drain(t, small)
+	short, cancel := context.WithTimeout(Charge(context.Background(), small, "u"), 20*time.Millisecond)
+	defer cancel()
+	if err := Pace(short); err == nil {
+		t.Fatal("a request charged to a spent budget went at once")
+	}
+	if err := Pace(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if ctx := Charge(context.Background(), NewBudget(0), "u"); ctx != context.Background() {
+		t.Error("an unlimited budget is put in the context")
+	}
+}
