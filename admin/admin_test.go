@@ -22,6 +22,7 @@ import (
 	"github.com/directbridge/directbridge/mailbox"
 	"github.com/directbridge/directbridge/restclient"
 	"github.com/directbridge/directbridge/sandbox"
+	"github.com/directbridge/directbridge/upstream"
 )
 
 // env is an admin server on a real socket in front of a sandbox on real
@@ -765,5 +766,65 @@ func TestMessagesReachesProviderListings(t *testing.T) {
 	}
 	if strings.Contains(e.logs.String(), "confidential") || strings.Contains(e.logs.String(), "lab results") {
 		t.Error("message content in the logs")
+	}
+}
+
+func withBudget(b *upstream.Budget) option { return func(c *admin.Config, _ *env) { c.Budget = b } }
+
+// TestProviderRequestsSpendBudget: the admin socket's provider requests
+// (delivery status, registration with its login, the health probe) wait
+// for the bridge's request budget like the mail fronts' do, one token per
+// HTTP request, at Interactive priority; with the budget spent, an
+// operation waits for it until its time limit and reaches no provider.
+func TestProviderRequestsSpendBudget(t *testing.T) {
+	b := upstream.NewBudget(1000)
+	e := newEnv(t, withBudget(b))
+	ctx := context.Background()
+	alice := directapi.Authentication{Username: "alice@direct.example", Password: sandbox.DemoPassword}
+	var ids []string
+	for _, to := range []string{"bob@direct.example", "someone@other.example"} {
+		id, err := e.client.Send(ctx, alice, directapi.Message{Sender: alice.Username, Subject: "s", Body: "b",
+			Recipients: []directapi.Recipient{{Email: to, Type: directapi.TO}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	for _, tc := range []struct {
+		op       string
+		args     any
+		requests int
+	}{
+		{admin.OpStatus, admin.StatusArgs{User: alice.Username, Password: alice.Password, SmtpIDs: ids}, 1},
+		{admin.OpStatusTuser, admin.StatusTuserArgs{User: "reseller", Password: sandbox.DemoPassword, DirectAddr: alice.Username, SmtpIDs: ids}, 2},
+		{admin.OpPatientByUsername, admin.PatientByUsernameArgs{Domain: "direct.example", Username: "alice"}, 2}, // Login first
+		{admin.OpPatientByUsername, admin.PatientByUsernameArgs{Domain: "direct.example", Username: "bob"}, 1},   // the session kept
+		{admin.OpStats, admin.StatsArgs{User: alice.Username, Password: alice.Password, Folders: []string{"INBOX"}}, 3},
+		{admin.OpHealth, nil, 1},
+	} {
+		before, sent := b.Stats().Granted, e.sb.TotalCalls()
+		e.mustCall(t, tc.op, tc.args, nil)
+		after, requests := b.Stats().Granted, e.sb.TotalCalls()-sent
+		if tokens := after[upstream.Interactive] - before[upstream.Interactive]; int(tokens) != requests || requests != tc.requests {
+			t.Errorf("%s: %d interactive tokens for %d provider requests; want %d of each", tc.op, tokens, requests, tc.requests)
+		}
+		if after[upstream.Poll] != before[upstream.Poll] || after[upstream.ReadAhead] != before[upstream.ReadAhead] {
+			t.Errorf("%s: tokens of another priority spent: %v -> %v", tc.op, before, after)
+		}
+	}
+
+	// The budget spent (by the mail fronts, say): the operation waits
+	// and times out, and the provider never sees it.
+	spent := upstream.NewBudget(0.5)
+	if err := spent.Wait(ctx, "alice@direct.example"); err != nil {
+		t.Fatal(err)
+	}
+	short := newEnv(t, withBudget(spent), withRequestTimeout(300*time.Millisecond))
+	err := short.call(t, admin.OpStatus, admin.StatusArgs{User: alice.Username, Password: alice.Password, SmtpIDs: ids[:1]}, nil)
+	if codeOf(err) != admin.CodeTimeout {
+		t.Fatalf("status with the budget spent: %v; want %s", err, admin.CodeTimeout)
+	}
+	if n := short.sb.TotalCalls(); n != 0 {
+		t.Errorf("the provider saw %d requests made without the budget's leave", n)
 	}
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/directbridge/directbridge/directapi"
 	"github.com/directbridge/directbridge/restclient"
+	"github.com/directbridge/directbridge/upstream"
 )
 
 // Bounds of the status operations.
@@ -92,7 +93,10 @@ func (s *Server) handle(line []byte) (resp Response) {
 	op = req.Op
 	ctx, cancel := context.WithTimeout(s.ctx, s.cfg.RequestTimeout)
 	defer cancel()
-	result, err := h(ctx, req.Args)
+	// Every provider request the operation makes, through the Client or
+	// the Registrar, waits for the budget (restclient paces what its
+	// context carries); a wait that outlasts the time limit is a timeout.
+	result, err := h(upstream.Charge(ctx, s.cfg.Budget, BudgetUser), req.Args)
 	if err != nil {
 		return failure(s.classify(ctx, op, err))
 	}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/directbridge/directbridge/mailbox"
 	"github.com/directbridge/directbridge/restclient"
+	"github.com/directbridge/directbridge/upstream"
 )
 
 // Defaults of Config.
@@ -52,6 +53,17 @@ type Config struct {
 	Registrar *restclient.Registrar
 	// Store holds the sent records; nil makes "status" require smtpIds.
 	Store mailbox.StateStore
+	// Budget is the provider request budget the mail fronts spend
+	// (upstream.Budget). Every request the admin socket sends to the
+	// provider waits for it, one token per HTTP request (registration
+	// and its logins, status, forward, stats, messages, the health
+	// probe): the socket is no way around the rate the bridge keeps to.
+	// Its requests are Interactive (someone waits for the answer) and are
+	// all charged to one budget user, BudgetUser, so that a script
+	// driving the socket takes one user's turn among the mailboxes' when
+	// the budget is short, whoever's mailbox it asks about. Nil or
+	// unlimited sends without waiting.
+	Budget *upstream.Budget
 	// Logger gets one line per request: operation, result code, duration.
 	Logger *slog.Logger
 	// RequestTimeout bounds one request; zero means DefaultRequestTimeout.
@@ -69,6 +81,10 @@ type Config struct {
 	// Zero means DefaultMaxConns.
 	MaxConns int
 }
+
+// BudgetUser is the user the admin socket's requests are charged to in
+// Config.Budget: not a Direct address, so no mailbox shares its turn.
+const BudgetUser = "(admin socket)"
 
 // Server serves the admin protocol on a Unix socket.
 type Server struct {

@@ -73,7 +73,11 @@ func (b *Bridge) openAdmin() error {
 		Client:    b.client,
 		Registrar: reg,
 		Store:     b.store,
-		Logger:    b.log.With("component", "admin"),
+		// The admin socket uses the client directly, not the budgeted
+		// provider of the fronts; the budget reaches its requests
+		// through their context.
+		Budget: b.budget,
+		Logger: b.log.With("component", "admin"),
 	})
 	if err != nil {
 		return err

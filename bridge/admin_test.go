@@ -204,3 +204,40 @@ func TestAdminConfig(t *testing.T) {
 		}
 	}
 }
+
+// TestAdminSocketSpendsBudget: the admin socket's provider requests go
+// through the bridge's request budget (DIRECTBRIDGE_API_RATE_LIMIT), as
+// the mail fronts' do: its granted tokens grow by the requests a status
+// and a registration look-up make.
+func TestAdminSocketSpendsBudget(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.APIRateLimit = "1000"
+	cfg.MetricsAddr = "127.0.0.1:0"
+	b, err := bridge.New(cfg, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	startBridge(t, b)
+	const granted = `directbridge_budget_granted_total{priority="interactive"}`
+	tokens := func() float64 {
+		_, scrape := httpGet(t, "http://"+b.Addr(bridge.MetricsListener)+"/metrics")
+		return metricValue(scrape, granted)
+	}
+	path := cfg.AdminSocketPath()
+	for _, tc := range []struct {
+		op       string
+		args     any
+		requests float64
+	}{
+		{admin.OpStatus, admin.StatusArgs{User: "alice@direct.example", Password: "sandbox-demo", SmtpIDs: []string{"nothing-sent"}}, 1},
+		{admin.OpPatientByUsername, admin.PatientByUsernameArgs{Domain: "direct.example", Username: "alice"}, 2}, // and the login
+	} {
+		before := tokens()
+		if err := adminCall(t, path, tc.op, tc.args, nil); err != nil {
+			t.Fatalf("%s: %v", tc.op, err)
+		}
+		if got := tokens() - before; got != tc.requests {
+			t.Errorf("%s spent %v tokens of the bridge's budget, want %v", tc.op, got, tc.requests)
+		}
+	}
+}

@@ -47,8 +47,9 @@
 // down for maintenance fails an IMAP SELECT within it). The bridge spends its requests
 // through upstream.Budget (DIRECTBRIDGE_API_RATE_LIMIT) and runs this
 // client Unlimited: a context that carries a budget (upstream.Charge, as
-// upstream.WithBudget gives it) makes every request made with it wait for
-// a token first, each retry and each batch included (upstream.Pace).
+// upstream.WithBudget and the admin socket give it) makes every request
+// made with it wait for a token first, each retry and each batch
+// included (upstream.Pace).
 //
 // Only operations that are safe to repeat are retried after a request may
 // have reached the provider: reads, counts, status, folder listing,

@@ -19,7 +19,8 @@ import (
 // So the budget travels in the context (Charge), and the one that sends
 // the requests waits for it before each (Pace): restclient's Client does,
 // for every attempt of every request, with whatever context it is given,
-// so callers that use the Client without a Provider are charged too.
+// so callers that use the Client without a Provider are charged too (the
+// admin socket: admin.Config.Budget).
 // WithBudget charges a Provider that says it paces itself
 // (RequestPacer, as restclient.Upstream does) through the context only;
 // any other Provider (a test's fake) one token per call, before it, as
