@@ -18,6 +18,7 @@ import (
 	"github.com/directbridge/directbridge/delivery"
 	"github.com/directbridge/directbridge/imapbackend"
 	"github.com/directbridge/directbridge/mailbox"
+	"github.com/directbridge/directbridge/mailstore"
 	"github.com/directbridge/directbridge/msgbudget"
 	"github.com/directbridge/directbridge/restclient"
 	"github.com/directbridge/directbridge/sandbox"
@@ -45,6 +46,7 @@ type Bridge struct {
 	certs     *certSource
 	smtp      *smtpbackend.Server
 	tracker   *delivery.Tracker // nil when bounces are off
+	engine    *mailstore.Store // the mail engine the IMAP front adapts to
 	imap      *imapbackend.Server
 	listeners []namedListener
 	obs       *observer // metrics and health; nil when off
@@ -156,21 +158,25 @@ func (b *Bridge) open() error {
 	if err != nil {
 		return err
 	}
-	b.imap, err = imapbackend.New(imapbackend.Config{
-		Layout: layout,
+	b.engine = mailstore.New(mailstore.Config{
+		Provider:     provider,
+		State:        b.store,
+		Budget:       b.budget,
+		PollInterval: b.cfg.PollInterval,
+		CacheBytes:   b.cfg.IMAPCacheBytes,
 		// A real provider may list direct children only; the embedded
 		// sandbox lists whole trees unless told otherwise.
-		FolderWalk:        b.cfg.APIURL != "" || b.cfg.SandboxConfig.ChildrenOnly,
-		Provider:          provider,
+		FolderWalk: b.cfg.APIURL != "" || b.cfg.SandboxConfig.ChildrenOnly,
+		Logger:     b.log.With("component", "imap"),
+	})
+	b.imap, err = imapbackend.New(imapbackend.Config{
+		Layout:            layout,
+		Engine:            b.engine,
 		Verifier:          verifier,
 		Guard:             guard,
 		Connections:       conns,
-		Store:             b.store,
 		TLSConfig:         b.certs.tlsConfig(),
 		AllowInsecureAuth: b.cfg.AllowInsecureAuth,
-		PollInterval:      b.cfg.PollInterval,
-		Budget:            b.budget,
-		CacheBytes:        b.cfg.IMAPCacheBytes,
 		AppendLimit:       b.cfg.AppendLimit(),
 		Messages:          messages,
 		MaxConnsPerUser:   b.cfg.IMAPMaxConns,
@@ -302,14 +308,34 @@ func (b *Bridge) Run(ctx context.Context) error {
 	}
 	stopping.Wait()
 	wg.Wait()
+	// No command runs now: the engine sends what waits (the read marking
+	// of appended messages) while the provider is still there, then stops.
+	b.closeEngine()
 	stopSandbox()
 	<-sandboxDone
 	b.close()
 	return runErr
 }
 
+// closeEngine ends the mail engine (its pollers and timers) before the
+// state store closes; at most engineCloseTimeout.
+func (b *Bridge) closeEngine() {
+	if b.engine == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), engineCloseTimeout)
+	defer cancel()
+	if err := b.engine.Close(ctx); err != nil {
+		b.log.Warn("shutdown", "part", "engine", "err", err)
+	}
+}
+
+// engineCloseTimeout bounds the engine's last provider calls at shutdown.
+const engineCloseTimeout = 10 * time.Second
+
 func (b *Bridge) close() {
 	b.closeAdmin()
+	b.closeEngine() // a second time is harmless: nothing waits any more
 	if b.tracker != nil {
 		b.tracker.Close()
 	}

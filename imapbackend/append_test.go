@@ -125,8 +125,8 @@ func TestAppendErrors(t *testing.T) {
 // asked for, and no second copy is saved. Another message appended to
 // INBOX.Sent is saved as usual.
 func TestAppendSentNoDuplicate(t *testing.T) {
-	var store mailbox.StateStore
-	e := newEnv(t, options{cfg: func(c *imapbackend.Config) { store = c.Store }})
+	e := newEnv(t, options{})
+	store := e.store
 	ctx := context.Background()
 	smtpID, err := e.client.Send(ctx, auth(alice), directapi.Message{
 		Sender: alice, Subject: "sent", Body: "hello",

@@ -13,7 +13,7 @@ import (
 	"github.com/emersion/go-imap/v2"
 
 	"github.com/directbridge/directbridge/directapi"
-	"github.com/directbridge/directbridge/imapbackend"
+	"github.com/directbridge/directbridge/mailstore"
 )
 
 // fill saves n small messages into folder at the provider in one call.
@@ -270,7 +270,7 @@ func TestSelectAllUnreadCost(t *testing.T) {
 // read state agrees with the counts (mailstore/readmemo.go), and the read state
 // shown is right, for old and new messages alike.
 func TestReselectAfterEvictionCost(t *testing.T) {
-	e := newEnv(t, options{cfg: func(c *imapbackend.Config) { c.MirrorIdle = 20 * time.Millisecond }})
+	e := newEnv(t, options{engine: func(c *mailstore.Config) { c.Idle = 20 * time.Millisecond }})
 	fill(t, e, "INBOX", 10)
 	c := e.login(alice, alicePW)
 	mustSelectFolder(t, c, "INBOX")

@@ -18,6 +18,7 @@ import (
 	"github.com/directbridge/directbridge/directapi"
 	"github.com/directbridge/directbridge/imapbackend"
 	"github.com/directbridge/directbridge/mailbox"
+	"github.com/directbridge/directbridge/mailstore"
 	"github.com/directbridge/directbridge/restclient"
 	"github.com/directbridge/directbridge/sandbox"
 )
@@ -34,8 +35,10 @@ type env struct {
 	sandbox  *sandbox.Server
 	client   *restclient.Client // for arranging and checking provider state
 	server   *imapbackend.Server
-	addr     string // STARTTLS listener (loopback: LOGIN allowed in clear)
-	tlsAddr  string // implicit TLS listener
+	engine   *mailstore.Store
+	store    mailbox.StateStore // the state store under the engine
+	addr     string             // STARTTLS listener (loopback: LOGIN allowed in clear)
+	tlsAddr  string             // implicit TLS listener
 	tlsConf  *tls.Config
 	stateDir string
 }
@@ -44,6 +47,7 @@ type env struct {
 type options struct {
 	pollInterval time.Duration
 	cfg          func(*imapbackend.Config)
+	engine       func(*mailstore.Config)
 	stateDir     string
 	sandboxDir   string
 	sandbox      func(*sandbox.Options)
@@ -76,15 +80,18 @@ func newEnv(t testing.TB, o options) *env {
 		t.Fatal(err)
 	}
 	tlsConf := selfSignedTLS(t)
-	cfg := imapbackend.Config{
-		Provider:     restclient.Upstream(c),
-		Verifier:     mailbox.NewVerifier(restclient.Upstream(c), time.Minute),
-		Store:        store,
-		TLSConfig:    tlsConf,
-		PollInterval: o.pollInterval,
+	ecfg := mailstore.Config{Provider: restclient.Upstream(c), State: store, PollInterval: o.pollInterval}
+	if ecfg.PollInterval == 0 {
+		ecfg.PollInterval = time.Hour // tests that want polling say so
 	}
-	if cfg.PollInterval == 0 {
-		cfg.PollInterval = time.Hour // tests that want polling say so
+	if o.engine != nil {
+		o.engine(&ecfg)
+	}
+	engine := mailstore.New(ecfg)
+	cfg := imapbackend.Config{
+		Engine:    engine,
+		Verifier:  mailbox.NewVerifier(restclient.Upstream(c), time.Minute),
+		TLSConfig: tlsConf,
 	}
 	if o.cfg != nil {
 		o.cfg(&cfg)
@@ -97,10 +104,13 @@ func newEnv(t testing.TB, o options) *env {
 	l2, _ := net.Listen("tcp", "127.0.0.1:0")
 	go is.ServePlain(l1)
 	go is.ServeTLS(l2)
-	e := &env{t: t, sandbox: srv, client: c, server: is, addr: l1.Addr().String(), tlsAddr: l2.Addr().String(),
+	e := &env{t: t, sandbox: srv, client: c, server: is, engine: engine, store: store, addr: l1.Addr().String(), tlsAddr: l2.Addr().String(),
 		tlsConf: &tls.Config{InsecureSkipVerify: true}, stateDir: o.stateDir}
 	t.Cleanup(func() {
 		is.Shutdown(context.Background())
+		if err := engine.Close(context.Background()); err != nil {
+			t.Errorf("engine close: %v", err)
+		}
 		hs.Close()
 		store.Close()
 		srv.Close()

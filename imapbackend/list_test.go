@@ -10,7 +10,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/directbridge/directbridge/imapbackend"
+	"github.com/directbridge/directbridge/mailstore"
 	"github.com/directbridge/directbridge/sandbox"
 
 	"github.com/emersion/go-imap/v2"
@@ -291,7 +291,7 @@ func TestListChildrenOnlyProvider(t *testing.T) {
 		t.Run(map[bool]string{true: "children-only", false: "whole-tree"}[childrenOnly], func(t *testing.T) {
 			e := newEnv(t, options{
 				sandbox: func(o *sandbox.Options) { o.FoldersChildrenOnly = childrenOnly },
-				cfg:     func(c *imapbackend.Config) { c.FolderWalk = true },
+				engine:  func(c *mailstore.Config) { c.FolderWalk = true },
 			})
 			c := e.login(alice, alicePW)
 			// Subscribed before it exists: CREATE then sets the

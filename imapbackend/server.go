@@ -20,19 +20,10 @@ import (
 	"github.com/directbridge/directbridge/mailbox"
 	"github.com/directbridge/directbridge/mailstore"
 	"github.com/directbridge/directbridge/msgbudget"
-	"github.com/directbridge/directbridge/upstream"
 )
-
-// shutdownMarkTimeout bounds the read marking of appended messages at
-// shutdown.
-const shutdownMarkTimeout = 10 * time.Second
 
 // Defaults of Config.
 const (
-	// DefaultPollInterval brings new mail to an IDLE client within 5 s
-	// (10 s at worst with a poll under way); see mailstore.Store.PollInterval.
-	DefaultPollInterval    = 5 * time.Second
-	DefaultCacheBytes      = 64 << 20
 	DefaultAppendLimit     = 50 << 20
 	DefaultMaxConnsPerUser = 20
 	minAppendLimit         = 4096
@@ -42,26 +33,14 @@ const (
 
 // Config configures the IMAP front.
 type Config struct {
-	// Provider is the mail provider (restclient.Upstream, usually
-	// wrapped in a budget).
-	Provider  upstream.Provider
+	// Engine is the mail engine (mailstore.New) every command is adapted
+	// to: it makes every provider and state-store call, and the front
+	// makes none. Whoever made it closes it (Store.Close) after Shutdown.
+	Engine    *mailstore.Store
 	Verifier  *mailbox.Verifier
-	Store     mailbox.StateStore
 	TLSConfig *tls.Config
 	// AllowInsecureAuth allows LOGIN without TLS on non-loopback listeners.
 	AllowInsecureAuth bool
-	// PollInterval is how often a folder someone has selected is polled;
-	// the budget may stretch it (mailstore.Store.PollInterval).
-	PollInterval time.Duration
-	// MirrorIdle is how long a folder no connection has open stays in
-	// memory (its UIDs, flags, metadata); 0 means 10 minutes.
-	MirrorIdle time.Duration
-	// Budget is the provider budget the Provider spends, if any: polls
-	// are paced to take at most its poll share.
-	Budget *upstream.Budget
-	// CacheBytes bounds the in-memory cache of raw messages (health data:
-	// memory only, never disk).
-	CacheBytes int64
 	// AppendLimit is the largest APPEND (RFC 7889).
 	AppendLimit uint32
 	// Messages bounds the bytes of APPEND literals held at once (shared
@@ -74,8 +53,9 @@ type Config struct {
 	// be recovered, as with Gmail's IMAP; inside INBOX.Trash EXPUNGE always
 	// removes for good.
 	DeleteForever bool
-	CallTimeout   time.Duration
-	Logger        *slog.Logger
+	// CallTimeout bounds each command (its provider calls and waits).
+	CallTimeout time.Duration
+	Logger      *slog.Logger
 	// Metrics, when set, receives connection, command, authentication
 	// and cache events (metrics.go).
 	Metrics Metrics
@@ -88,11 +68,6 @@ type Config struct {
 	Guard *authguard.Guard
 	// Layout is how folder names appear (layout.go); "" is LayoutInbox.
 	Layout Layout
-	// FolderWalk makes the folder list be read level by level when the
-	// provider's GetFolders might list direct children only (see
-	// mailstore/tree.go); false takes its answer for the whole tree, as the
-	// embedded sandbox gives by default.
-	FolderWalk bool
 }
 
 // Server is the IMAP front.
@@ -137,14 +112,8 @@ var caps = imap.CapSet{
 
 // New returns a Server.
 func New(cfg Config) (*Server, error) {
-	if cfg.Provider == nil || cfg.Verifier == nil || cfg.Store == nil {
-		return nil, errors.New("imapbackend: Provider, Verifier and Store are required")
-	}
-	if cfg.PollInterval <= 0 {
-		cfg.PollInterval = DefaultPollInterval
-	}
-	if cfg.CacheBytes <= 0 {
-		cfg.CacheBytes = DefaultCacheBytes
+	if cfg.Engine == nil || cfg.Verifier == nil {
+		return nil, errors.New("imapbackend: Engine and Verifier are required")
 	}
 	if cfg.AppendLimit == 0 {
 		cfg.AppendLimit = DefaultAppendLimit
@@ -155,9 +124,6 @@ func New(cfg Config) (*Server, error) {
 	cfg.AppendLimit = max(cfg.AppendLimit, minAppendLimit)
 	if cfg.MaxConnsPerUser <= 0 {
 		cfg.MaxConnsPerUser = DefaultMaxConnsPerUser
-	}
-	if cfg.MirrorIdle <= 0 {
-		cfg.MirrorIdle = mailstore.DefaultIdle
 	}
 	if cfg.CallTimeout <= 0 {
 		cfg.CallTimeout = DefaultCallTimeout
@@ -174,9 +140,7 @@ func New(cfg Config) (*Server, error) {
 		cfg.Metrics = nopMetrics{}
 	}
 	s := &Server{cfg: cfg, conns: map[string]int{}, live: map[*session]struct{}{}}
-	s.store = mailstore.New(mailstore.Config{Provider: cfg.Provider, State: cfg.Store, Budget: cfg.Budget,
-		PollInterval: cfg.PollInterval, Idle: cfg.MirrorIdle, CallTimeout: cfg.CallTimeout,
-		CacheBytes: cfg.CacheBytes, FolderWalk: cfg.FolderWalk, Logger: cfg.Logger})
+	s.store = cfg.Engine
 	s.bodies = s.store.Bodies()
 	s.guard = cfg.Guard
 	if s.guard == nil {
@@ -274,12 +238,6 @@ func (s *Server) Shutdown(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 	}
-	// \Seen of messages just appended goes out with the settle timer,
-	// which may not fire before the process ends. ctx may be spent by
-	// now (clients that stopped reading): a short time of its own.
-	mctx, cancel := context.WithTimeout(context.Background(), shutdownMarkTimeout)
-	s.store.MarkAppendedRead(mctx)
-	cancel()
 	return errors.Join(errs...)
 }
 

@@ -124,7 +124,7 @@ func (m *Folder) expect(a *arrival) {
 // armSettleLocked (re)starts the settle timer.
 func (m *Folder) armSettleLocked() {
 	if m.settle == nil {
-		m.settle = time.AfterFunc(appendSettle, m.settled)
+		m.settle = time.AfterFunc(appendSettle, func() { m.store.bg.Go(m.settled) })
 	} else {
 		m.settle.Reset(appendSettle)
 	}
@@ -132,8 +132,8 @@ func (m *Folder) armSettleLocked() {
 
 // settled marks appended messages read and refreshes the folder after
 // appends, so watchers see them.
-func (m *Folder) settled() {
-	ctx, cancel := context.WithTimeout(context.Background(), m.store.cfg.CallTimeout)
+func (m *Folder) settled(life context.Context) {
+	ctx, cancel := context.WithTimeout(life, m.store.cfg.CallTimeout)
 	defer cancel()
 	m.markAppendedRead(ctx)
 	m.mu.Lock()
@@ -275,11 +275,11 @@ func (m *Folder) placeArrivals(ctx context.Context, newUIDs []imap.UID, started 
 		if len(m.unmarked) >= BatchSize || time.Since(m.unmarkedSince) >= maxUnmarkedAge {
 			// A steady stream of APPENDs keeps resetting the timer:
 			// the marking goes out anyway, at a bounded size and age.
-			go func() {
-				ctx, cancel := context.WithTimeout(context.Background(), m.store.cfg.CallTimeout)
+			m.store.bg.Go(func(life context.Context) {
+				ctx, cancel := context.WithTimeout(life, m.store.cfg.CallTimeout)
 				defer cancel()
 				m.markAppendedRead(ctx)
-			}()
+			})
 		} else {
 			m.armSettleLocked()
 		}

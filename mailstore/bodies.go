@@ -47,6 +47,7 @@ type FolderRef struct {
 type Bodies struct {
 	up    upstream.Provider
 	cache *rawCache
+	bg    *background // read-ahead goroutines (the store's, or its own)
 
 	mu      sync.Mutex
 	readers map[readerKey]*reader
@@ -71,7 +72,7 @@ type readerKey struct {
 
 // NewBodies returns a loader over up with a cache of cacheBytes.
 func NewBodies(up upstream.Provider, cacheBytes int64) *Bodies {
-	return &Bodies{up: up, cache: newRawCache(cacheBytes), readers: map[readerKey]*reader{}}
+	return &Bodies{up: up, cache: newRawCache(cacheBytes), bg: newBackground(), readers: map[readerKey]*reader{}}
 }
 
 // OnLookup sets a function told of every cache hit and miss (metrics).
@@ -239,8 +240,8 @@ func (b *Bodies) fetchAhead(auth upstream.Auth, ref FolderRef, uids []imap.UID) 
 	done := make(chan struct{})
 	r.aheadDone = done
 	b.mu.Unlock()
-	go func() {
-		ctx, cancel := context.WithTimeout(upstream.WithPriority(context.Background(), upstream.ReadAhead), aheadTimeout)
+	started := b.bg.Go(func(life context.Context) {
+		ctx, cancel := context.WithTimeout(upstream.WithPriority(life, upstream.ReadAhead), aheadTimeout)
 		defer cancel()
 		got, _ := b.download(ctx, auth, ref, uids) // a failure leaves the client to fetch them itself
 		b.noteReadAhead(ref, uids, got)
@@ -250,7 +251,13 @@ func (b *Bodies) fetchAhead(auth upstream.Auth, ref FolderRef, uids []imap.UID) 
 		}
 		b.mu.Unlock()
 		close(done)
-	}()
+	})
+	if !started { // the store is closing
+		b.mu.Lock()
+		r.ahead, r.aheadDone = nil, nil
+		b.mu.Unlock()
+		close(done)
+	}
 }
 
 // awaitAhead waits, within ctx, for the background read-ahead of the

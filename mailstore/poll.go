@@ -40,7 +40,7 @@ func (st *Store) PollStats() (folders int, interval time.Duration) {
 // all ask at once. Polls wait for the budget at its lowest priority, and
 // before the refresh starts (upstream.Budget.Prepay). Errors are logged and the next round tries again;
 // connections keep the state they have.
-func (m *Folder) poll(stop chan struct{}) {
+func (m *Folder) poll(life context.Context, stop chan struct{}) {
 	first := true
 	for {
 		interval := m.store.PollInterval()
@@ -57,6 +57,9 @@ func (m *Folder) poll(stop chan struct{}) {
 		case <-stop:
 			t.Stop()
 			return
+		case <-life.Done(): // the store is closing
+			t.Stop()
+			return
 		case <-t.C:
 		}
 		m.mu.Lock()
@@ -67,7 +70,7 @@ func (m *Folder) poll(stop chan struct{}) {
 		}
 		// The call timeout, not the interval: a short interval must not
 		// make every poll of a slow provider fail; the next round waits.
-		ctx, cancel := context.WithTimeout(context.Background(), m.store.cfg.CallTimeout)
+		ctx, cancel := context.WithTimeout(life, m.store.cfg.CallTimeout)
 		// Paid for before the refresh starts: a client that joins it
 		// then waits for the provider only, never for polls' turn.
 		pctx, err := m.store.cfg.Budget.Prepay(upstream.WithPriority(ctx, upstream.Poll), m.user, callsPerPoll)

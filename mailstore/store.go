@@ -29,6 +29,7 @@ type Store struct {
 	mirrors map[string]*Folder
 	memos   map[string]*readMemo // read state of forgotten mirrors (readmemo.go)
 	bodies  *Bodies              // the raw-message cache
+	bg      *background          // pollers, timers and read-ahead, ended by Close
 	appends recentAppends        // fingerprints of recent APPENDs (retries.go)
 
 	folders folderCache // per-user folder lists, shared by a user's connections (tree.go)
@@ -63,19 +64,65 @@ type Config struct {
 	Logger     *slog.Logger
 }
 
-// New returns a Store. Provider and State are required.
+// Defaults of Config.
+const (
+	// DefaultPollInterval brings new mail to an IDLE client within 5 s
+	// (10 s at worst with a poll under way); see Store.PollInterval.
+	DefaultPollInterval = 5 * time.Second
+	// DefaultCacheBytes bounds the raw-message cache.
+	DefaultCacheBytes = 64 << 20
+	// DefaultCallTimeout bounds the provider calls of a poll or of a
+	// refresh nobody waits for.
+	DefaultCallTimeout = 2 * time.Minute
+)
+
+// New returns a Store. Provider and State are required. Close ends it.
 func New(cfg Config) *Store {
 	if cfg.Idle <= 0 {
 		cfg.Idle = DefaultIdle
 	}
+	if cfg.PollInterval <= 0 {
+		cfg.PollInterval = DefaultPollInterval
+	}
+	if cfg.CacheBytes <= 0 {
+		cfg.CacheBytes = DefaultCacheBytes
+	}
 	if cfg.CallTimeout <= 0 {
-		cfg.CallTimeout = 2 * time.Minute
+		cfg.CallTimeout = DefaultCallTimeout
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Store{cfg: cfg, mirrors: map[string]*Folder{}, memos: map[string]*readMemo{},
-		bodies: NewBodies(cfg.Provider, cfg.CacheBytes)}
+	st := &Store{cfg: cfg, mirrors: map[string]*Folder{}, memos: map[string]*readMemo{},
+		bodies: NewBodies(cfg.Provider, cfg.CacheBytes), bg: newBackground()}
+	st.bodies.bg = st.bg
+	return st
+}
+
+// Close ends the engine: the read marking of appended messages that
+// waits goes out (bounded by ctx), then every poller, timer and
+// read-ahead stops, and Close waits for them, so that nothing writes
+// into the state store after it (the caller closes the state store
+// afterwards). The fronts are shut down before: no command runs.
+func (st *Store) Close(ctx context.Context) error {
+	st.MarkAppendedRead(ctx)
+	st.mu.Lock()
+	folders := make([]*Folder, 0, len(st.mirrors))
+	for _, m := range st.mirrors {
+		folders = append(folders, m)
+	}
+	st.mu.Unlock()
+	for _, m := range folders {
+		m.mu.Lock()
+		if m.settle != nil {
+			m.settle.Stop()
+		}
+		if m.evict != nil {
+			m.evict.Stop()
+		}
+		m.mu.Unlock()
+	}
+	return st.bg.close(ctx)
 }
 
 // Bodies is the store's raw-message cache.
@@ -123,8 +170,9 @@ func (st *Store) Acquire(ctx context.Context, auth directapi.Authentication, nam
 		}
 		if m.refs == 1 {
 			st.polled.Add(1)
-			m.stopPoll = make(chan struct{})
-			go m.poll(m.stopPoll)
+			stop := make(chan struct{})
+			m.stopPoll = stop
+			st.bg.Go(func(life context.Context) { m.poll(life, stop) })
 		}
 		m.mu.Unlock()
 		if err := m.syncIfOlder(ctx, maxAge); err != nil {
