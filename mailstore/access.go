@@ -45,8 +45,8 @@ func (m *Folder) Ref() FolderRef {
 	return m.ref()
 }
 
-// Live reports whether uid is a message of the folder (not expunged).
-func (m *Folder) Live(uid imap.UID) bool {
+// isLive reports whether uid is a message of the folder (not expunged).
+func (m *Folder) isLive(uid imap.UID) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.live(uid)
@@ -79,8 +79,8 @@ func (m *Folder) MetaOf(msg *Message) (meta *directapi.MessageDetail, saved time
 	return msg.meta, msg.saved
 }
 
-// KnownMeta is the metadata of every message of the folder that has it.
-func (m *Folder) KnownMeta() []directapi.MessageDetail {
+// knownMeta is the metadata of every message of the folder that has it.
+func (m *Folder) knownMeta() []directapi.MessageDetail {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var out []directapi.MessageDetail
@@ -119,9 +119,9 @@ func (m *Folder) EnsureMeta(ctx context.Context, msgs []*Message) error {
 	return nil
 }
 
-// MarkGone tells the sessions that have the folder selected that it is
+// markGone tells the sessions that have the folder selected that it is
 // gone (BYE at their next command) and forgets the mirror.
-func (m *Folder) MarkGone() {
+func (m *Folder) markGone() {
 	m.mu.Lock()
 	m.markGoneLocked()
 	m.mu.Unlock()

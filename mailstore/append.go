@@ -115,7 +115,7 @@ func (st *Store) appendSent(ctx context.Context, auth upstream.Auth, msgID strin
 		}
 		return byClient
 	}
-	uid := find(sm.KnownMeta())
+	uid := find(sm.knownMeta())
 	if uid == 0 {
 		// Not among the messages whose metadata is known: the copy is
 		// newer than the mirror's metadata, or not there at all.
@@ -127,12 +127,12 @@ func (st *Store) appendSent(ctx context.Context, auth upstream.Auth, msgID strin
 			log.Info("imap append: the provider's copy of a sent message is not in Sent; saving the client's", "user", sm.user)
 			return Appended{}, false, nil
 		}
-		if uid <= MaxUID && !sm.Live(imap.UID(uid)) {
+		if uid <= MaxUID && !sm.isLive(imap.UID(uid)) {
 			if err := sm.Sync(ctx); err != nil {
 				return Appended{}, false, err
 			}
 		}
-		sm.FillMeta(details)
+		sm.fillMeta(details)
 	}
 	if uid <= 0 || uid > MaxUID {
 		return Appended{}, false, ErrUIDTooLarge

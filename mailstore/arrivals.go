@@ -227,7 +227,7 @@ func (m *Folder) placeArrivals(ctx context.Context, newUIDs []imap.UID, started 
 	for i, u := range pairs {
 		a := pending[i]
 		if len(a.kept) > 0 {
-			keptFlags[uint32(u)] = FlagStrings(a.kept)
+			keptFlags[uint32(u)] = flagStrings(a.kept)
 		}
 		if a.seen {
 			readUIDs = append(readUIDs, u)
@@ -245,7 +245,7 @@ func (m *Folder) placeArrivals(ctx context.Context, newUIDs []imap.UID, started 
 		// The bytes are in hand: no download when a client fetches them,
 		// and a session still shown the message after another expunged
 		// it can fetch it (RFC 2180 §4.1), as with Dovecot.
-		m.store.bodies.Put(ref, u, a.raw)
+		m.store.bodies.put(ref, u, a.raw)
 		if m.savedAt == nil {
 			m.savedAt = map[imap.UID]saved{}
 		}
@@ -302,7 +302,7 @@ const maxUnmarkedAge = 2 * time.Second
 // meanwhile is left out (forgetLocked), so are those a client marked
 // unread since (ApplyFlags: its choice is the later one), and a refusal
 // because one vanished at the provider is retried with those that
-// remain (MutateExisting). Should the call fail all the same, the next
+// remain (mutateExisting). Should the call fail all the same, the next
 // full refresh shows the provider's state: the messages are saved, only
 // \Seen is lost.
 
@@ -317,7 +317,7 @@ func (m *Folder) markAppendedRead(ctx context.Context) {
 		return
 	}
 	mark := func(u []int64) error { return m.store.cfg.Provider.SetRead(ctx, auth, m.name, u, true) }
-	done, err := m.MutateExisting(ctx, auth, uids, mark)
+	done, err := m.mutateExisting(ctx, auth, uids, mark)
 	if err != nil {
 		m.store.cfg.Logger.Warn("imap append: marking read failed", "user", m.user, "err", err)
 		return
@@ -393,7 +393,7 @@ func (m *Folder) pairByMetadata(ctx context.Context, auth upstream.Auth, pending
 		m.store.cfg.Logger.Warn("imap append: reading new messages failed", "user", m.user, "err", err)
 		return
 	}
-	m.FillMeta(details)
+	m.fillMeta(details)
 	free := make(map[int64]bool, len(newUIDs))
 	for _, u := range newUIDs {
 		free[int64(u)] = true
@@ -448,7 +448,7 @@ type saved struct {
 // from the bytes saved as the provider would list them (the headers, the
 // size, the time it was saved), so that ENVELOPE, INTERNALDATE and
 // RFC822.SIZE of what clients append cost no SearchMessagesMetadata call.
-// A later listing does not replace it (FillMeta), so the values a client
+// A later listing does not replace it (fillMeta), so the values a client
 // saw do not change.
 func savedMeta(uid imap.UID, a *arrival) *directapi.MessageDetail {
 	d := &directapi.MessageDetail{UID: int64(uid), Size: len(a.raw), ReceivedDate: directapi.NewDate(a.at.UTC())}

@@ -78,9 +78,9 @@ func NewBodies(up upstream.Provider, cacheBytes int64) *Bodies {
 // OnLookup sets a function told of every cache hit and miss (metrics).
 func (b *Bodies) OnLookup(f func(hit bool)) { b.cache.onLookup = f }
 
-// Put keeps raw as the bytes of uid: a message the bridge itself saved
+// put keeps raw as the bytes of uid: a message the bridge itself saved
 // (APPEND) need not be downloaded again.
-func (b *Bodies) Put(ref FolderRef, uid imap.UID, raw []byte) {
+func (b *Bodies) put(ref FolderRef, uid imap.UID, raw []byte) {
 	b.cache.put(rawKey{ref.User, ref.Folder, ref.Validity, uid}, raw)
 }
 
@@ -201,7 +201,7 @@ func (b *Bodies) readAhead(ref FolderRef, uids, need []imap.UID, order Order) []
 	if probe < 0 {
 		return nil
 	}
-	if _, ok := b.cache.Peek(rawKey{ref.User, ref.Folder, ref.Validity, after[probe]}); ok {
+	if _, ok := b.cache.peek(rawKey{ref.User, ref.Folder, ref.Validity, after[probe]}); ok {
 		return nil
 	}
 	return b.uncached(ref, after)
@@ -211,7 +211,7 @@ func (b *Bodies) readAhead(ref FolderRef, uids, need []imap.UID, order Order) []
 func (b *Bodies) uncached(ref FolderRef, uids []imap.UID) []imap.UID {
 	var out []imap.UID
 	for _, u := range uids {
-		if _, ok := b.cache.Peek(rawKey{ref.User, ref.Folder, ref.Validity, u}); !ok {
+		if _, ok := b.cache.peek(rawKey{ref.User, ref.Folder, ref.Validity, u}); !ok {
 			out = append(out, u)
 		}
 	}

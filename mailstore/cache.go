@@ -74,7 +74,7 @@ func (c *rawCache) put(k rawKey, raw []byte) {
 }
 
 // peek looks an entry up without counting it or changing its place.
-func (c *rawCache) Peek(k rawKey) ([]byte, bool) {
+func (c *rawCache) peek(k rawKey) ([]byte, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e, ok := c.items[k]

@@ -12,21 +12,21 @@ import (
 // This file holds the changes commands make to a mirror themselves,
 // without waiting for a refresh: copies that arrived, messages removed.
 
-// Copied is one message that went to another folder.
-type Copied struct {
+// copied is one message that went to another folder.
+type copied struct {
 	UID   imap.UID
 	Flags []imap.Flag // kept flags (not \Seen)
 	Seen  bool        // \Seen, which the provider's copy keeps
 	Meta  *directapi.MessageDetail
 }
 
-// AddCopies puts messages this bridge just copied or moved into the folder
+// addCopies puts messages this bridge just copied or moved into the folder
 // (newUIDs, ascending, paired with src) into the mirror, with the flags
 // and metadata of their sources, when they are the next UIDs it has not
 // seen; otherwise it leaves them to the next refresh. A refresh whose
 // answer was read before (and so lacks them) does not take them for
 // expunged (see added and apply).
-func (m *Folder) AddCopies(ctx context.Context, newUIDs []imap.UID, src []Copied) {
+func (m *Folder) addCopies(ctx context.Context, newUIDs []imap.UID, src []copied) {
 	m.mu.Lock()
 	if !m.loaded || m.dropped || m.gone != nil || len(newUIDs) == 0 || newUIDs[0] < m.uidNext {
 		m.mu.Unlock()
@@ -46,7 +46,7 @@ func (m *Folder) AddCopies(ctx context.Context, newUIDs []imap.UID, src []Copied
 		}
 		m.byUID[u] = msg
 		m.added[u] = m.version
-		add = append(add, seqview.NewMessage{UID: u, Flags: WithSeen(src[i].Flags, src[i].Seen)})
+		add = append(add, seqview.NewMessage{UID: u, Flags: withSeen(src[i].Flags, src[i].Seen)})
 	}
 	if err := m.mb.Add(add...); err != nil {
 		m.mu.Unlock()
@@ -60,13 +60,13 @@ func (m *Folder) AddCopies(ctx context.Context, newUIDs []imap.UID, src []Copied
 	}
 }
 
-// Remove takes messages the provider no longer has in a folder
+// remove takes messages the provider no longer has in a folder
 // out of its mirror, queueing one EXPUNGE per message for every view
 // (which numbers each when it is sent, so that each number is right at
 // that moment, RFC 9051 §7.5.1), and drops the flags the bridge kept for
 // them, raising the mirror's version and noting the removals so that an
 // older refresh's answer does not bring them back (mirror.apply).
-func (m *Folder) Remove(ctx context.Context, validity uint32, uids []imap.UID) {
+func (m *Folder) remove(ctx context.Context, validity uint32, uids []imap.UID) {
 	forget := map[uint32][]string{}
 	m.mu.Lock()
 	if m.loaded {

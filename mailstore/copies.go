@@ -15,7 +15,7 @@ import (
 // This file holds what the bridge learns after a COPY or MOVE: the
 // provider answers without the new UIDs.
 
-// PlaceCopies finds the new UIDs of messages copied or moved to dest
+// placeCopies finds the new UIDs of messages copied or moved to dest
 // (whose largest UID was prev before) with one GetUIDs, gives them the
 // kept flags of their sources and returns the COPYUID data, or nil when
 // the new UIDs cannot be told for certain. The messages are in dest
@@ -34,7 +34,7 @@ import (
 // When the destination has a mirror, the copies are put into it directly
 // (flags and metadata known), so connections watching it see them at
 // once without another refresh.
-func (st *Store) PlaceCopies(ctx context.Context, auth upstream.Auth, dest string, prev int64, dm *Folder, src []Copied) *imap.CopyData {
+func (st *Store) placeCopies(ctx context.Context, auth upstream.Auth, dest string, prev int64, dm *Folder, src []copied) *imap.CopyData {
 	log := st.cfg.Logger
 	pids, err := st.cfg.Provider.UIDs(ctx, auth, dest)
 	if err != nil {
@@ -71,7 +71,7 @@ func (st *Store) PlaceCopies(ctx context.Context, auth upstream.Auth, dest strin
 	kept := map[uint32][]string{}
 	for i, cp := range src {
 		if len(cp.Flags) > 0 {
-			kept[uint32(newUIDs[i])] = FlagStrings(cp.Flags)
+			kept[uint32(newUIDs[i])] = flagStrings(cp.Flags)
 		}
 	}
 	if len(kept) > 0 {
@@ -80,7 +80,7 @@ func (st *Store) PlaceCopies(ctx context.Context, auth upstream.Auth, dest strin
 		}
 	}
 	if dm != nil {
-		dm.AddCopies(ctx, newUIDs, src)
+		dm.addCopies(ctx, newUIDs, src)
 	}
 	data := &imap.CopyData{UIDValidity: validity}
 	for i, cp := range src {
@@ -90,14 +90,14 @@ func (st *Store) PlaceCopies(ctx context.Context, auth upstream.Auth, dest strin
 	return data
 }
 
-// DestTop returns the largest UID a destination folder is known to have
+// destTop returns the largest UID a destination folder is known to have
 // had, without asking the provider when the bridge knows: from the
 // folder's mirror, or from the state store's record of the largest UID
-// seen (which PlaceCopies keeps up to date). Only a folder the bridge has
+// seen (which placeCopies keeps up to date). Only a folder the bridge has
 // never looked at costs a GetUIDs; for one that does not exist, the
 // provider's refusal is returned (upstream.IsRefusal).
-func (st *Store) DestTop(ctx context.Context, auth upstream.Auth, folder string) (int64, *Folder, error) {
-	if dm := st.Peek(auth.Username, folder); dm != nil {
+func (st *Store) destTop(ctx context.Context, auth upstream.Auth, folder string) (int64, *Folder, error) {
+	if dm := st.peek(auth.Username, folder); dm != nil {
 		if next, ok := dm.Next(); ok {
 			return int64(next) - 1, dm, nil
 		}
@@ -132,13 +132,13 @@ func (st *Store) folderValidity(ctx context.Context, auth upstream.Auth, folder 
 	return fs.UIDValidity, err
 }
 
-// Landed reports whether a COPY or MOVE of msgs whose answer was lost
+// landed reports whether a COPY or MOVE of msgs whose answer was lost
 // took place: exactly as many messages appeared in dest above prev (its
 // largest UID before), and, for a copy, each with the size and
 // Message-ID of its source in order; for a move, none of the sources is
 // left in the source folder. Anything less certain is false, and the
 // command is answered NO as before.
-func (st *Store) Landed(auth upstream.Auth, m *Folder, dest string, prev int64, msgs []*Message, move bool) bool {
+func (st *Store) landed(auth upstream.Auth, m *Folder, dest string, prev int64, msgs []*Message, move bool) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), st.cfg.CallTimeout)
 	defer cancel()
 	c := st.cfg.Provider
@@ -189,15 +189,15 @@ func (st *Store) Landed(auth upstream.Auth, m *Folder, dest string, prev int64, 
 	return true
 }
 
-// NotePendingFlags writes down, before a COPY or MOVE of msgs from m to
+// notePendingFlags writes down, before a COPY or MOVE of msgs from m to
 // dest, the kept flags of those that have any, under their Message-ID and
 // size (mailbox.PendingFlags): a bridge killed during the provider's call
 // finds them again when dest is next refreshed (recoverPendingFlags).
 // Messages whose metadata the bridge has not loaded are left out (their
 // flags go on after the call only). It returns the entries' ids, for
-// DropPendingFlags once the flags are on the new UIDs; a failure is
+// dropPendingFlags once the flags are on the new UIDs; a failure is
 // logged and the copy goes on.
-func (st *Store) NotePendingFlags(ctx context.Context, dest string, m *Folder, msgs []*Message) []int64 {
+func (st *Store) notePendingFlags(ctx context.Context, dest string, m *Folder, msgs []*Message) []int64 {
 	mb := m.Mailbox()
 	if mb == nil {
 		return nil
@@ -210,7 +210,7 @@ func (st *Store) NotePendingFlags(ctx context.Context, dest string, m *Folder, m
 		if !ok || len(kept) == 0 || !MetaKnown(meta) || meta.MsgID == "" || meta.Size < 0 {
 			continue
 		}
-		pf = append(pf, mailbox.PendingFlag{MsgID: meta.MsgID, Size: meta.Size, Flags: FlagStrings(kept)})
+		pf = append(pf, mailbox.PendingFlag{MsgID: meta.MsgID, Size: meta.Size, Flags: flagStrings(kept)})
 	}
 	if len(pf) == 0 {
 		return nil
@@ -223,9 +223,9 @@ func (st *Store) NotePendingFlags(ctx context.Context, dest string, m *Folder, m
 	return ids
 }
 
-// DropPendingFlags forgets entries of NotePendingFlags whose flags are on
+// dropPendingFlags forgets entries of notePendingFlags whose flags are on
 // the new UIDs.
-func (st *Store) DropPendingFlags(ctx context.Context, ids []int64) {
+func (st *Store) dropPendingFlags(ctx context.Context, ids []int64) {
 	if len(ids) == 0 {
 		return
 	}
@@ -252,7 +252,7 @@ func (m *Folder) recoverPendingFlags(ctx context.Context, auth upstream.Auth, va
 	}
 	var details []directapi.MessageDetail
 	if len(added) <= fewByUID {
-		details, err = st.cfg.Provider.Messages(ctx, auth, m.name, UIDList(added))
+		details, err = st.cfg.Provider.Messages(ctx, auth, m.name, uidList(added))
 	} else {
 		details, err = st.cfg.Provider.Metadata(ctx, auth, m.name)
 	}
@@ -284,6 +284,6 @@ func (m *Folder) recoverPendingFlags(ctx context.Context, auth upstream.Auth, va
 		return err
 	}
 	st.cfg.Logger.Info("imap copy: flags written down before a copy applied to its messages", "user", m.user, "messages", len(set))
-	st.DropPendingFlags(ctx, done)
+	st.dropPendingFlags(ctx, done)
 	return nil
 }

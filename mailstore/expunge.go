@@ -16,7 +16,7 @@ const TrashFolder = "INBOX.Trash"
 // and UID EXPUNGE, RFC 9051 §6.4.3, RFC 4315 §2.1): forever are removed
 // for good, toTrash go to INBOX.Trash (the provider's Delete without
 // deleteForever), one provider call each. Messages that vanished at the
-// provider meanwhile are taken as expunged (MutateExisting). The removed
+// provider meanwhile are taken as expunged (mutateExisting). The removed
 // messages leave the mirror, and every view gets their EXPUNGE; a mirror
 // of the Trash is refreshed so that its watchers see the arrivals.
 //
@@ -32,7 +32,7 @@ func (m *Folder) Expunge(ctx context.Context, auth upstream.Auth, forever, toTra
 	validity := m.Validity()
 	c := m.store.cfg.Provider
 	if len(forever) > 0 {
-		gone, err := m.MutateExisting(ctx, auth, forever, func(u []int64) error {
+		gone, err := m.mutateExisting(ctx, auth, forever, func(u []int64) error {
 			return c.Delete(ctx, auth, m.name, u, true)
 		})
 		if err != nil {
@@ -43,20 +43,20 @@ func (m *Folder) Expunge(ctx context.Context, auth upstream.Auth, forever, toTra
 	}
 	var moved []imap.UID
 	if len(toTrash) > 0 {
-		moved, err = m.MutateExisting(ctx, auth, toTrash, func(u []int64) error {
+		moved, err = m.mutateExisting(ctx, auth, toTrash, func(u []int64) error {
 			return c.Delete(ctx, auth, m.name, u, false)
 		})
 		if err != nil {
-			m.Remove(ctx, validity, removed)
+			m.remove(ctx, validity, removed)
 			m.resync(ctx, "after a failed expunge")
 			return nil, nil, err
 		}
 	}
 	removed = append(removed, moved...)
-	m.Remove(ctx, validity, removed)
+	m.remove(ctx, validity, removed)
 	if len(moved) > 0 {
 		// Connections watching the Trash see the messages arrive.
-		if tm := m.store.Peek(m.user, TrashFolder); tm != nil {
+		if tm := m.store.peek(m.user, TrashFolder); tm != nil {
 			tm.resync(ctx, "of the Trash after an expunge")
 		}
 	}

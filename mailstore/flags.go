@@ -39,11 +39,11 @@ type KeptChange struct {
 
 // applyTo is kept changed by c, as the state store applies it.
 func (c *KeptChange) applyTo(kept []imap.Flag) []imap.Flag {
-	return CanonicalFlags(mailbox.ApplyFlagChange(FlagStrings(kept), c.storeChange(0)))
+	return canonicalFlags(mailbox.ApplyFlagChange(flagStrings(kept), c.storeChange(0)))
 }
 
 func (c *KeptChange) storeChange(uid imap.UID) mailbox.FlagChange {
-	return mailbox.FlagChange{UID: uint32(uid), Replace: c.Replace, Add: FlagStrings(c.Add), Del: FlagStrings(c.Del)}
+	return mailbox.FlagChange{UID: uint32(uid), Replace: c.Replace, Add: flagStrings(c.Add), Del: flagStrings(c.Del)}
 }
 
 // shown is a flag change as the mirror shows it: \Seen, and the whole
@@ -64,7 +64,7 @@ type shown struct {
 //
 // A provider refusal because some UID is gone (the provider refuses the
 // whole request then) is retried with the UIDs that remain
-// (MutateExisting); messages gone are left out, as RFC 2180 §4.2.1
+// (mutateExisting); messages gone are left out, as RFC 2180 §4.2.1
 // allows. The UIDs whose change was carried out are returned.
 func (st *Store) ApplyFlags(ctx context.Context, auth upstream.Auth, folder string, validity uint32, m *Folder, ups []FlagUpdate, source *seqview.View) ([]imap.UID, error) {
 	// The mirror's current state decides which calls are needed.
@@ -123,9 +123,9 @@ func (st *Store) ApplyFlags(ctx context.Context, auth upstream.Auth, folder stri
 		var done []imap.UID
 		var err error
 		if m != nil {
-			done, err = m.MutateExisting(ctx, auth, uids, mark)
+			done, err = m.mutateExisting(ctx, auth, uids, mark)
 		} else {
-			done, err = uids, mark(UIDList(uids))
+			done, err = uids, mark(uidList(uids))
 		}
 		if err != nil {
 			if m != nil {
@@ -180,7 +180,7 @@ func (st *Store) ApplyFlags(ctx context.Context, auth upstream.Auth, folder stri
 	for _, u := range ups {
 		out = append(out, u.UID)
 		if fl, ok := kept[uint32(u.UID)]; ok {
-			show = append(show, shown{UID: u.UID, Kept: CanonicalFlags(fl), SetKept: true})
+			show = append(show, shown{UID: u.UID, Kept: canonicalFlags(fl), SetKept: true})
 		}
 	}
 	if m != nil {
@@ -230,18 +230,18 @@ func (m *Folder) show(ups []shown, source *seqview.View) {
 			if !set {
 				read = HasSeen(fl)
 			}
-			changes = append(changes, seqview.FlagChange{UID: u.UID, Op: imap.StoreFlagsSet, Flags: WithSeen(u.Kept, read)})
+			changes = append(changes, seqview.FlagChange{UID: u.UID, Op: imap.StoreFlagsSet, Flags: withSeen(u.Kept, read)})
 		}
 	}
 	m.mb.SetFlags(source, changes...)
 }
 
-// MutateExisting runs a provider operation that changes messages. The
+// mutateExisting runs a provider operation that changes messages. The
 // provider refuses the whole request when any UID is gone (another client
 // removed it since the last refresh); then the folder's UIDs are listed
-// (one GetUIDs, never a refresh: MutateExisting runs inside refreshes
+// (one GetUIDs, never a refresh: mutateExisting runs inside refreshes
 // too, and a refresh must never wait on a refresh, see doc.go), the UIDs
-// gone are taken out of the mirror (Remove: the sessions get their
+// gone are taken out of the mirror (remove: the sessions get their
 // EXPUNGE), and the operation is tried again with the UIDs that remain,
 // as long as each round takes some away (ten clients expunging in one
 // folder, as imaptest does, can take a UID away again between the
@@ -251,9 +251,9 @@ func (m *Folder) show(ups []shown, source *seqview.View) {
 // A refusal after part of a batched request went through (PartialError)
 // is not retried: the operation may not be repeatable (a copy would be
 // made twice).
-func (m *Folder) MutateExisting(ctx context.Context, auth upstream.Auth, uids []imap.UID, op func([]int64) error) ([]imap.UID, error) {
-	err := op(UIDList(uids))
-	for attempt := 0; err != nil && UIDMissing(err) && attempt < mutateRetries; attempt++ {
+func (m *Folder) mutateExisting(ctx context.Context, auth upstream.Auth, uids []imap.UID, op func([]int64) error) ([]imap.UID, error) {
+	err := op(uidList(uids))
+	for attempt := 0; err != nil && uidMissing(err) && attempt < mutateRetries; attempt++ {
 		listed, lerr := m.store.cfg.Provider.UIDs(ctx, auth, m.name)
 		if lerr != nil {
 			return nil, err
@@ -275,12 +275,12 @@ func (m *Folder) MutateExisting(ctx context.Context, auth upstream.Auth, uids []
 		if len(vanished) == 0 {
 			return nil, err // every UID exists: the refusal is about something else
 		}
-		m.Remove(ctx, m.Validity(), vanished)
+		m.remove(ctx, m.Validity(), vanished)
 		if len(still) == 0 {
 			return nil, nil
 		}
 		uids = still
-		err = op(UIDList(uids))
+		err = op(uidList(uids))
 	}
 	if err != nil {
 		return nil, err
@@ -292,14 +292,14 @@ func (m *Folder) MutateExisting(ctx context.Context, auth upstream.Auth, uids []
 // tried again with the UIDs that remain (each time fewer).
 const mutateRetries = 16
 
-// UIDMissing reports the provider's refusal of a request ("other error"),
+// uidMissing reports the provider's refusal of a request ("other error"),
 // which it gives when a UID is gone. A request partly carried out is
 // ErrUnknownOutcome, not a refusal.
-func UIDMissing(err error) bool {
+func uidMissing(err error) bool {
 	return errors.Is(err, upstream.ErrRefused)
 }
 
-func UIDList(uids []imap.UID) []int64 {
+func uidList(uids []imap.UID) []int64 {
 	out := make([]int64, len(uids))
 	for i, u := range uids {
 		out[i] = int64(u)
@@ -307,7 +307,7 @@ func UIDList(uids []imap.UID) []int64 {
 	return out
 }
 
-func FlagStrings(fl []imap.Flag) []string {
+func flagStrings(fl []imap.Flag) []string {
 	out := make([]string, len(fl))
 	for i, f := range fl {
 		out[i] = string(f)
@@ -323,19 +323,19 @@ func KeptOf(flags []imap.Flag) []imap.Flag {
 	return slices.DeleteFunc(slices.Clone(flags), func(f imap.Flag) bool { return f == imap.FlagSeen })
 }
 
-// WithSeen is kept flags plus \Seen when read, as mb holds them.
-func WithSeen(keptFlags []imap.Flag, read bool) []imap.Flag {
+// withSeen is kept flags plus \Seen when read, as mb holds them.
+func withSeen(keptFlags []imap.Flag, read bool) []imap.Flag {
 	if read {
 		return append(slices.Clone(keptFlags), imap.FlagSeen)
 	}
 	return keptFlags
 }
 
-// CanonicalFlags turns stored flag texts into canonical IMAP flags: system
+// canonicalFlags turns stored flag texts into canonical IMAP flags: system
 // flags in their RFC 9051 §2.3.2 spelling (mbsync and offlineimap undo
 // lower-case ones), keywords as written, sorted, without duplicates or \Seen
 // and \Recent, which the bridge never stores.
-func CanonicalFlags(fl []string) []imap.Flag {
+func canonicalFlags(fl []string) []imap.Flag {
 	out := make([]imap.Flag, 0, len(fl))
 	for _, f := range fl {
 		c := CanonicalFlag(imap.Flag(f))
@@ -375,7 +375,7 @@ func IsSystemFlag(f imap.Flag) bool { return slices.Contains(systemFlags, f) }
 // returns the UIDs marked.
 func (m *Folder) MarkRead(ctx context.Context, auth upstream.Auth, uids []imap.UID, source *seqview.View) ([]imap.UID, error) {
 	mark := func(u []int64) error { return m.store.cfg.Provider.SetRead(ctx, auth, m.name, u, true) }
-	done, err := m.MutateExisting(ctx, auth, uids, mark)
+	done, err := m.mutateExisting(ctx, auth, uids, mark)
 	if err != nil {
 		return nil, err
 	}

@@ -207,7 +207,7 @@ func TestNoLockAcrossProviderCalls(t *testing.T) {
 	go func() {
 		f.Validity()
 		f.Mailbox().UIDs()
-		f.Live(1)
+		f.isLive(1)
 		f.show([]shown{{UID: 1, SetKept: true, Kept: []imap.Flag{imap.FlagFlagged}}}, nil)
 		f.Handles([]imap.UID{1, 2})
 		close(answered)
@@ -240,7 +240,7 @@ func TestRefreshKeepsLaterChanges(t *testing.T) {
 	if err := p.Delete(ctx, testAuth, "INBOX", []int64{2}, true); err != nil {
 		t.Fatal(err)
 	}
-	f.Remove(ctx, f.Validity(), []imap.UID{2})
+	f.remove(ctx, f.Validity(), []imap.UID{2})
 	seen := true
 	p.SetRead(ctx, testAuth, "INBOX", []int64{3}, true)
 	f.show([]shown{{UID: 3, Seen: &seen}}, nil)
@@ -332,7 +332,7 @@ func TestReleasedFolderForgotten(t *testing.T) {
 	}
 	st.Release(f)
 	deadline := time.Now().Add(5 * time.Second)
-	for st.Peek(testAuth.Username, "INBOX") != nil {
+	for st.peek(testAuth.Username, "INBOX") != nil {
 		if time.Now().After(deadline) {
 			t.Fatal("the released folder was never forgotten")
 		}
@@ -385,7 +385,7 @@ func TestRetriedAppendRecognised(t *testing.T) {
 	}
 	// Both copies expunged: a later retry saves anew.
 	p.Delete(ctx, testAuth, "INBOX", []int64{int64(first), int64(twice)}, true)
-	f.Remove(ctx, f.Validity(), []imap.UID{first, twice})
+	f.remove(ctx, f.Validity(), []imap.UID{first, twice})
 	if _, err := f.Append(ctx, testAuth, 3, raw, "<r@example.org>", false, nil, false); err != nil || p.count("Save") != 3 {
 		t.Fatalf("after the copies were expunged: %v, %d saves; want 3", err, p.count("Save"))
 	}

@@ -101,10 +101,10 @@ func (st *Store) startAfresh(ctx context.Context, user, folder string) {
 
 // dropMirror forgets the mirror of exactly this folder, if any, and tells
 // connections that have it selected (BYE at their next command). Unlike
-// DropFolder it leaves the folders below alone.
+// dropFolder it leaves the folders below alone.
 func (st *Store) dropMirror(user, folder string) {
-	if m := st.Peek(user, folder); m != nil {
-		m.MarkGone()
+	if m := st.peek(user, folder); m != nil {
+		m.markGone()
 	}
 }
 
@@ -154,7 +154,7 @@ func (st *Store) DeleteFolder(ctx context.Context, auth upstream.Auth, folder st
 // forgetFolder drops the mirrors and the state of a deleted folder.
 func (st *Store) forgetFolder(ctx context.Context, user, folder string) {
 	user = strings.ToLower(user)
-	st.DropFolder(user, folder)
+	st.dropFolder(user, folder)
 	if err := st.cfg.State.ForgetFolder(ctx, user, folder); err != nil {
 		st.cfg.Logger.Warn("mailstore: forgetting folder state", "user", user, "err", err)
 	}
@@ -193,7 +193,7 @@ func (st *Store) RenameFolder(ctx context.Context, auth upstream.Auth, from, to 
 		return ErrTargetHasFolders
 	}
 	// The read marking of messages just appended names the old folder.
-	st.MarkAppendedReadIn(ctx, auth.Username, from)
+	st.markAppendedReadIn(ctx, auth.Username, from)
 	err = st.cfg.Provider.RenameFolder(ctx, auth, from, to)
 	st.folders.invalidate(auth.Username, false)
 	if err != nil {
@@ -223,7 +223,7 @@ func (st *Store) RenameFolder(ctx context.Context, auth upstream.Auth, from, to 
 	for _, n := range append([]string{to}, renamedNames(fs, from, to)...) {
 		st.dropMirror(user, n)
 	}
-	st.DropFolder(user, from)
+	st.dropFolder(user, from)
 	if parents := fs.MadeBy(to); len(parents) > 1 {
 		st.subscribeCreated(ctx, auth, parents[:len(parents)-1])
 	}
@@ -233,7 +233,7 @@ func (st *Store) RenameFolder(ctx context.Context, auth upstream.Auth, from, to 
 // renamedNames lists the new names of the folders below from.
 func renamedNames(fs *FolderSet, from, to string) []string {
 	var out []string
-	for _, d := range fs.Descendants(from) {
+	for _, d := range fs.descendants(from) {
 		out = append(out, to+strings.TrimPrefix(d, from))
 	}
 	return out

@@ -54,7 +54,7 @@ func (m *Folder) LoadMeta(ctx context.Context, msgs []*Message) ([]*Message, err
 		if err != nil {
 			return err
 		}
-		m.FillMeta(details)
+		m.fillMeta(details)
 		m.mu.Lock()
 		if start.After(m.metaAt) {
 			m.metaAt, m.metaFrom = start, next
@@ -73,7 +73,7 @@ func (m *Folder) LoadMeta(ctx context.Context, msgs []*Message) ([]*Message, err
 		if err != nil {
 			return nil, err
 		}
-		m.FillMeta(details)
+		m.fillMeta(details)
 		m.mu.Lock()
 		if start.After(m.metaAt) {
 			m.metaAt, m.metaFrom = start, next
@@ -101,7 +101,7 @@ func (m *Folder) LoadMeta(ctx context.Context, msgs []*Message) ([]*Message, err
 		if err != nil {
 			return nil, err
 		}
-		m.FillMeta(details)
+		m.fillMeta(details)
 	}
 	return m.missedMeta(msgs), nil
 }
@@ -136,13 +136,13 @@ func (m *Folder) ref() FolderRef {
 	return FolderRef{User: m.user, Folder: m.name, Validity: m.validity}
 }
 
-// FillMeta keeps metadata read for another purpose, so that a later FETCH
+// fillMeta keeps metadata read for another purpose, so that a later FETCH
 // of these messages needs no call.
 //
 // Whole messages (GetUnreadMessages answers) are kept without their body
 // and attachments: the raw bytes are the cache's business, and the
 // metadata of a large folder must stay small.
-func (m *Folder) FillMeta(details []directapi.MessageDetail) {
+func (m *Folder) fillMeta(details []directapi.MessageDetail) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for i := range details {

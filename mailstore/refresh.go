@@ -257,7 +257,7 @@ func (m *Folder) unreadUIDs(ctx context.Context, auth directapi.Authentication) 
 			set[imap.UID(d.UID)] = true
 		}
 	}
-	m.FillMeta(msgs)
+	m.fillMeta(msgs)
 	return set, nil
 }
 
@@ -314,7 +314,7 @@ func (m *Folder) load(ctx context.Context, auth directapi.Authentication, uids [
 	add := make([]seqview.NewMessage, 0, len(uids))
 	for _, u := range uids {
 		byUID[u] = &Message{UID: u}
-		add = append(add, seqview.NewMessage{UID: u, Flags: WithSeen(CanonicalFlags(kept[uint32(u)]), !unreadSet[u])})
+		add = append(add, seqview.NewMessage{UID: u, Flags: withSeen(canonicalFlags(kept[uint32(u)]), !unreadSet[u])})
 	}
 	if err := mb.Add(add...); err != nil {
 		return err
@@ -332,7 +332,7 @@ func (m *Folder) load(ctx context.Context, auth directapi.Authentication, uids [
 	largest := m.raiseUIDNextLocked(uids)
 	m.metaFrom = m.uidNext
 	m.mu.Unlock()
-	m.FillMeta(details)
+	m.fillMeta(details)
 	return m.saveUIDNext(ctx, largest)
 }
 
@@ -450,7 +450,7 @@ func (m *Folder) apply(ctx context.Context, v0 uint64, uids []imap.UID, unreadSe
 				}
 				delete(m.savedAt, u)
 				changes = append(changes, seqview.FlagChange{UID: u, Op: imap.StoreFlagsAdd,
-					Flags: WithSeen(CanonicalFlags(keptFlags[uint32(u)]), seen)})
+					Flags: withSeen(canonicalFlags(keptFlags[uint32(u)]), seen)})
 			}
 			if unreadSet != nil {
 				op := imap.StoreFlagsAdd
@@ -465,7 +465,7 @@ func (m *Folder) apply(ctx context.Context, v0 uint64, uids []imap.UID, unreadSe
 		m.byUID[u] = &Message{UID: u, saved: sv.at, meta: sv.meta}
 		delete(m.savedAt, u)
 		read := placed[u] || unreadSet != nil && !unreadSet[u]
-		add = append(add, seqview.NewMessage{UID: u, Flags: WithSeen(CanonicalFlags(keptFlags[uint32(u)]), read)})
+		add = append(add, seqview.NewMessage{UID: u, Flags: withSeen(canonicalFlags(keptFlags[uint32(u)]), read)})
 	}
 	m.mb.SetFlags(nil, changes...)
 	if err := m.mb.Add(add...); err != nil {

@@ -100,7 +100,7 @@ func (m *Folder) retriedUID(ctx context.Context, earlier *arrival) imap.UID {
 		}
 		uid = m.placed(earlier)
 	}
-	if uid == 0 || !m.Live(uid) {
+	if uid == 0 || !m.isLive(uid) {
 		return 0
 	}
 	return uid

@@ -206,9 +206,9 @@ func (st *Store) MarkAppendedRead(ctx context.Context) {
 	}
 }
 
-// MarkAppendedReadIn sends the read marking that waits for folder and the
+// markAppendedReadIn sends the read marking that waits for folder and the
 // folders below it, before a RENAME gives them other names.
-func (st *Store) MarkAppendedReadIn(ctx context.Context, user, folder string) {
+func (st *Store) markAppendedReadIn(ctx context.Context, user, folder string) {
 	user = strings.ToLower(user)
 	st.mu.Lock()
 	var folders []*Folder
@@ -272,9 +272,9 @@ func (st *Store) drop(m *Folder) {
 	st.mu.Unlock()
 }
 
-// DropFolder forgets the mirrors of a folder and its sub-folders after a
+// dropFolder forgets the mirrors of a folder and its sub-folders after a
 // DELETE or RENAME, telling connections that have them selected.
-func (st *Store) DropFolder(user, name string) {
+func (st *Store) dropFolder(user, name string) {
 	st.mu.Lock()
 	var gone []*Folder
 	for k, m := range st.mirrors {
@@ -292,8 +292,8 @@ func (st *Store) DropFolder(user, name string) {
 	}
 }
 
-// Peek returns the mirror of a folder if one exists, without a reference.
-func (st *Store) Peek(user, name string) *Folder {
+// peek returns the mirror of a folder if one exists, without a reference.
+func (st *Store) peek(user, name string) *Folder {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	return st.mirrors[mirrorKey(user, name)]

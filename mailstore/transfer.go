@@ -12,7 +12,7 @@ import (
 
 // COPY and MOVE (RFC 9051 §6.4.7, RFC 6851) are one operation of the
 // engine, Transfer. The provider answers Copy and Move without the new
-// UIDs, so the engine finds them (PlaceCopies, copies.go): the
+// UIDs, so the engine finds them (placeCopies, copies.go): the
 // destination's largest UID is known before, the new ones are those above
 // it, and only a certain pairing gives COPYUID (RFC 4315 §3 lets a server
 // leave it out; a wrong one would make a client attach its local copies
@@ -20,7 +20,7 @@ import (
 //
 // \Seen travels at the provider. The flags the bridge keeps travel to the
 // new UIDs when the pairing is known; they are written down before the
-// call (NotePendingFlags), so that a bridge killed during it finds them
+// call (notePendingFlags), so that a bridge killed during it finds them
 // again.
 
 // ErrDestMissing is a COPY or MOVE whose destination folder does not
@@ -43,7 +43,7 @@ type Transferred struct {
 // messages from this mirror (their EXPUNGE reaches every view), and the
 // copies placed in the destination's mirror with their flags.
 //
-// A lost answer is checked (Landed): when the work is done the command
+// A lost answer is checked (landed): when the work is done the command
 // succeeds, for a NO would make the client copy the messages again. On
 // any other failure the mirrors are refreshed so that they show what the
 // provider now has (part of a batched request may have gone through).
@@ -56,7 +56,7 @@ func (m *Folder) Transfer(ctx context.Context, auth upstream.Auth, uids []imap.U
 	}
 	srcValidity := m.Validity()
 	// The destination's largest UID, from what the bridge knows of it.
-	prev, dm, err := st.DestTop(ctx, auth, dest)
+	prev, dm, err := st.destTop(ctx, auth, dest)
 	if upstream.IsRefusal(err) {
 		return Transferred{}, ErrDestMissing
 	}
@@ -80,19 +80,19 @@ func (m *Folder) Transfer(ctx context.Context, auth upstream.Auth, uids []imap.U
 	}
 	var pending []int64
 	if !sameFolder {
-		pending = st.NotePendingFlags(ctx, dest, m, msgs)
+		pending = st.notePendingFlags(ctx, dest, m, msgs)
 	}
-	done, err := m.MutateExisting(ctx, auth, uids, func(u []int64) error { return op(ctx, auth, m.name, dest, u) })
-	if errors.Is(err, upstream.ErrUnknownOutcome) && st.Landed(auth, m, dest, prev, msgs, move && !sameFolder) {
+	done, err := m.mutateExisting(ctx, auth, uids, func(u []int64) error { return op(ctx, auth, m.name, dest, u) })
+	if errors.Is(err, upstream.ErrUnknownOutcome) && st.landed(auth, m, dest, prev, msgs, move && !sameFolder) {
 		log.Info("imap copy: answer lost, the messages are at the destination", "user", m.user)
 		done, err = uids, nil
 	}
 	if err != nil && !errors.Is(err, upstream.ErrUnknownOutcome) {
 		// Certainly not copied: nothing will arrive for those flags.
-		st.DropPendingFlags(ctx, pending)
+		st.dropPendingFlags(ctx, pending)
 	}
 	if err != nil {
-		if UIDMissing(err) {
+		if uidMissing(err) {
 			// Every source message exists, so it is the destination
 			// that is gone.
 			if _, gerr := c.UIDs(ctx, auth, dest); upstream.IsRefusal(gerr) {
@@ -103,7 +103,7 @@ func (m *Folder) Transfer(ctx context.Context, auth upstream.Auth, uids []imap.U
 		if move {
 			m.resync(ctx, "after a failed move")
 		}
-		if dm := st.Peek(m.user, dest); dm != nil {
+		if dm := st.peek(m.user, dest); dm != nil {
 			dm.resync(ctx, "after a failed copy")
 		}
 		return Transferred{}, err
@@ -115,7 +115,7 @@ func (m *Folder) Transfer(ctx context.Context, auth upstream.Auth, uids []imap.U
 	// metadata when known, in UID order.
 	src := m.copiedOf(msgs, done)
 	if sameFolder {
-		if err := c.Delete(ctx, auth, m.name, UIDList(done), true); err != nil {
+		if err := c.Delete(ctx, auth, m.name, uidList(done), true); err != nil {
 			// The copies are made and the originals still there: the
 			// client sees both after the refresh.
 			m.resync(ctx, "after a failed move within the folder")
@@ -123,11 +123,11 @@ func (m *Folder) Transfer(ctx context.Context, auth upstream.Auth, uids []imap.U
 		}
 	}
 	if move {
-		m.Remove(ctx, srcValidity, done)
+		m.remove(ctx, srcValidity, done)
 	}
-	data := st.PlaceCopies(ctx, auth, dest, prev, dm, src)
+	data := st.placeCopies(ctx, auth, dest, prev, dm, src)
 	if data != nil {
-		st.DropPendingFlags(ctx, pending)
+		st.dropPendingFlags(ctx, pending)
 	}
 	return Transferred{Done: done, Data: data}, nil
 }
@@ -148,11 +148,11 @@ func (m *Folder) liveHandles(uids []imap.UID) []*Message {
 }
 
 // copiedOf is what travels with the messages of msgs that done names.
-func (m *Folder) copiedOf(msgs []*Message, done []imap.UID) []Copied {
+func (m *Folder) copiedOf(msgs []*Message, done []imap.UID) []copied {
 	m.mu.Lock()
 	mb := m.mb
 	m.mu.Unlock()
-	out := make([]Copied, 0, len(done))
+	out := make([]copied, 0, len(done))
 	for _, msg := range msgs {
 		if !slices.Contains(done, msg.UID) {
 			continue
@@ -161,7 +161,7 @@ func (m *Folder) copiedOf(msgs []*Message, done []imap.UID) []Copied {
 		if mb != nil {
 			fl, _ = mb.Flags(msg.UID)
 		}
-		cp := Copied{UID: msg.UID, Flags: KeptOf(fl), Seen: HasSeen(fl)}
+		cp := copied{UID: msg.UID, Flags: KeptOf(fl), Seen: HasSeen(fl)}
 		if meta, _ := m.MetaOf(msg); MetaKnown(meta) {
 			cp.Meta = meta
 		}

@@ -161,10 +161,10 @@ func ValidFolderName(n string) bool {
 	return strings.HasPrefix(n, "INBOX.") && !strings.Contains(n, "..") && !strings.HasSuffix(n, ".")
 }
 
-// Descendants returns the existing folders below name, all levels. Names
+// descendants returns the existing folders below name, all levels. Names
 // sharing a prefix are contiguous in sorted order, so this is a binary
 // search and a short scan.
-func (fs *FolderSet) Descendants(name string) []string {
+func (fs *FolderSet) descendants(name string) []string {
 	prefix := name + delim
 	i := sort.SearchStrings(fs.names, prefix)
 	j := i
@@ -175,7 +175,7 @@ func (fs *FolderSet) Descendants(name string) []string {
 }
 
 // HasChildren tells whether any folder exists below name.
-func (fs *FolderSet) HasChildren(name string) bool { return len(fs.Descendants(name)) > 0 }
+func (fs *FolderSet) HasChildren(name string) bool { return len(fs.descendants(name)) > 0 }
 
 // MadeBy lists what creating folder adds to the set: folder and each
 // level above it that does not exist (the provider creates missing
