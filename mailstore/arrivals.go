@@ -331,6 +331,18 @@ func (m *Folder) markAppendedRead(ctx context.Context) {
 	m.show(ups, nil)
 }
 
+// markAppendedReadOf sends the read marking that waits when it names any
+// of uids: before a COPY or MOVE, or a move to the Trash, which carry the
+// provider's read state to the new message.
+func (m *Folder) markAppendedReadOf(ctx context.Context, uids []imap.UID) {
+	m.mu.Lock()
+	waits := slices.ContainsFunc(m.unmarked, func(u imap.UID) bool { return slices.Contains(uids, u) })
+	m.mu.Unlock()
+	if waits {
+		m.markAppendedRead(ctx)
+	}
+}
+
 // dropUnmarkedLocked takes uids out of the read marking that waits.
 func (m *Folder) dropUnmarkedLocked(uids []imap.UID) {
 	if len(m.unmarked) == 0 || len(uids) == 0 {

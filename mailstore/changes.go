@@ -22,13 +22,15 @@ type copied struct {
 
 // addCopies puts messages this bridge just copied or moved into the folder
 // (newUIDs, ascending, paired with src) into the mirror, with the flags
-// and metadata of their sources, when they are the next UIDs it has not
-// seen; otherwise it leaves them to the next refresh. A refresh whose
-// answer was read before (and so lacks them) does not take them for
-// expunged (see added and apply).
+// and metadata of their sources. A refresh that listed them first showed
+// them without the flags the bridge keeps (the state store had none for
+// them yet): they get those flags now, as FETCH FLAGS to every view. UIDs
+// below UIDNEXT that the mirror does not hold are left alone (expunged
+// meanwhile). A refresh whose answer was read before (and so lacks them)
+// does not take them for expunged (see added and apply).
 func (m *Folder) addCopies(ctx context.Context, newUIDs []imap.UID, src []copied) {
 	m.mu.Lock()
-	if !m.loaded || m.dropped || m.gone != nil || len(newUIDs) == 0 || newUIDs[0] < m.uidNext {
+	if !m.loaded || m.dropped || m.gone != nil || len(newUIDs) == 0 {
 		m.mu.Unlock()
 		return
 	}
@@ -37,7 +39,23 @@ func (m *Folder) addCopies(ctx context.Context, newUIDs []imap.UID, src []copied
 		m.added = map[imap.UID]uint64{}
 	}
 	add := make([]seqview.NewMessage, 0, len(newUIDs))
+	var changes []seqview.FlagChange
 	for i, u := range newUIDs {
+		if msg := m.byUID[u]; msg != nil {
+			if fl, ok := m.mb.Flags(u); ok && !msg.expunged {
+				// Shown by a refresh already; \Seen is the provider's.
+				changes = append(changes, seqview.FlagChange{UID: u, Op: imap.StoreFlagsSet, Flags: withSeen(src[i].Flags, HasSeen(fl))})
+				if msg.meta == nil && src[i].Meta != nil {
+					c := *src[i].Meta
+					c.UID, c.Folder = int64(u), m.name
+					msg.meta = &c
+				}
+			}
+			continue
+		}
+		if u < m.uidNext {
+			continue
+		}
 		msg := &Message{UID: u}
 		if d := src[i].Meta; d != nil {
 			c := *d
@@ -48,6 +66,7 @@ func (m *Folder) addCopies(ctx context.Context, newUIDs []imap.UID, src []copied
 		m.added[u] = m.version
 		add = append(add, seqview.NewMessage{UID: u, Flags: withSeen(src[i].Flags, src[i].Seen)})
 	}
+	m.mb.SetFlags(nil, changes...)
 	if err := m.mb.Add(add...); err != nil {
 		m.mu.Unlock()
 		m.store.cfg.Logger.Warn("imap copy: showing the copies failed", "user", m.user, "err", err)

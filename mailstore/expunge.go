@@ -43,6 +43,9 @@ func (m *Folder) Expunge(ctx context.Context, auth upstream.Auth, forever, toTra
 	}
 	var moved []imap.UID
 	if len(toTrash) > 0 {
+		// The Trash's copy keeps the read state: an appended message
+		// asked \Seen is marked read before it goes (arrivals.go).
+		m.markAppendedReadOf(ctx, toTrash)
 		moved, err = m.mutateExisting(ctx, auth, toTrash, func(u []int64) error {
 			return c.Delete(ctx, auth, m.name, u, false)
 		})

@@ -78,6 +78,10 @@ func (m *Folder) Transfer(ctx context.Context, auth upstream.Auth, uids []imap.U
 	if move && !sameFolder {
 		op = c.Move
 	}
+	// \Seen travels at the provider: an appended message asked \Seen
+	// whose read marking still waits gets it first, or its copy would be
+	// unread (arrivals.go).
+	m.markAppendedReadOf(ctx, uids)
 	var pending []int64
 	if !sameFolder {
 		pending = st.notePendingFlags(ctx, dest, m, msgs)
