@@ -294,3 +294,60 @@ func ApplyFlagChange(have []string, c FlagChange) []string {
 	slices.Sort(out)
 	return out
 }
+
+// RefreshWrite is what one refresh of a folder learnt that the state
+// store keeps, written at once (WriteRefresh).
+type RefreshWrite struct {
+	// Flags are the kept flags of messages new to the folder's mirror:
+	// arrivals paired with their UIDs, copies whose flags were written
+	// down before the copy. An empty list removes the entry.
+	Flags map[uint32][]string
+	// DropPending are the pending-flag entries (PendingFlags) whose
+	// flags are now on their messages.
+	DropPending []int64
+	// MaxUID is the largest UID seen, for the UIDNEXT high-water mark
+	// (SeenUIDs); 0 when none is new.
+	MaxUID uint32
+}
+
+// Empty reports a write with nothing in it.
+func (w RefreshWrite) Empty() bool {
+	return len(w.Flags) == 0 && len(w.DropPending) == 0 && w.MaxUID == 0
+}
+
+// WriteRefresh writes what a refresh learnt, in one transaction: a
+// bridge killed half-way leaves either all of it or none.
+func (s *Store) WriteRefresh(ctx context.Context, username, folder string, validity uint32, w RefreshWrite) error {
+	if w.Empty() {
+		return nil
+	}
+	return s.tx(ctx, func(tx *sqlstmt.Tx) error {
+		for uid, fl := range w.Flags {
+			var err error
+			if len(fl) == 0 {
+				_, err = tx.Exec(`DELETE FROM flags WHERE username = ? AND folder = ? AND uid_validity = ? AND uid = ?`,
+					username, folder, validity, uid)
+			} else {
+				sorted := slices.Clone(fl)
+				slices.Sort(sorted)
+				_, err = tx.Exec(`INSERT INTO flags (username, folder, uid_validity, uid, flags) VALUES (?, ?, ?, ?, ?)
+					ON CONFLICT (username, folder, uid_validity, uid) DO UPDATE SET flags = excluded.flags`,
+					username, folder, validity, uid, strings.Join(sorted, " "))
+			}
+			if err != nil {
+				return err
+			}
+		}
+		for _, id := range w.DropPending {
+			if _, err := tx.Exec(`DELETE FROM pending_flags WHERE id = ?`, id); err != nil {
+				return err
+			}
+		}
+		if w.MaxUID != 0 {
+			_, err := tx.Exec(`UPDATE folder_state SET uid_next = MAX(uid_next, ?) WHERE username = ? AND folder = ?`,
+				int64(w.MaxUID)+1, username, folder)
+			return err
+		}
+		return nil
+	})
+}

@@ -70,6 +70,10 @@ type FolderStates interface {
 	// returns the resulting sets (ApplyFlagChange says how a change
 	// applies). Concurrent changes of one message never lose one another.
 	ChangeFlags(ctx context.Context, username, folder string, validity uint32, changes []FlagChange) (map[uint32][]string, error)
+	// WriteRefresh writes what one refresh of a folder learnt (kept
+	// flags of its new messages, pending-flag entries used, the UIDNEXT
+	// high-water mark) in one transaction.
+	WriteRefresh(ctx context.Context, username, folder string, validity uint32, w RefreshWrite) error
 }
 
 // SentJournal records the messages the bridge submitted and what the

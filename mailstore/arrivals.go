@@ -10,6 +10,7 @@ import (
 	"github.com/emersion/go-imap/v2"
 
 	"github.com/directbridge/directbridge/directapi"
+	"github.com/directbridge/directbridge/mailbox"
 	"github.com/directbridge/directbridge/mimeconv"
 	"github.com/directbridge/directbridge/upstream"
 )
@@ -185,9 +186,10 @@ func (m *Folder) placed(a *arrival) imap.UID {
 
 // placeArrivals pairs the arrivals with the UIDs not paired yet a refresh
 // that started at started found (ascending) and records their flags: the
-// kept flags in the state store (so the refresh shows them at once),
-// \Seen for the read marking that waits (markAppendedRead). It returns
-// the UIDs placed, true for those to be shown read.
+// kept flags into w, which the refresh writes to the state store with the
+// rest of what it learnt before it shows them, \Seen for the read marking
+// that waits (markAppendedRead). It returns the UIDs placed, true for
+// those to be shown read.
 //
 // Only arrivals saved before the refresh started are paired: those are
 // certainly among the UIDs it read; later ones wait for the next refresh.
@@ -196,10 +198,10 @@ func (m *Folder) placed(a *arrival) imap.UID {
 // came in as well) by content, then by Message-ID and size. Arrivals not
 // placed wait up to arrivalTTL. Failures are logged: the messages are
 // saved, and only their flags are at stake.
-func (m *Folder) placeArrivals(ctx context.Context, newUIDs []imap.UID, started time.Time) (placed map[imap.UID]bool) {
+func (m *Folder) placeArrivals(ctx context.Context, newUIDs []imap.UID, started time.Time, w *mailbox.RefreshWrite) (placed map[imap.UID]bool) {
 	m.mu.Lock()
 	pending := slices.Clone(m.pending)
-	validity, auth := m.validity, m.auth
+	auth := m.auth
 	m.mu.Unlock()
 	if len(pending) == 0 {
 		return nil
@@ -255,8 +257,11 @@ func (m *Folder) placeArrivals(ctx context.Context, newUIDs []imap.UID, started 
 	m.giveUpLocked(pending, started)
 	m.mu.Unlock()
 	if len(keptFlags) > 0 {
-		if err := m.store.cfg.State.SetFlags(ctx, m.user, m.name, validity, keptFlags); err != nil {
-			m.store.cfg.Logger.Warn("imap append: storing flags failed", "user", m.user, "err", err)
+		if w.Flags == nil {
+			w.Flags = map[uint32][]string{}
+		}
+		for u, fl := range keptFlags {
+			w.Flags[u] = fl
 		}
 	}
 	placed = make(map[imap.UID]bool, len(pairs))
@@ -329,6 +334,39 @@ func (m *Folder) markAppendedRead(ctx context.Context) {
 		ups[i] = shown{UID: u, Seen: &seen}
 	}
 	m.show(ups, nil)
+}
+
+// markListedRead is the read marking a full refresh sends from its own
+// listing (uids, ascending): for the waiting messages the listing still
+// has (the others are gone, and their EXPUNGE comes with the refresh),
+// never through another refresh. It returns how many it marked read:
+// the mirror shows them read already, and the provider's unread count,
+// read before, still counted them.
+func (m *Folder) markListedRead(ctx context.Context, uids []imap.UID) int {
+	m.mu.Lock()
+	waiting, auth := m.unmarked, m.unmarkedAuth
+	m.unmarked, m.unmarkedAuth = nil, upstream.Auth{}
+	m.mu.Unlock()
+	listed := slices.DeleteFunc(waiting, func(u imap.UID) bool {
+		_, ok := slices.BinarySearch(uids, u)
+		return !ok
+	})
+	if len(listed) == 0 {
+		return 0
+	}
+	mark := func(u []int64) error { return m.store.cfg.Provider.SetRead(ctx, auth, m.name, u, true) }
+	done, err := m.mutateExisting(ctx, auth, listed, mark)
+	if err != nil {
+		m.store.cfg.Logger.Warn("imap append: marking read failed", "user", m.user, "err", err)
+		return 0
+	}
+	seen := true
+	ups := make([]shown, len(done))
+	for i, u := range done {
+		ups[i] = shown{UID: u, Seen: &seen}
+	}
+	m.show(ups, nil)
+	return len(done)
 }
 
 // markAppendedReadOf sends the read marking that waits when it names any

@@ -234,14 +234,16 @@ func (st *Store) dropPendingFlags(ctx context.Context, ids []int64) {
 	}
 }
 
-// recoverPendingFlags gives messages new to the folder (added, ascending)
-// the flags written down for them before a copy or move whose end the
-// bridge did not see (it was killed, or the new UIDs could not be paired):
-// matched by Message-ID and size, one match each, oldest entry first.
-// The flags go to the state store and into kept, which the refresh shows.
-// It costs a state-store read per refresh that found new messages, and a
-// provider call for the new messages' metadata only when flags wait.
-func (m *Folder) recoverPendingFlags(ctx context.Context, auth upstream.Auth, validity uint32, added []imap.UID, kept map[uint32][]string) error {
+// pendingFlagsFor finds, for messages new to the folder (added,
+// ascending), the flags written down for them before a copy or move whose
+// end the bridge did not see (it was killed, or the new UIDs could not be
+// paired): matched by Message-ID and size, one match each, oldest entry
+// first. The flags go into kept, which the refresh shows, and into w,
+// which the refresh writes with the rest of what it learnt (one
+// transaction, see doRefresh). It costs a state-store read per refresh
+// that found new messages, and a provider call for the new messages'
+// metadata only when flags wait.
+func (m *Folder) pendingFlagsFor(ctx context.Context, auth upstream.Auth, added []imap.UID, kept map[uint32][]string, w *mailbox.RefreshWrite) error {
 	if len(added) == 0 {
 		return nil
 	}
@@ -264,26 +266,24 @@ func (m *Folder) recoverPendingFlags(ctx context.Context, auth upstream.Auth, va
 		isNew[int64(u)] = true
 	}
 	slices.SortFunc(details, func(a, b directapi.MessageDetail) int { return cmp.Compare(a.UID, b.UID) })
-	set := map[uint32][]string{}
-	var done []int64
+	n := 0
 	for _, p := range pend {
 		for i, d := range details {
 			if isNew[d.UID] && d.MsgID == p.MsgID && d.Size == p.Size && len(kept[uint32(d.UID)]) == 0 {
-				set[uint32(d.UID)] = p.Flags
 				kept[uint32(d.UID)] = p.Flags
-				done = append(done, p.ID)
+				if w.Flags == nil {
+					w.Flags = map[uint32][]string{}
+				}
+				w.Flags[uint32(d.UID)] = p.Flags
+				w.DropPending = append(w.DropPending, p.ID)
 				details = slices.Delete(details, i, i+1)
+				n++
 				break
 			}
 		}
 	}
-	if len(set) == 0 {
-		return nil
+	if n > 0 {
+		st.cfg.Logger.Info("imap copy: flags written down before a copy applied to its messages", "user", m.user, "messages", n)
 	}
-	if err := st.cfg.State.SetFlags(ctx, m.user, m.name, validity, set); err != nil {
-		return err
-	}
-	st.cfg.Logger.Info("imap copy: flags written down before a copy applied to its messages", "user", m.user, "messages", len(set))
-	st.dropPendingFlags(ctx, done)
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/emersion/go-imap/v2"
 
 	"github.com/directbridge/directbridge/directapi"
+	"github.com/directbridge/directbridge/mailbox"
 	"github.com/directbridge/directbridge/seqview"
 )
 
@@ -104,16 +105,20 @@ func (m *Folder) refresh(ctx context.Context, notBefore time.Time, light bool) e
 // messages unread" and asks otherwise. A change that keeps the count (one
 // message read and another unread between two polls, by another client)
 // is seen at the next count change.
+//
+// A refresh is one pass (mailstore/doc.go, rule 4): it reads the provider
+// (the listing and the count together), sends the read marking that
+// waits for the messages the listing still has, reads what else it needs
+// (arrivals' bytes, the unread list, flags written down before copies),
+// writes what it learnt to the state store in one transaction, and then
+// shows it to the views (apply). Nothing in it calls Sync, Discover or
+// refresh.
 func (m *Folder) doRefresh(ctx context.Context, started time.Time, light bool) error {
 	m.mu.Lock()
 	auth, loaded, v0 := m.auth, m.loaded, m.version
 	m.mu.Unlock()
 
 	c := m.store.cfg.Provider
-	if !light {
-		// Before the read state is read (arrivals.go).
-		m.markAppendedRead(ctx)
-	}
 	// The two reads go out together: a refresh costs one round trip of
 	// time, not two. A light one reads the UIDs only.
 	var unread int
@@ -149,6 +154,13 @@ func (m *Folder) doRefresh(ctx context.Context, started time.Time, light bool) e
 	if !loaded {
 		return m.load(ctx, auth, uids, unread)
 	}
+	if !light {
+		// Appended messages asked \Seen are shown read and counted
+		// unread by the provider until their marking goes out: it goes
+		// now, for those the listing still has, and the count read
+		// before it is corrected (arrivals.go).
+		unread -= m.markListedRead(ctx, uids)
+	}
 
 	m.mu.Lock()
 	stillUnread := 0
@@ -170,27 +182,29 @@ func (m *Folder) doRefresh(ctx context.Context, started time.Time, light bool) e
 		}
 	}
 	slices.Sort(candidates)
+	validity, uidNext := m.validity, m.uidNext
 	m.mu.Unlock()
+
+	// What the state store gets, once, before the views see anything.
+	var w mailbox.RefreshWrite
 	// Messages this bridge saved (APPEND) get their flags now.
-	placed := m.placeArrivals(ctx, candidates, started)
+	placed := m.placeArrivals(ctx, candidates, started, &w)
 	m.noteUnclaimed(added, placed)
 
 	var unreadSet map[imap.UID]bool
-	// The count was read before the arrivals were marked read. A light
-	// refresh has no count: known messages keep their state, new ones
-	// are unread unless just marked read.
+	// A light refresh has no count: known messages keep their state, new
+	// ones are unread unless just marked read.
 	if !light && !changed && unread != stillUnread+len(added) {
 		if unreadSet, err = m.unreadUIDs(ctx, auth); err != nil {
 			return err
 		}
 	}
-	var kept map[uint32][]string
+	kept := map[uint32][]string{}
 	if len(added) > 0 || len(placed) > 0 {
-		// Flags stored for a UID before the mirror saw it (COPY, MOVE
-		// and APPEND set them on the new UIDs) show at once. Read before
-		// taking the lock: no store I/O under it.
-		// Only UIDs from the lowest new one on: the folder's other
-		// flags are in the mirror already.
+		// Flags stored for a UID before the mirror saw it (COPY and MOVE
+		// set them on the new UIDs) show at once. Only UIDs from the
+		// lowest new one on: the folder's other flags are in the mirror
+		// already.
 		from := imap.UID(MaxUID)
 		for _, u := range added {
 			from = min(from, u)
@@ -198,11 +212,11 @@ func (m *Folder) doRefresh(ctx context.Context, started time.Time, light bool) e
 		for u := range placed {
 			from = min(from, u)
 		}
-		m.mu.Lock()
-		validity := m.validity
-		m.mu.Unlock()
 		if kept, err = m.store.cfg.State.FlagsFrom(ctx, m.user, m.name, validity, uint32(from)); err != nil {
 			return err
+		}
+		for u, fl := range w.Flags { // the arrivals' own, not written yet
+			kept[u] = fl
 		}
 		// Copies whose flags were written down before a call the bridge
 		// did not see end (copies.go).
@@ -212,9 +226,15 @@ func (m *Folder) doRefresh(ctx context.Context, started time.Time, light bool) e
 				copies = append(copies, u)
 			}
 		}
-		if err := m.recoverPendingFlags(ctx, auth, validity, copies, kept); err != nil {
+		if err := m.pendingFlagsFor(ctx, auth, copies, kept, &w); err != nil {
 			m.store.cfg.Logger.Warn("imap refresh: flags written down before a copy", "user", m.user, "err", err)
 		}
+	}
+	if n := len(uids); n > 0 && uids[n-1] >= uidNext {
+		w.MaxUID = uint32(uids[n-1])
+	}
+	if err := m.store.cfg.State.WriteRefresh(ctx, m.user, m.name, validity, w); err != nil {
+		return err
 	}
 	return m.apply(ctx, v0, uids, unreadSet, kept, placed)
 }
@@ -279,7 +299,8 @@ func (m *Folder) load(ctx context.Context, auth directapi.Authentication, uids [
 			newer = append(newer, u)
 		}
 	}
-	if err := m.recoverPendingFlags(ctx, auth, st.UIDValidity, newer, kept); err != nil {
+	var w mailbox.RefreshWrite
+	if err := m.pendingFlagsFor(ctx, auth, newer, kept, &w); err != nil {
 		m.store.cfg.Logger.Warn("imap load: flags written down before a copy", "user", m.user, "err", err)
 	}
 	var unreadSet map[imap.UID]bool
@@ -319,6 +340,13 @@ func (m *Folder) load(ctx context.Context, auth directapi.Authentication, uids [
 	if err := mb.Add(add...); err != nil {
 		return err
 	}
+	if n := len(uids); n > 0 && uids[n-1] >= imap.UID(st.UIDNext) {
+		w.MaxUID = uint32(uids[n-1])
+	}
+	// What the load learnt, in one transaction before sessions see it.
+	if err := m.store.cfg.State.WriteRefresh(ctx, m.user, m.name, st.UIDValidity, w); err != nil {
+		return err
+	}
 	m.mu.Lock()
 	m.syncedAt = time.Now()
 	m.validity = st.UIDValidity
@@ -329,11 +357,11 @@ func (m *Folder) load(ctx context.Context, auth directapi.Authentication, uids [
 	m.metaAt = m.syncedAt
 	m.loaded = true
 	m.syncedAt = time.Now()
-	largest := m.raiseUIDNextLocked(uids)
+	m.raiseUIDNextLocked(uids)
 	m.metaFrom = m.uidNext
 	m.mu.Unlock()
 	m.fillMeta(details)
-	return m.saveUIDNext(ctx, largest)
+	return nil
 }
 
 // inferFromMemo sets *set from the folder's read memo when it agrees with
@@ -473,9 +501,9 @@ func (m *Folder) apply(ctx context.Context, v0 uint64, uids []imap.UID, unreadSe
 		return err
 	}
 	m.syncedAt = time.Now()
-	largest := m.raiseUIDNextLocked(uids)
+	m.raiseUIDNextLocked(uids) // written by doRefresh already
 	m.mu.Unlock()
-	return m.saveUIDNext(ctx, largest)
+	return nil
 }
 
 // renumberedLocked gives the folder a new UIDVALIDITY: connections that
