@@ -155,6 +155,55 @@ func testStateStore(t *testing.T, open func(t *testing.T) StateStore) {
 		}
 	})
 
+	t.Run("ChangeFlags", func(t *testing.T) {
+		s := open(t)
+		f, _ := s.Folder(ctx, alice, "INBOX")
+		if _, err := s.ChangeFlags(ctx, alice, "INBOX", f.UIDValidity, []FlagChange{{UID: 1, Add: []string{"$a", `\Flagged`}}}); err != nil {
+			t.Fatal(err)
+		}
+		got, err := s.ChangeFlags(ctx, alice, "INBOX", f.UIDValidity, []FlagChange{{UID: 1, Add: []string{"$B"}, Del: []string{"$A"}}})
+		if err != nil || !slices.Equal(got[1], []string{"$B", `\Flagged`}) {
+			t.Fatalf("after change: %v %v", got, err)
+		}
+		fl, _ := s.Flags(ctx, alice, "INBOX", f.UIDValidity)
+		if !slices.Equal(fl[1], []string{"$B", `\Flagged`}) {
+			t.Fatalf("stored %v", fl)
+		}
+	})
+
+	t.Run("WriteRefresh", func(t *testing.T) {
+		s := open(t)
+		f, _ := s.Folder(ctx, alice, "INBOX")
+		ids, err := s.AddPendingFlags(ctx, alice, "INBOX", []PendingFlag{{MsgID: "<m@x>", Size: 10, Flags: []string{"$p"}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := RefreshWrite{Flags: map[uint32][]string{7: {"$p"}, 8: {"$q", "$a"}}, DropPending: ids, MaxUID: 8}
+		if err := s.WriteRefresh(ctx, alice, "INBOX", f.UIDValidity, w); err != nil {
+			t.Fatal(err)
+		}
+		fl, _ := s.Flags(ctx, alice, "INBOX", f.UIDValidity)
+		if !slices.Equal(fl[7], []string{"$p"}) || !slices.Equal(fl[8], []string{"$a", "$q"}) {
+			t.Fatalf("flags %v", fl)
+		}
+		if pend, _ := s.PendingFlagsOf(ctx, alice, "INBOX"); len(pend) != 0 {
+			t.Fatalf("pending left: %v", pend)
+		}
+		if g, _ := s.Folder(ctx, alice, "INBOX"); g.UIDNext != 9 || g.UIDValidity != f.UIDValidity {
+			t.Fatalf("state %+v", g)
+		}
+		// Never lowered; an empty write is nothing.
+		if err := s.WriteRefresh(ctx, alice, "INBOX", f.UIDValidity, RefreshWrite{MaxUID: 3}); err != nil {
+			t.Fatal(err)
+		}
+		if g, _ := s.Folder(ctx, alice, "INBOX"); g.UIDNext != 9 {
+			t.Fatalf("UIDNEXT lowered: %+v", g)
+		}
+		if err := s.WriteRefresh(ctx, alice, "INBOX", f.UIDValidity, RefreshWrite{}); err != nil {
+			t.Fatal(err)
+		}
+	})
+
 	t.Run("SentJournal", func(t *testing.T) {
 		s := open(t)
 		at := time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
