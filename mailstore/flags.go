@@ -130,8 +130,11 @@ func (st *Store) ApplyFlags(ctx context.Context, auth upstream.Auth, folder stri
 		if err != nil {
 			if m != nil {
 				// What went through (the read marking, before the unread
-				// one failed) shows.
+				// one failed) shows; the failed call may have been carried
+				// out in part or in whole (an answer lost), so the mirror
+				// learns the provider's read state again.
 				m.show(seenShown, source)
+				m.resync(ctx, "after a failed read marking")
 			}
 			return nil, err
 		}
@@ -256,7 +259,9 @@ func (m *Folder) mutateExisting(ctx context.Context, auth upstream.Auth, uids []
 	for attempt := 0; err != nil && uidMissing(err) && attempt < mutateRetries; attempt++ {
 		listed, lerr := m.store.cfg.Provider.UIDs(ctx, auth, m.name)
 		if lerr != nil {
-			return nil, err
+			// Which UIDs remain cannot be told: the listing's error
+			// (the provider unreachable, say) is the one to answer.
+			return nil, lerr
 		}
 		there := make(map[imap.UID]bool, len(listed))
 		for _, p := range listed {
@@ -377,6 +382,9 @@ func (m *Folder) MarkRead(ctx context.Context, auth upstream.Auth, uids []imap.U
 	mark := func(u []int64) error { return m.store.cfg.Provider.SetRead(ctx, auth, m.name, u, true) }
 	done, err := m.mutateExisting(ctx, auth, uids, mark)
 	if err != nil {
+		// Carried out in part or whole, perhaps (an answer lost): the
+		// mirror learns the provider's read state again.
+		m.resync(ctx, "after a failed read marking")
 		return nil, err
 	}
 	read := true
