@@ -46,7 +46,7 @@ type Bridge struct {
 	certs     *certSource
 	smtp      *smtpbackend.Server
 	tracker   *delivery.Tracker // nil when bounces are off
-	engine    *mailstore.Store // the mail engine the IMAP front adapts to
+	engine    *mailstore.Store  // the mail engine the IMAP front adapts to
 	imap      *imapbackend.Server
 	listeners []namedListener
 	obs       *observer // metrics and health; nil when off
