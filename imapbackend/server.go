@@ -252,6 +252,29 @@ func (s *Server) addConn(user string) bool {
 	return true
 }
 
+// slotWait is how long a LOGIN over the user's limit waits for a slot
+// to come free before it is refused. A client that sends LOGOUT and
+// connects again at once (imaptest does, and so do scripts) would
+// otherwise find its own old slot still taken: go-imap answers LOGOUT
+// before it closes the session, which gives the slot back.
+const slotWait = time.Second
+
+// awaitConn is addConn that waits up to slotWait, or ctx, for a slot.
+func (s *Server) awaitConn(ctx context.Context, user string) bool {
+	deadline := time.Now().Add(slotWait)
+	for !s.addConn(user) {
+		if time.Now().After(deadline) {
+			return false
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	return true
+}
+
 func (s *Server) dropConn(user string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -106,7 +106,7 @@ func (s *session) Login(username, password string) error {
 			return e
 		}
 	}
-	if !s.srv.addConn(username) {
+	if !s.srv.awaitConn(ctx, username) {
 		return errTooManyConns
 	}
 	s.slotUser.Store(&username)
