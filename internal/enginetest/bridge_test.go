@@ -1,0 +1,51 @@
+package enginetest
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/directbridge/directbridge/imapbackend"
+	"github.com/directbridge/directbridge/mailbox"
+	"github.com/directbridge/directbridge/mailstore"
+	"github.com/directbridge/directbridge/upstream"
+)
+
+// startBridge serves the bridge's IMAP front on a loopback listener, on
+// provider p, with a state store of its own, polling selected folders
+// every poll, and logging to log. It returns the address to dial and a
+// function that stops the bridge and closes its store.
+//
+// It is the one place that knows how the engine is put together: when
+// imapbackend.Config changes, this function changes and nothing else.
+func startBridge(t testing.TB, p upstream.Provider, poll time.Duration, log *slog.Logger) (addr string, stop func()) {
+	t.Helper()
+	store, err := mailbox.OpenStore(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	engine := mailstore.New(mailstore.Config{Provider: p, State: store, PollInterval: poll, Logger: log})
+	srv, err := imapbackend.New(imapbackend.Config{Engine: engine, Verifier: mailbox.NewVerifier(p, time.Minute), Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		srv.ServePlain(l) // loopback: LOGIN without TLS
+	}()
+	return l.Addr().String(), func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		srv.Shutdown(ctx)
+		<-served
+		engine.Close(ctx)
+		store.Close()
+	}
+}
