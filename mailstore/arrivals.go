@@ -322,6 +322,8 @@ func (m *Folder) markAppendedRead(ctx context.Context) {
 		return
 	}
 	mark := func(u []int64) error { return m.store.cfg.Provider.SetRead(ctx, auth, m.name, u, true) }
+	m.seenMu.Lock()
+	defer m.seenMu.Unlock()
 	done, err := m.mutateExisting(ctx, auth, uids, mark)
 	if err != nil {
 		m.store.cfg.Logger.Warn("imap append: marking read failed", "user", m.user, "err", err)
@@ -355,6 +357,8 @@ func (m *Folder) markListedRead(ctx context.Context, uids []imap.UID) int {
 		return 0
 	}
 	mark := func(u []int64) error { return m.store.cfg.Provider.SetRead(ctx, auth, m.name, u, true) }
+	m.seenMu.Lock()
+	defer m.seenMu.Unlock()
 	done, err := m.mutateExisting(ctx, auth, listed, mark)
 	if err != nil {
 		m.store.cfg.Logger.Warn("imap append: marking read failed", "user", m.user, "err", err)

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"slices"
+	"strings"
 
 	"github.com/emersion/go-imap/v2"
 
@@ -68,15 +69,29 @@ func (st *Store) placeCopies(ctx context.Context, auth upstream.Auth, dest strin
 		log.Warn("imap copy: state store", "err", err)
 		return nil
 	}
-	kept := map[uint32][]string{}
+	// The flags travel as changes added to whatever the new UIDs hold
+	// by now (a session that saw a copy through a refresh may have
+	// stored a flag on it already), and the mirror shows the sets the
+	// store made, in the order of the store's writes (flagMu, flags.go).
+	var changes []mailbox.FlagChange
 	for i, cp := range src {
 		if len(cp.Flags) > 0 {
-			kept[uint32(newUIDs[i])] = flagStrings(cp.Flags)
+			changes = append(changes, mailbox.FlagChange{UID: uint32(newUIDs[i]), Add: flagStrings(cp.Flags)})
 		}
 	}
-	if len(kept) > 0 {
-		if err := st.cfg.State.SetFlags(ctx, auth.Username, dest, validity, kept); err != nil {
+	if dm != nil {
+		dm.flagMu.Lock()
+		defer dm.flagMu.Unlock()
+	}
+	if len(changes) > 0 {
+		kept, err := st.cfg.State.ChangeFlags(ctx, strings.ToLower(auth.Username), dest, validity, changes)
+		if err != nil {
 			log.Warn("imap copy: carrying flags failed", "user", auth.Username, "err", err)
+		}
+		for i := range src {
+			if fl, ok := kept[uint32(newUIDs[i])]; ok {
+				src[i].Flags = canonicalFlags(fl)
+			}
 		}
 	}
 	if dm != nil {

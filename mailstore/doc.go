@@ -67,6 +67,11 @@
 //  2. Folder.flagMu orders the kept-flag writes of STORE with their
 //     showing (flags.go). It is held across a state-store call, never
 //     across a provider call, and only Folder.mu is taken under it.
+//     Folder.seenMu orders the folder's \Seen changes at the provider
+//     with their showing (two sessions marking one message read and
+//     unread at once end as the provider does): held across a SetRead
+//     and its showing, by commands and by the read marking inside a
+//     refresh; so it is never held while waiting for a refresh.
 //  3. One refresh of a folder runs at a time (refresh.go, the flight).
 //     Callers that want one share it: they wait for the flight under way,
 //     always within their own context, which has a deadline (the command's

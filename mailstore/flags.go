@@ -106,8 +106,13 @@ func (st *Store) ApplyFlags(ctx context.Context, auth upstream.Auth, folder stri
 		m.mu.Unlock()
 	}
 	c := st.cfg.Provider
-	var seenShown []shown
 	for _, read := range []bool{true, false} {
+		// Two sessions that mark one message read and unread at once:
+		// the mirror must end as the provider does, so each direction's
+		// call and its showing are one step per folder (seenMu).
+		if m != nil {
+			m.seenMu.Lock()
+		}
 		state := current()
 		var uids []imap.UID
 		for _, u := range ups {
@@ -117,6 +122,9 @@ func (st *Store) ApplyFlags(ctx context.Context, auth upstream.Auth, folder stri
 			}
 		}
 		if len(uids) == 0 {
+			if m != nil {
+				m.seenMu.Unlock()
+			}
 			continue
 		}
 		mark := func(u []int64) error { return c.SetRead(ctx, auth, folder, u, read) }
@@ -129,18 +137,23 @@ func (st *Store) ApplyFlags(ctx context.Context, auth upstream.Auth, folder stri
 		}
 		if err != nil {
 			if m != nil {
-				// What went through (the read marking, before the unread
-				// one failed) shows; the failed call may have been carried
-				// out in part or in whole (an answer lost), so the mirror
-				// learns the provider's read state again.
-				m.show(seenShown, source)
+				// The failed call may have been carried out in part or
+				// in whole (an answer lost): the mirror learns the
+				// provider's read state again (after seenMu: a refresh
+				// takes it).
+				m.seenMu.Unlock()
 				m.resync(ctx, "after a failed read marking")
 			}
 			return nil, err
 		}
-		r := read
-		for _, u := range done {
-			seenShown = append(seenShown, shown{UID: u, Seen: &r})
+		if m != nil {
+			r := read
+			shownNow := make([]shown, len(done))
+			for i, u := range done {
+				shownNow[i] = shown{UID: u, Seen: &r}
+			}
+			m.show(shownNow, source)
+			m.seenMu.Unlock()
 		}
 		if len(done) != len(uids) {
 			asked := make(map[imap.UID]bool, len(uids))
@@ -179,7 +192,7 @@ func (st *Store) ApplyFlags(ctx context.Context, auth upstream.Auth, folder stri
 		kept, storeErr = st.cfg.State.ChangeFlags(ctx, strings.ToLower(auth.Username), folder, validity, changes)
 	}
 	out := make([]imap.UID, 0, len(ups))
-	show := seenShown
+	var show []shown
 	for _, u := range ups {
 		out = append(out, u.UID)
 		if fl, ok := kept[uint32(u.UID)]; ok {
@@ -380,8 +393,10 @@ func IsSystemFlag(f imap.Flag) bool { return slices.Contains(systemFlags, f) }
 // returns the UIDs marked.
 func (m *Folder) MarkRead(ctx context.Context, auth upstream.Auth, uids []imap.UID, source *seqview.View) ([]imap.UID, error) {
 	mark := func(u []int64) error { return m.store.cfg.Provider.SetRead(ctx, auth, m.name, u, true) }
+	m.seenMu.Lock() // ordered with other sessions' \Seen changes (ApplyFlags)
 	done, err := m.mutateExisting(ctx, auth, uids, mark)
 	if err != nil {
+		m.seenMu.Unlock()
 		// Carried out in part or whole, perhaps (an answer lost): the
 		// mirror learns the provider's read state again.
 		m.resync(ctx, "after a failed read marking")
@@ -393,5 +408,6 @@ func (m *Folder) MarkRead(ctx context.Context, auth upstream.Auth, uids []imap.U
 		ups[i] = shown{UID: u, Seen: &read}
 	}
 	m.show(ups, source)
+	m.seenMu.Unlock()
 	return done, nil
 }

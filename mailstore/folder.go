@@ -37,6 +37,11 @@ type Folder struct {
 	// (ApplyFlags); it is held across a state-store call, never across
 	// a provider call, and never while taking anything but mu.
 	flagMu sync.Mutex
+	// seenMu orders the \Seen changes of the folder at the provider with
+	// their showing: held across a SetRead and the show after it, by
+	// commands and by the read marking of appended messages (inside a
+	// refresh too). So it is never held while waiting for a refresh.
+	seenMu sync.Mutex
 
 	mu       sync.Mutex
 	auth     directapi.Authentication // latest credentials of a watcher: polling needs some
