@@ -125,14 +125,13 @@ func TestCopyToSelectedFolder(t *testing.T) {
 	}
 }
 
-// TestCopyWithoutCOPYUID: COPYUID is answered when the copies can be
-// paired by size and header fields (a Message-ID is not needed; messages
-// that look the same are paired in the provider's order and keep their
-// own flags, as imaptest's copy expects); when another message arrives in
-// the destination at the same moment, the new UIDs are not certain and
-// COPY answers a plain OK (RFC 4315 §3 allows it; a wrong COPYUID would
-// be worse).
-func TestCopyWithoutCOPYUID(t *testing.T) {
+// TestCopyCOPYUIDByContent: COPYUID is answered when the copies are found
+// by their sources' size and Message-ID (a Message-ID is not needed;
+// messages that look the same are paired in the provider's order and keep
+// their own flags, as imaptest's copy expects), also when another message
+// arrives in the destination at the same moment: the copy is told from it
+// by its content, so COPYUID names the copy and not the newcomer.
+func TestCopyCOPYUIDByContent(t *testing.T) {
 	e := newEnv(t, options{})
 	e.createFolder(alice, "INBOX.Archive")
 	noID := "From: bob@direct.example\r\nTo: alice@direct.example\r\nSubject: no id\r\n\r\nbody\r\n"
@@ -163,7 +162,7 @@ func TestCopyWithoutCOPYUID(t *testing.T) {
 	}
 
 	// A message delivered to the destination while the copy runs: two new
-	// UIDs for one message copied, no COPYUID.
+	// UIDs for one message copied; COPYUID names the copy.
 	mustSelectFolder(t, c, "INBOX")
 	e.sandbox.InjectFault("CopyMessagesByUIDs", sandbox.Fault{Latency: 300 * time.Millisecond, Times: 1})
 	delivered := make(chan struct{})
@@ -179,11 +178,17 @@ func TestCopyWithoutCOPYUID(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if data.UIDValidity != 0 || data.DestUIDs != nil {
-		t.Errorf("COPY with a delivery at the same moment answered COPYUID %+v", data)
-	}
 	if n := e.count(alice, "INBOX.Archive"); n != 5 {
 		t.Fatalf("destination has %d messages; want 5", n)
+	}
+	if data.UIDValidity == 0 || data.DestUIDs == nil {
+		t.Fatalf("COPY with a delivery at the same moment: no COPYUID (%+v)", data)
+	}
+	dst := uidsOf(t, data.DestUIDs)
+	mustSelectFolder(t, c, "INBOX.Archive")
+	msgs, err := c.Fetch(imap.UIDSetNum(dst...), &imap.FetchOptions{UID: true, Envelope: true}).Collect()
+	if err != nil || len(msgs) != 1 || msgs[0].Envelope.Subject != "no id" {
+		t.Fatalf("COPYUID names %v: %+v %v; want the copy of %q", dst, msgs, err, "no id")
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/emersion/go-imap/v2"
 
@@ -35,32 +36,19 @@ import (
 // When the destination has a mirror, the copies are put into it directly
 // (flags and metadata known), so connections watching it see them at
 // once without another refresh.
-func (st *Store) placeCopies(ctx context.Context, auth upstream.Auth, dest string, prev int64, dm *Folder, src []copied) *imap.CopyData {
+func (st *Store) placeCopies(ctx context.Context, auth upstream.Auth, dest string, prev int64, dm *Folder, src []copied, began time.Time) *imap.CopyData {
 	log := st.cfg.Logger
-	pids, err := st.cfg.Provider.UIDs(ctx, auth, dest)
-	if err != nil {
-		log.Warn("imap copy: reading the new UIDs failed", "user", auth.Username, "err", err)
-		return nil
-	}
-	var newUIDs []imap.UID
-	var top int64
-	for _, p := range pids {
-		top = max(top, p)
-		if p > prev && p <= MaxUID {
-			newUIDs = append(newUIDs, imap.UID(p))
-		}
-	}
-	slices.Sort(newUIDs)
+	newUIDs, top := st.findCopies(ctx, auth, dest, prev, src, began, dm)
 	if top > 0 && top <= MaxUID {
 		// The next COPY into an unwatched folder knows where it stood.
 		if err := st.cfg.State.SeenUIDs(ctx, auth.Username, dest, uint32(top)); err != nil {
 			log.Warn("imap copy: state store", "err", err)
 		}
 	}
-	if len(newUIDs) != len(src) {
-		log.Info("imap copy: new UIDs not paired", "user", auth.Username, "copied", len(src), "new", len(newUIDs))
+	if newUIDs == nil {
+		log.Info("imap copy: new UIDs not paired", "user", auth.Username, "copied", len(src))
 		if dm != nil {
-			dm.Sync(ctx)
+			dm.resync(ctx, "after a copy")
 		}
 		return nil
 	}
@@ -103,6 +91,66 @@ func (st *Store) placeCopies(ctx context.Context, auth upstream.Auth, dest strin
 		data.DestUIDs.AddNum(newUIDs[i])
 	}
 	return data
+}
+
+// findCopies finds the UIDs the copies of src got in dest (whose largest
+// UID was prev before), by their metadata: in the order of src, each is
+// the next message above prev with its source's size and Message-ID (the
+// provider files copies in the order of the request). Counting the UIDs
+// that appeared is not enough: a message delivered to the destination at
+// the same moment, while another client removed one of the copies, gives
+// the same count, and a wrong COPYUID would make the client attach its
+// copies and flags to the wrong messages. The metadata comes from one
+// SearchMessagesMetadataByReceivedDate over the sources' received dates
+// (the provider keeps them on a copy, as the sandbox does), or, should
+// the copies not be among the answer (a provider that dates copies when
+// made), over the time of the transfer. Sources whose metadata the bridge
+// lacks cannot be found: nil then. top is the largest UID seen.
+func (st *Store) findCopies(ctx context.Context, auth upstream.Auth, dest string, prev int64, src []copied, began time.Time, dm *Folder) (newUIDs []imap.UID, top int64) {
+	var from, to time.Time
+	for _, cp := range src {
+		if !MetaKnown(cp.Meta) || cp.Meta.Size < 0 || cp.Meta.ReceivedDate.IsZero() {
+			return nil, 0
+		}
+		r := cp.Meta.ReceivedDate.Time
+		if from.IsZero() || r.Before(from) {
+			from = r
+		}
+		if r.After(to) {
+			to = r
+		}
+	}
+	ranges := [][2]time.Time{{from.Add(-metaSkew), to.Add(metaSkew)}, {began.Add(-metaSkew), time.Now().Add(metaSkew)}}
+	for _, rg := range ranges {
+		details, err := st.cfg.Provider.MetadataReceived(ctx, auth, dest, rg[0], rg[1])
+		if err != nil {
+			st.cfg.Logger.Warn("imap copy: reading the new messages failed", "user", auth.Username, "err", err)
+			return nil, top
+		}
+		slices.SortFunc(details, func(a, b directapi.MessageDetail) int { return cmp.Compare(a.UID, b.UID) })
+		var found []imap.UID
+		next := 0
+		for _, d := range details {
+			top = max(top, d.UID)
+			if d.UID <= prev || d.UID > MaxUID || next == len(src) {
+				continue
+			}
+			if m := src[next].Meta; d.Size == m.Size && d.MsgID == m.MsgID {
+				found = append(found, imap.UID(d.UID))
+				next++
+			}
+		}
+		if dm != nil {
+			dm.fillMeta(details)
+		}
+		switch {
+		case next == len(src):
+			return found, top
+		case next > 0:
+			return nil, top // some, not all: not certain
+		}
+	}
+	return nil, top
 }
 
 // destTop returns the largest UID a destination folder is known to have

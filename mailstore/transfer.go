@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"time"
 
 	"github.com/emersion/go-imap/v2"
 
@@ -55,6 +56,7 @@ func (m *Folder) Transfer(ctx context.Context, auth upstream.Auth, uids []imap.U
 		return Transferred{}, err
 	}
 	srcValidity := m.Validity()
+	began := time.Now()
 	// The destination's largest UID, from what the bridge knows of it.
 	prev, dm, err := st.destTop(ctx, auth, dest)
 	if upstream.IsRefusal(err) {
@@ -77,6 +79,11 @@ func (m *Folder) Transfer(ctx context.Context, auth upstream.Auth, uids []imap.U
 	op := c.Copy
 	if move && !sameFolder {
 		op = c.Move
+	}
+	// The sources' metadata confirms the copies' UIDs (verifyCopies);
+	// loaded now if the bridge lacks it (one call at most).
+	if err := m.EnsureMeta(ctx, msgs); err != nil {
+		log.Warn("imap copy: loading the sources' metadata failed", "user", m.user, "err", err)
 	}
 	// \Seen travels at the provider: an appended message asked \Seen
 	// whose read marking still waits gets it first, or its copy would be
@@ -129,7 +136,7 @@ func (m *Folder) Transfer(ctx context.Context, auth upstream.Auth, uids []imap.U
 	if move {
 		m.remove(ctx, srcValidity, done)
 	}
-	data := st.placeCopies(ctx, auth, dest, prev, dm, src)
+	data := st.placeCopies(ctx, auth, dest, prev, dm, src, began)
 	if data != nil {
 		st.dropPendingFlags(ctx, pending)
 	}
