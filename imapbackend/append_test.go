@@ -50,8 +50,10 @@ func TestAppend(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := e.sandbox.CallCounts(); len(got) != 2 || got["SaveRawMessages"] != 1 || got["GetUIDs"] != 1 {
-		t.Errorf("APPEND cost %v; want one SaveRawMessages and one GetUIDs", got)
+	// The save, the UIDs, and the new message's metadata that confirms
+	// which UID is the one saved (mailstore.confirmOrder).
+	if got := e.sandbox.CallCounts(); len(got) != 3 || got["SaveRawMessages"] != 1 || got["GetUIDs"] != 1 || got["SearchMessagesMetadataByReceivedDate"] != 1 {
+		t.Errorf("APPEND cost %v; want one SaveRawMessages, one GetUIDs and one SearchMessagesMetadataByReceivedDate", got)
 	}
 	if data == nil || data.UID == 0 {
 		t.Fatalf("APPEND answered %+v; want APPENDUID", data)

@@ -95,8 +95,8 @@ func (m *Folder) saveEnded(a *arrival, saved bool) {
 }
 
 // awaitSaves waits for the saves asked for before listed (when a refresh
-// read the folder's UIDs) to be answered, or for ctx.
-func (m *Folder) awaitSaves(ctx context.Context, listed time.Time) {
+// read the folder's UIDs) to be answered, or for ctx (its error then).
+func (m *Folder) awaitSaves(ctx context.Context, listed time.Time) error {
 	m.mu.Lock()
 	var wait []chan struct{}
 	for _, a := range m.inflight {
@@ -109,9 +109,10 @@ func (m *Folder) awaitSaves(ctx context.Context, listed time.Time) {
 		select {
 		case <-done:
 		case <-ctx.Done():
-			return
+			return ctx.Err()
 		}
 	}
+	return nil
 }
 
 // expect notes an arrival and makes sure a refresh comes soon.
@@ -214,7 +215,8 @@ func (m *Folder) placeArrivals(ctx context.Context, newUIDs []imap.UID, started 
 	}
 	pairs := map[int]imap.UID{} // index in pending -> UID
 	if len(newUIDs) == len(pending) && sequential(pending) && pending[len(pending)-1].at.Before(started) &&
-		!slices.ContainsFunc(pending, func(a *arrival) bool { return a.uncertain }) {
+		!slices.ContainsFunc(pending, func(a *arrival) bool { return a.uncertain }) &&
+		m.confirmOrder(ctx, auth, pending, newUIDs) {
 		for i, u := range newUIDs {
 			pairs[i] = u
 		}
@@ -395,6 +397,34 @@ func (m *Folder) dropUnmarkedLocked(uids []imap.UID) {
 		drop[u] = true
 	}
 	m.unmarked = slices.DeleteFunc(m.unmarked, func(u imap.UID) bool { return drop[u] })
+}
+
+// confirmOrder checks a pairing by order against the new messages'
+// metadata (one SearchMessagesMetadataByReceivedDate from the first save
+// on, no bodies): each must have its arrival's size and Message-ID. As
+// many new UIDs as saves is not enough: a message delivered at the same
+// moment while another client removed the one saved gives the same
+// count, and a wrong APPENDUID would make the client take the delivered
+// message for its own.
+func (m *Folder) confirmOrder(ctx context.Context, auth upstream.Auth, pending []*arrival, newUIDs []imap.UID) bool {
+	details, err := m.store.cfg.Provider.MetadataReceived(ctx, auth, m.name, pending[0].sent.Add(-metaSkew), time.Now().Add(metaSkew))
+	if err != nil {
+		m.store.cfg.Logger.Warn("imap append: reading new messages failed", "user", m.user, "err", err)
+		return false
+	}
+	m.fillMeta(details)
+	byUID := make(map[int64]directapi.MessageDetail, len(details))
+	for _, d := range details {
+		byUID[d.UID] = d
+	}
+	for i, u := range newUIDs {
+		d, ok := byUID[int64(u)]
+		a := pending[i]
+		if !ok || (d.Size >= 0 && d.Size != a.size) || (a.msgID != "" && d.MsgID != a.msgID) {
+			return false
+		}
+	}
+	return true
 }
 
 // maxContentPairing bounds the new messages downloaded to pair arrivals by

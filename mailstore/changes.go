@@ -28,11 +28,25 @@ type copied struct {
 // below UIDNEXT that the mirror does not hold are left alone (expunged
 // meanwhile). A refresh whose answer was read before (and so lacks them)
 // does not take them for expunged (see added and apply).
-func (m *Folder) addCopies(ctx context.Context, newUIDs []imap.UID, src []copied) {
+//
+// New UIDs are added only when no unknown UID lies between the mirror's
+// UIDNEXT and them (a message delivered at the same moment, below the
+// copies): the mirror must not pass over a message it has not seen. Then
+// it returns false, and the caller has the mirror refreshed, which shows
+// the copies with the flags the state store holds for them.
+func (m *Folder) addCopies(ctx context.Context, newUIDs []imap.UID, src []copied) bool {
 	m.mu.Lock()
 	if !m.loaded || m.dropped || m.gone != nil || len(newUIDs) == 0 {
 		m.mu.Unlock()
-		return
+		return true
+	}
+	ours := make(map[imap.UID]bool, len(newUIDs))
+	for _, u := range newUIDs {
+		ours[u] = true
+	}
+	gap := false
+	for u := m.uidNext; u <= newUIDs[len(newUIDs)-1] && !gap; u++ {
+		gap = !ours[u] && m.byUID[u] == nil
 	}
 	m.version++
 	if m.added == nil {
@@ -53,7 +67,7 @@ func (m *Folder) addCopies(ctx context.Context, newUIDs []imap.UID, src []copied
 			}
 			continue
 		}
-		if u < m.uidNext {
+		if u < m.uidNext || gap {
 			continue
 		}
 		msg := &Message{UID: u}
@@ -70,13 +84,18 @@ func (m *Folder) addCopies(ctx context.Context, newUIDs []imap.UID, src []copied
 	if err := m.mb.Add(add...); err != nil {
 		m.mu.Unlock()
 		m.store.cfg.Logger.Warn("imap copy: showing the copies failed", "user", m.user, "err", err)
-		return
+		return false
+	}
+	if gap {
+		m.mu.Unlock()
+		return false
 	}
 	largest := m.raiseUIDNextLocked(newUIDs)
 	m.mu.Unlock()
 	if err := m.saveUIDNext(ctx, largest); err != nil {
 		m.store.cfg.Logger.Warn("imap copy: state store", "err", err)
 	}
+	return true
 }
 
 // remove takes messages the provider no longer has in a folder

@@ -67,23 +67,27 @@ func (st *Store) placeCopies(ctx context.Context, auth upstream.Auth, dest strin
 			changes = append(changes, mailbox.FlagChange{UID: uint32(newUIDs[i]), Add: flagStrings(cp.Flags)})
 		}
 	}
-	if dm != nil {
-		dm.flagMu.Lock()
-		defer dm.flagMu.Unlock()
-	}
-	if len(changes) > 0 {
-		kept, err := st.cfg.State.ChangeFlags(ctx, strings.ToLower(auth.Username), dest, validity, changes)
-		if err != nil {
-			log.Warn("imap copy: carrying flags failed", "user", auth.Username, "err", err)
+	shown := func() bool {
+		if dm != nil {
+			dm.flagMu.Lock()
+			defer dm.flagMu.Unlock()
 		}
-		for i := range src {
-			if fl, ok := kept[uint32(newUIDs[i])]; ok {
-				src[i].Flags = canonicalFlags(fl)
+		if len(changes) > 0 {
+			kept, err := st.cfg.State.ChangeFlags(ctx, strings.ToLower(auth.Username), dest, validity, changes)
+			if err != nil {
+				log.Warn("imap copy: carrying flags failed", "user", auth.Username, "err", err)
+			}
+			for i := range src {
+				if fl, ok := kept[uint32(newUIDs[i])]; ok {
+					src[i].Flags = canonicalFlags(fl)
+				}
 			}
 		}
-	}
-	if dm != nil {
-		dm.addCopies(ctx, newUIDs, src)
+		return dm == nil || dm.addCopies(ctx, newUIDs, src)
+	}()
+	if !shown {
+		// The refresh shows the copies with the flags written above.
+		dm.resync(ctx, "after a copy")
 	}
 	data := &imap.CopyData{UIDValidity: validity}
 	for i, cp := range src {

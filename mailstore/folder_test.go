@@ -108,6 +108,25 @@ func (p *folderProvider) Metadata(_ context.Context, _ upstream.Auth, _ string) 
 	return out, nil
 }
 
+// MetadataReceived lists every message (the fake keeps no dates), with
+// the Message-ID its bytes carry.
+func (p *folderProvider) MetadataReceived(_ context.Context, _ upstream.Auth, _ string, _, _ time.Time) ([]directapi.MessageDetail, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.calls["MetadataReceived"]++
+	var out []directapi.MessageDetail
+	for u, raw := range p.raw {
+		d := directapi.MessageDetail{UID: u, Size: len(raw)}
+		for _, line := range strings.Split(string(raw), "\r\n") {
+			if v, ok := strings.CutPrefix(line, "Message-ID: "); ok {
+				d.MsgID = v
+			}
+		}
+		out = append(out, d)
+	}
+	return out, nil
+}
+
 func (p *folderProvider) SetRead(_ context.Context, _ upstream.Auth, _ string, uids []int64, read bool) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()

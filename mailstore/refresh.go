@@ -137,7 +137,9 @@ func (m *Folder) doRefresh(ctx context.Context, started time.Time, light bool) e
 	}
 	// An APPEND whose save was asked before the listing came back may be
 	// in it: its answer pairs it (arrivals.go).
-	m.awaitSaves(ctx, time.Now())
+	if err := m.awaitSaves(ctx, time.Now()); err != nil {
+		return err // unanswered saves: what the listing holds cannot be told
+	}
 	if unreadErr != nil {
 		return unreadErr
 	}
@@ -245,12 +247,15 @@ func (m *Folder) noteUnclaimed(added []imap.UID, placed map[imap.UID]bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	now := time.Now()
+	// Saves still unanswered count as waiting too: their messages may be
+	// in a later listing beside this one's newcomers.
+	waiting := len(m.pending) > 0 || len(m.inflight) > 0
 	for u, at := range m.unclaimed {
-		if _, ok := placed[u]; ok || now.Sub(at) > arrivalTTL || len(m.pending) == 0 {
+		if _, ok := placed[u]; ok || now.Sub(at) > arrivalTTL || !waiting {
 			delete(m.unclaimed, u)
 		}
 	}
-	if len(m.pending) == 0 {
+	if !waiting {
 		return
 	}
 	for _, u := range added {
