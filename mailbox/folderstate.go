@@ -300,7 +300,8 @@ func ApplyFlagChange(have []string, c FlagChange) []string {
 type RefreshWrite struct {
 	// Flags are the kept flags of messages new to the folder's mirror:
 	// arrivals paired with their UIDs, copies whose flags were written
-	// down before the copy. An empty list removes the entry.
+	// down before the copy. They are added to what the messages hold by
+	// then (a COPY's or a STORE's flags written meanwhile stay).
 	Flags map[uint32][]string
 	// DropPending are the pending-flag entries (PendingFlags) whose
 	// flags are now on their messages.
@@ -323,17 +324,19 @@ func (s *Store) WriteRefresh(ctx context.Context, username, folder string, valid
 	}
 	return s.tx(ctx, func(tx *sqlstmt.Tx) error {
 		for uid, fl := range w.Flags {
-			var err error
 			if len(fl) == 0 {
-				_, err = tx.Exec(`DELETE FROM flags WHERE username = ? AND folder = ? AND uid_validity = ? AND uid = ?`,
-					username, folder, validity, uid)
-			} else {
-				sorted := slices.Clone(fl)
-				slices.Sort(sorted)
-				_, err = tx.Exec(`INSERT INTO flags (username, folder, uid_validity, uid, flags) VALUES (?, ?, ?, ?, ?)
-					ON CONFLICT (username, folder, uid_validity, uid) DO UPDATE SET flags = excluded.flags`,
-					username, folder, validity, uid, strings.Join(sorted, " "))
+				continue
 			}
+			var now string
+			err := tx.QueryRow(`SELECT flags FROM flags WHERE username = ? AND folder = ? AND uid_validity = ? AND uid = ?`,
+				username, folder, validity, uid).Scan(&now)
+			if err != nil && !errors.Is(err, sql.ErrNoRows) {
+				return err
+			}
+			next := ApplyFlagChange(strings.Fields(now), FlagChange{UID: uid, Add: fl})
+			_, err = tx.Exec(`INSERT INTO flags (username, folder, uid_validity, uid, flags) VALUES (?, ?, ?, ?, ?)
+				ON CONFLICT (username, folder, uid_validity, uid) DO UPDATE SET flags = excluded.flags`,
+				username, folder, validity, uid, strings.Join(next, " "))
 			if err != nil {
 				return err
 			}

@@ -104,7 +104,9 @@ func (st *Store) placeCopies(ctx context.Context, auth upstream.Auth, dest strin
 // that appeared is not enough: a message delivered to the destination at
 // the same moment, while another client removed one of the copies, gives
 // the same count, and a wrong COPYUID would make the client attach its
-// copies and flags to the wrong messages. The metadata comes from one
+// copies and flags to the wrong messages. The provider numbers the copies
+// of one request one after another (the sandbox does; a provider that did
+// not would get no COPYUID). The metadata comes from one
 // SearchMessagesMetadataByReceivedDate over the sources' received dates
 // (the provider keeps them on a copy, as the sandbox does), or, should
 // the copies not be among the answer (a provider that dates copies when
@@ -132,26 +134,44 @@ func (st *Store) findCopies(ctx context.Context, auth upstream.Auth, dest string
 			return nil, top
 		}
 		slices.SortFunc(details, func(a, b directapi.MessageDetail) int { return cmp.Compare(a.UID, b.UID) })
-		var found []imap.UID
-		next := 0
+		var above []directapi.MessageDetail
 		for _, d := range details {
 			top = max(top, d.UID)
-			if d.UID <= prev || d.UID > MaxUID || next == len(src) {
-				continue
-			}
-			if m := src[next].Meta; d.Size == m.Size && d.MsgID == m.MsgID {
-				found = append(found, imap.UID(d.UID))
-				next++
+			if d.UID > prev && d.UID <= MaxUID {
+				above = append(above, d)
 			}
 		}
 		if dm != nil {
 			dm.fillMeta(details)
 		}
+		// The copies of one request are numbered one after another: a
+		// run of consecutive UIDs, each with its source's size and
+		// Message-ID. Exactly one such run is certain; none or two (the
+		// same messages copied twice at once) are not.
+		var found []imap.UID
+		runs := 0
+		for i := 0; i+len(src) <= len(above); i++ {
+			ok := true
+			for k := range src {
+				d, m := above[i+k], src[k].Meta
+				if d.UID != above[i].UID+int64(k) || d.Size != m.Size || d.MsgID != m.MsgID {
+					ok = false
+					break
+				}
+			}
+			if ok {
+				runs++
+				found = found[:0]
+				for k := range src {
+					found = append(found, imap.UID(above[i+k].UID))
+				}
+			}
+		}
 		switch {
-		case next == len(src):
+		case runs == 1:
 			return found, top
-		case next > 0:
-			return nil, top // some, not all: not certain
+		case runs > 1:
+			return nil, top
 		}
 	}
 	return nil, top
@@ -283,6 +303,9 @@ func (st *Store) notePendingFlags(ctx context.Context, dest string, m *Folder, m
 		return nil
 	}
 	ids, err := st.cfg.State.AddPendingFlags(ctx, m.user, dest, pf)
+	if err == nil {
+		st.holdPending(ids, true)
+	}
 	if err != nil {
 		st.cfg.Logger.Warn("imap copy: writing down flags failed", "user", m.user, "err", err)
 		return nil
@@ -299,6 +322,29 @@ func (st *Store) dropPendingFlags(ctx context.Context, ids []int64) {
 	if err := st.cfg.State.DropPendingFlags(ctx, ids); err != nil {
 		st.cfg.Logger.Warn("imap copy: state store", "err", err)
 	}
+}
+
+// holdPending marks pending-flag entries as belonging to a transfer of
+// this process that is still running (on), or no longer (off).
+func (st *Store) holdPending(ids []int64, on bool) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.pendingRun == nil {
+		st.pendingRun = map[int64]bool{}
+	}
+	for _, id := range ids {
+		if on {
+			st.pendingRun[id] = true
+		} else {
+			delete(st.pendingRun, id)
+		}
+	}
+}
+
+func (st *Store) pendingHeld(id int64) bool {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.pendingRun[id]
 }
 
 // pendingFlagsFor finds, for messages new to the folder (added,
@@ -335,6 +381,13 @@ func (m *Folder) pendingFlagsFor(ctx context.Context, auth upstream.Auth, added 
 	slices.SortFunc(details, func(a, b directapi.MessageDetail) int { return cmp.Compare(a.UID, b.UID) })
 	n := 0
 	for _, p := range pend {
+		if st.pendingHeld(p.ID) {
+			// A transfer of this process still runs and places its own
+			// copies' flags: the entry is for a bridge killed during one
+			// (messages of the same Message-ID and size, copied twice,
+			// must not take each other's flags).
+			continue
+		}
 		for i, d := range details {
 			if isNew[d.UID] && d.MsgID == p.MsgID && d.Size == p.Size && len(kept[uint32(d.UID)]) == 0 {
 				kept[uint32(d.UID)] = p.Flags

@@ -217,8 +217,8 @@ func (m *Folder) doRefresh(ctx context.Context, started time.Time, light bool) e
 		if kept, err = m.store.cfg.State.FlagsFrom(ctx, m.user, m.name, validity, uint32(from)); err != nil {
 			return err
 		}
-		for u, fl := range w.Flags { // the arrivals' own, not written yet
-			kept[u] = fl
+		for u, fl := range w.Flags { // the arrivals' own, added when written
+			kept[u] = mailbox.ApplyFlagChange(kept[u], mailbox.FlagChange{Add: fl})
 		}
 		// Copies whose flags were written down before a call the bridge
 		// did not see end (copies.go).

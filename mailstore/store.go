@@ -30,7 +30,10 @@ type Store struct {
 	memos   map[string]*readMemo // read state of forgotten mirrors (readmemo.go)
 	bodies  *Bodies              // the raw-message cache
 	bg      *background          // pollers, timers and read-ahead, ended by Close
-	appends recentAppends        // fingerprints of recent APPENDs (retries.go)
+	// pendingRun are the pending-flag entries of transfers still running
+	// in this process (copies.go): a refresh leaves them to the transfer.
+	pendingRun map[int64]bool
+	appends    recentAppends // fingerprints of recent APPENDs (retries.go)
 
 	folders folderCache // per-user folder lists, shared by a user's connections (tree.go)
 	shape   folderShape // how the provider's GetFolders lists (tree.go)

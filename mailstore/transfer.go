@@ -89,9 +89,15 @@ func (m *Folder) Transfer(ctx context.Context, auth upstream.Auth, uids []imap.U
 	// whose read marking still waits gets it first, or its copy would be
 	// unread (arrivals.go).
 	m.markAppendedReadOf(ctx, uids)
+	// The flags as the request found them: a refresh may take moved
+	// messages out of the mirror before their flags are read again.
+	before := m.flagsOf(uids)
 	var pending []int64
 	if !sameFolder {
 		pending = st.notePendingFlags(ctx, dest, m, msgs)
+		// Whatever happens, the entries left are for a refresh to
+		// recover from now on (copies not paired, an answer lost).
+		defer st.holdPending(pending, false)
 	}
 	done, err := m.mutateExisting(ctx, auth, uids, func(u []int64) error { return op(ctx, auth, m.name, dest, u) })
 	if errors.Is(err, upstream.ErrUnknownOutcome) && st.landed(auth, m, dest, prev, msgs, move && !sameFolder) {
@@ -120,11 +126,14 @@ func (m *Folder) Transfer(ctx context.Context, auth upstream.Auth, uids []imap.U
 		return Transferred{}, err
 	}
 	if len(done) == 0 {
-		return Transferred{}, nil // every message vanished meanwhile
+		// Every message vanished meanwhile: nothing will arrive for the
+		// flags written down.
+		st.dropPendingFlags(ctx, pending)
+		return Transferred{}, nil
 	}
 	// What travels: the flags as the mirror holds them now, and the
 	// metadata when known, in UID order.
-	src := m.copiedOf(msgs, done)
+	src := m.copiedOf(msgs, done, before)
 	if sameFolder {
 		if err := c.Delete(ctx, auth, m.name, uidList(done), true); err != nil {
 			// The copies are made and the originals still there: the
@@ -158,8 +167,28 @@ func (m *Folder) liveHandles(uids []imap.UID) []*Message {
 	return out
 }
 
-// copiedOf is what travels with the messages of msgs that done names.
-func (m *Folder) copiedOf(msgs []*Message, done []imap.UID) []copied {
+// flagsOf is the flags the mirror shows for uids now.
+func (m *Folder) flagsOf(uids []imap.UID) map[imap.UID][]imap.Flag {
+	m.mu.Lock()
+	mb := m.mb
+	m.mu.Unlock()
+	out := make(map[imap.UID][]imap.Flag, len(uids))
+	if mb == nil {
+		return out
+	}
+	for _, u := range uids {
+		if fl, ok := mb.Flags(u); ok {
+			out[u] = fl
+		}
+	}
+	return out
+}
+
+// copiedOf is what travels with the messages of msgs that done names:
+// their flags as the mirror shows them now (a STORE during the copy
+// counts), or as they were when the request began (before) for messages
+// the mirror no longer has (moved, and taken out by a refresh).
+func (m *Folder) copiedOf(msgs []*Message, done []imap.UID, before map[imap.UID][]imap.Flag) []copied {
 	m.mu.Lock()
 	mb := m.mb
 	m.mu.Unlock()
@@ -168,9 +197,11 @@ func (m *Folder) copiedOf(msgs []*Message, done []imap.UID) []copied {
 		if !slices.Contains(done, msg.UID) {
 			continue
 		}
-		var fl []imap.Flag
+		fl := before[msg.UID]
 		if mb != nil {
-			fl, _ = mb.Flags(msg.UID)
+			if now, live := mb.Flags(msg.UID); live {
+				fl = now
+			}
 		}
 		cp := copied{UID: msg.UID, Flags: KeptOf(fl), Seen: HasSeen(fl)}
 		if meta, _ := m.MetaOf(msg); MetaKnown(meta) {
