@@ -36,6 +36,18 @@ type copied struct {
 // the copies with the flags the state store holds for them.
 func (m *Folder) addCopies(ctx context.Context, newUIDs []imap.UID, src []copied) bool {
 	m.mu.Lock()
+	if !m.loaded && !m.dropped && m.gone == nil {
+		// Being loaded: the load may have read the flags before they
+		// were written; it shows these when it ends.
+		if m.lateKept == nil {
+			m.lateKept = map[imap.UID][]imap.Flag{}
+		}
+		for i, u := range newUIDs {
+			m.lateKept[u] = src[i].Flags
+		}
+		m.mu.Unlock()
+		return true
+	}
 	if !m.loaded || m.dropped || m.gone != nil || len(newUIDs) == 0 {
 		m.mu.Unlock()
 		return true

@@ -72,6 +72,10 @@ type Folder struct {
 	// later lists them: an earlier refresh's answer lacks them but must
 	// not take them for expunged.
 	added map[imap.UID]uint64
+	// lateKept are the kept flags copies got while the mirror was being
+	// loaded (changes.go): the load read the state store before they were
+	// written, and shows them when it ends.
+	lateKept map[imap.UID][]imap.Flag
 	// flight is the refresh under way, if any; lastStart is when the
 	// last successful one started.
 	flight    *refreshFlight

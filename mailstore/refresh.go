@@ -357,6 +357,16 @@ func (m *Folder) load(ctx context.Context, auth directapi.Authentication, uids [
 	m.validity = st.UIDValidity
 	m.uidNext = imap.UID(st.UIDNext)
 	m.mb, m.byUID = mb, byUID
+	// Copies placed while this load ran carry the flags written for them
+	// after it read the state store.
+	var late []seqview.FlagChange
+	for u, fl := range m.lateKept {
+		if cur, ok := mb.Flags(u); ok {
+			late = append(late, seqview.FlagChange{UID: u, Op: imap.StoreFlagsSet, Flags: withSeen(fl, HasSeen(cur))})
+		}
+	}
+	m.lateKept = nil
+	mb.SetFlags(nil, late...)
 	// Messages that arrive from now on lack metadata and are found by
 	// received date (LoadMeta); the unread ones came with the load.
 	m.metaAt = m.syncedAt
