@@ -316,6 +316,11 @@ const maxUnmarkedAge = 2 * time.Second
 // markAppendedRead sends the SetRead that waits, if any.
 // Store.MarkAppendedRead sends them all at shutdown.
 func (m *Folder) markAppendedRead(ctx context.Context) {
+	// seenMu first, then the list: whoever waits for seenMu (a COPY
+	// about to carry the read state, markAppendedReadOf) knows no
+	// marking is under way once it has it.
+	m.seenMu.Lock()
+	defer m.seenMu.Unlock()
 	m.mu.Lock()
 	uids, auth := m.unmarked, m.unmarkedAuth
 	m.unmarked, m.unmarkedAuth = nil, upstream.Auth{}
@@ -324,8 +329,6 @@ func (m *Folder) markAppendedRead(ctx context.Context) {
 		return
 	}
 	mark := func(u []int64) error { return m.store.cfg.Provider.SetRead(ctx, auth, m.name, u, true) }
-	m.seenMu.Lock()
-	defer m.seenMu.Unlock()
 	done, err := m.mutateExisting(ctx, auth, uids, mark)
 	if err != nil {
 		m.store.cfg.Logger.Warn("imap append: marking read failed", "user", m.user, "err", err)
@@ -347,6 +350,8 @@ func (m *Folder) markAppendedRead(ctx context.Context) {
 // the mirror shows them read already, and the provider's unread count,
 // read before, still counted them.
 func (m *Folder) markListedRead(ctx context.Context, uids []imap.UID) int {
+	m.seenMu.Lock() // before the list: see markAppendedRead
+	defer m.seenMu.Unlock()
 	m.mu.Lock()
 	waiting, auth := m.unmarked, m.unmarkedAuth
 	m.unmarked, m.unmarkedAuth = nil, upstream.Auth{}
@@ -359,8 +364,6 @@ func (m *Folder) markListedRead(ctx context.Context, uids []imap.UID) int {
 		return 0
 	}
 	mark := func(u []int64) error { return m.store.cfg.Provider.SetRead(ctx, auth, m.name, u, true) }
-	m.seenMu.Lock()
-	defer m.seenMu.Unlock()
 	done, err := m.mutateExisting(ctx, auth, listed, mark)
 	if err != nil {
 		m.store.cfg.Logger.Warn("imap append: marking read failed", "user", m.user, "err", err)
@@ -384,7 +387,11 @@ func (m *Folder) markAppendedReadOf(ctx context.Context, uids []imap.UID) {
 	m.mu.Unlock()
 	if waits {
 		m.markAppendedRead(ctx)
+		return
 	}
+	// A marking taken from the list may be under way: wait for it.
+	m.seenMu.Lock()
+	m.seenMu.Unlock() // an empty section: the wait is the point
 }
 
 // dropUnmarkedLocked takes uids out of the read marking that waits.
