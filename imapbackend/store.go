@@ -17,12 +17,10 @@ import (
 // UIDVALIDITY and UID, always in canonical spelling, because mbsync and
 // offlineimap undo flags that come back in another case than they wrote.
 //
-// Rule for everything that changes messages of a mirror (here and in
-// copy.go, expunge.go, append.go, fetch.go): ask the provider first, with
-// no lock held, then show the change in the mirror and raise its version
-// (mailstore: Folder.ShowFlags, Folder.Remove). A refresh whose answers were read before
-// the change then leaves it alone (mirror.apply), so it can neither undo
-// a flag change nor take a removed UID for a renumbering.
+// The front makes no provider or state-store call: STORE is one engine
+// operation (mailstore.Store.ApplyFlags), which changes \Seen at the
+// provider and the other flags as changes applied to the set kept at that
+// moment, and shows the result to every other session.
 
 // wantedFlags checks and canonicalises the flags of a STORE or APPEND:
 // system flags in their RFC 9051 §2.3.2 spelling, \Recent dropped (RFC
@@ -59,13 +57,6 @@ func addFlags(have []imap.Flag, add ...imap.Flag) []imap.Flag {
 	}
 	slices.Sort(out)
 	return out
-}
-
-// delFlags returns have without the flags of del, in any case.
-func delFlags(have []imap.Flag, del []imap.Flag) []imap.Flag {
-	return slices.DeleteFunc(slices.Clone(have), func(g imap.Flag) bool {
-		return slices.ContainsFunc(del, func(f imap.Flag) bool { return equalFold(string(f), string(g)) })
-	})
 }
 
 // Store changes flags (STORE and UID STORE, RFC 9051 §6.4.6 and §6.4.9).

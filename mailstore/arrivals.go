@@ -25,7 +25,8 @@ import (
 // carries APPENDUID (RFC 4315 §3), and for the folder the connection has
 // selected the EXISTS the client expects (RFC 9051 §6.3.12): that costs
 // a light refresh after the save (GetUIDs), which concurrent APPENDs
-// share. Without wantUID the refresh comes at the next command of any
+// share, and the new messages' metadata that confirms the pairing
+// (confirmOrder: one SearchMessagesMetadataByReceivedDate). Without wantUID the refresh comes at the next command of any
 // connection on the folder other than APPEND, from the poller, or
 // appendSettle after the last APPEND, whichever is first, shared by every
 // APPEND made meanwhile.
@@ -332,6 +333,7 @@ func (m *Folder) markAppendedRead(ctx context.Context) {
 	done, err := m.mutateExisting(ctx, auth, uids, mark)
 	if err != nil {
 		m.store.cfg.Logger.Warn("imap append: marking read failed", "user", m.user, "err", err)
+		m.requeueUnmarked(ctx, uids, auth)
 		return
 	}
 	// A refresh may have read them unread meanwhile.
@@ -367,15 +369,34 @@ func (m *Folder) markListedRead(ctx context.Context, uids []imap.UID) int {
 	done, err := m.mutateExisting(ctx, auth, listed, mark)
 	if err != nil {
 		m.store.cfg.Logger.Warn("imap append: marking read failed", "user", m.user, "err", err)
+		m.requeueUnmarked(ctx, listed, auth)
 		return 0
 	}
+	// Shown without raising the mirror's version: the refresh that sends
+	// it made the change itself, after its own reads, and must not take
+	// it for another's (it would then leave the read state it read).
 	seen := true
 	ups := make([]shown, len(done))
 	for i, u := range done {
 		ups[i] = shown{UID: u, Seen: &seen}
 	}
-	m.show(ups, nil)
+	m.showOwn(ups)
 	return len(done)
+}
+
+// requeueUnmarked puts a read marking back in the list when it was cut
+// short by its context (the store closing, say), so that the next one
+// (Close's own) sends it; a refusal by the provider is not retried.
+func (m *Folder) requeueUnmarked(ctx context.Context, uids []imap.UID, auth upstream.Auth) {
+	if ctx.Err() == nil {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(m.unmarked) == 0 {
+		m.unmarkedSince = time.Now()
+	}
+	m.unmarked, m.unmarkedAuth = append(slices.Clone(uids), m.unmarked...), auth
 }
 
 // markAppendedReadOf sends the read marking that waits when it names any

@@ -18,25 +18,23 @@ import (
 // provider answers without the new UIDs.
 
 // placeCopies finds the new UIDs of messages copied or moved to dest
-// (whose largest UID was prev before) with one GetUIDs, gives them the
-// kept flags of their sources and returns the COPYUID data, or nil when
-// the new UIDs cannot be told for certain. The messages are in dest
+// (whose largest UID was prev before) by their metadata (findCopies: one
+// SearchMessagesMetadataByReceivedDate), adds the kept flags of their
+// sources to them and returns the COPYUID data, or nil when the new UIDs
+// cannot be told for certain: UIDPLUS (RFC 4315 §3) lets a server leave
+// COPYUID out, and a wrong COPYUID would make a client attach its local
+// copies and flags to the wrong messages. The messages are in dest
 // already: failures here are logged, never answered as NO (a client would
 // copy them again).
-//
-// Pairing: when exactly as many UIDs appeared above prev as messages were
-// copied, they are the copies, in the order of the source UIDs: the
-// provider's UIDs follow the order messages arrive in a folder, and a copy
-// files them in the order of the request (the sandbox does; COPYUID, RFC
-// 4315 §3, pairs the same way). Anything else, such as a message delivered
-// to the destination at the same moment, gets a plain OK: UIDPLUS lets a
-// server leave COPYUID out, and a wrong COPYUID would make a client attach
-// its local copies and flags to the wrong messages.
 //
 // When the destination has a mirror, the copies are put into it directly
 // (flags and metadata known), so connections watching it see them at
 // once without another refresh.
-func (st *Store) placeCopies(ctx context.Context, auth upstream.Auth, dest string, prev int64, dm *Folder, src []copied, began time.Time) *imap.CopyData {
+//
+// pending are the transfer's pending-flag entries: when the copies are not
+// found, they are handed to the destination's refresh (no longer held)
+// before it runs, so that it gives the copies their flags.
+func (st *Store) placeCopies(ctx context.Context, auth upstream.Auth, dest string, prev int64, dm *Folder, src []copied, began time.Time, pending []int64) *imap.CopyData {
 	log := st.cfg.Logger
 	newUIDs, top := st.findCopies(ctx, auth, dest, prev, src, began, dm)
 	if top > 0 && top <= MaxUID {
@@ -47,6 +45,7 @@ func (st *Store) placeCopies(ctx context.Context, auth upstream.Auth, dest strin
 	}
 	if newUIDs == nil {
 		log.Info("imap copy: new UIDs not paired", "user", auth.Username, "copied", len(src))
+		st.holdPending(pending, false)
 		if dm != nil {
 			dm.resync(ctx, "after a copy")
 		}
@@ -83,7 +82,14 @@ func (st *Store) placeCopies(ctx context.Context, auth upstream.Auth, dest strin
 				}
 			}
 		}
-		return dm == nil || dm.addCopies(ctx, newUIDs, src)
+		if dm == nil {
+			// A mirror that was not loaded when the transfer began may be
+			// loading now: it shows the flags when its load ends (lateKept).
+			if dm = st.peek(auth.Username, dest); dm == nil {
+				return true
+			}
+		}
+		return dm.addCopies(ctx, newUIDs, src)
 	}()
 	if !shown {
 		// The refresh shows the copies with the flags written above.
@@ -279,7 +285,7 @@ func (st *Store) landed(auth upstream.Auth, m *Folder, dest string, prev int64, 
 // notePendingFlags writes down, before a COPY or MOVE of msgs from m to
 // dest, the kept flags of those that have any, under their Message-ID and
 // size (mailbox.PendingFlags): a bridge killed during the provider's call
-// finds them again when dest is next refreshed (recoverPendingFlags).
+// finds them again when dest is next refreshed (pendingFlagsFor).
 // Messages whose metadata the bridge has not loaded are left out (their
 // flags go on after the call only). It returns the entries' ids, for
 // dropPendingFlags once the flags are on the new UIDs; a failure is

@@ -217,6 +217,16 @@ func (st *Store) ApplyFlags(ctx context.Context, auth upstream.Auth, folder stri
 // keyword new to the folder appeared (RFC 9051 §7.3.5). It raises the
 // mirror's version, so an older refresh does not undo the change.
 func (m *Folder) show(ups []shown, source *seqview.View) {
+	m.showVersioned(ups, source, true)
+}
+
+// showOwn is show for a change a refresh made itself after its reads
+// (its read marking): the version is not raised (see markListedRead).
+func (m *Folder) showOwn(ups []shown) {
+	m.showVersioned(ups, nil, false)
+}
+
+func (m *Folder) showVersioned(ups []shown, source *seqview.View, bump bool) {
 	if len(ups) == 0 {
 		return
 	}
@@ -225,7 +235,9 @@ func (m *Folder) show(ups []shown, source *seqview.View) {
 	if !m.loaded {
 		return
 	}
-	m.version++
+	if bump {
+		m.version++
+	}
 	var changes []seqview.FlagChange
 	seen := map[imap.UID]bool{} // \Seen as this batch leaves it
 	for _, u := range ups {

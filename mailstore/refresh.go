@@ -98,7 +98,9 @@ func (m *Folder) refresh(ctx context.Context, notBefore time.Time, light bool) e
 
 // doRefresh reads the folder from the provider and merges it into the
 // mirror, queueing the differences into the views. It costs two calls
-// when nothing changed (GetUIDs and GetUnreadMessageCount) and one more
+// when nothing changed (GetUIDs and GetUnreadMessageCount), a SetRead
+// when a read marking of appended messages waits, the pairing of
+// arrivals' calls when some wait (arrivals.go), and one more
 // (GetUnreadMessages) when the read state cannot be inferred: the provider
 // reports read state only through the list of unread messages, so the
 // bridge infers it when the unread count matches "old state plus new
@@ -391,9 +393,9 @@ func (m *Folder) inferFromMemo(validity uint32, uids []imap.UID, unread int, set
 }
 
 // raiseUIDNextLocked keeps UIDNEXT above every UID seen (uids ascending).
-// It returns the
-// largest UID when that raised it (to be written to the state store after
-// the lock is let go: saveUIDNext), else 0.
+// It returns the largest UID when that raised it, else 0: addCopies
+// writes it to the state store after letting go of the lock
+// (saveUIDNext); a refresh has written it already (WriteRefresh).
 func (m *Folder) raiseUIDNextLocked(uids []imap.UID) uint32 {
 	if n := len(uids); n > 0 && uids[n-1] >= m.uidNext {
 		m.uidNext = uids[n-1] + 1

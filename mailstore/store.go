@@ -108,7 +108,9 @@ func New(cfg Config) *Store {
 // into the state store after it (the caller closes the state store
 // afterwards). The fronts are shut down before: no command runs.
 func (st *Store) Close(ctx context.Context) error {
-	st.MarkAppendedRead(ctx)
+	// Timers first, then the goroutines: a marking they had under way is
+	// cut short and put back in its list (requeueUnmarked), and Close
+	// sends every list itself, bounded by ctx, before it returns.
 	st.mu.Lock()
 	folders := make([]*Folder, 0, len(st.mirrors))
 	for _, m := range st.mirrors {
@@ -125,7 +127,9 @@ func (st *Store) Close(ctx context.Context) error {
 		}
 		m.mu.Unlock()
 	}
-	return st.bg.close(ctx)
+	err := st.bg.close(ctx)
+	st.MarkAppendedRead(ctx)
+	return err
 }
 
 // Bodies is the store's raw-message cache.

@@ -80,7 +80,7 @@ func (m *Folder) Transfer(ctx context.Context, auth upstream.Auth, uids []imap.U
 	if move && !sameFolder {
 		op = c.Move
 	}
-	// The sources' metadata confirms the copies' UIDs (verifyCopies);
+	// The sources' metadata confirms the copies' UIDs (findCopies);
 	// loaded now if the bridge lacks it (one call at most).
 	if err := m.EnsureMeta(ctx, msgs); err != nil {
 		log.Warn("imap copy: loading the sources' metadata failed", "user", m.user, "err", err)
@@ -145,7 +145,7 @@ func (m *Folder) Transfer(ctx context.Context, auth upstream.Auth, uids []imap.U
 	if move {
 		m.remove(ctx, srcValidity, done)
 	}
-	data := st.placeCopies(ctx, auth, dest, prev, dm, src, began)
+	data := st.placeCopies(ctx, auth, dest, prev, dm, src, began, pending)
 	if data != nil {
 		st.dropPendingFlags(ctx, pending)
 	}
