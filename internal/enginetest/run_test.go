@@ -234,9 +234,11 @@ func (r *run) fail(format string, args ...any) {
 var strict = os.Getenv("ENGINE_STRICT") == "1"
 
 // openIssue is a failure of a kind the engine is known not to prevent
-// yet (issue 18's closing note lists them): the flags and read state a
-// COPY or MOVE carries while other sessions change the source or the
-// destination at the same moment. Without ENGINE_STRICT it is logged,
+// yet (issue 18's closing note lists them): the flags a COPY or MOVE
+// carries while other sessions change the source or the destination at
+// the same moment, and the read state where the bridge infers it from the
+// provider's unread count (a FETCH answering \Seen the provider lacks, a
+// folder whose \Seen differs at the quiet end). Without ENGINE_STRICT it is logged,
 // not failed, so that the suite guards everything else; with it, it
 // fails like any other.
 func (r *run) openIssue(format string, args ...any) {
