@@ -120,6 +120,20 @@ func (m *Folder) doRefresh(ctx context.Context, started time.Time, light bool) e
 	auth, loaded, v0 := m.auth, m.loaded, m.version
 	m.mu.Unlock()
 
+	// A first load reads the folder's state before the listing: the
+	// UIDNEXT it holds then names only UIDs the listing will show (or
+	// that are gone), whereas one raised meanwhile (a COPY into the
+	// folder writes the largest UID it saw) could pass over a UID the
+	// listing lacks, and the next refresh would take that UID for a
+	// renumbering.
+	var state mailbox.FolderState
+	if !loaded {
+		var err error
+		if state, err = m.store.cfg.State.Folder(ctx, m.user, m.name); err != nil {
+			return err
+		}
+	}
+
 	c := m.store.cfg.Provider
 	// The two reads go out together: a refresh costs one round trip of
 	// time, not two. A light one reads the UIDs only.
@@ -156,7 +170,7 @@ func (m *Folder) doRefresh(ctx context.Context, started time.Time, light bool) e
 	uids = slices.Compact(uids)
 
 	if !loaded {
-		return m.load(ctx, auth, uids, unread)
+		return m.load(ctx, auth, state, uids, unread)
 	}
 	if !light {
 		// Appended messages asked \Seen are shown read and counted
@@ -289,11 +303,7 @@ func (m *Folder) unreadUIDs(ctx context.Context, auth directapi.Authentication) 
 }
 
 // load builds the mirror the first time.
-func (m *Folder) load(ctx context.Context, auth directapi.Authentication, uids []imap.UID, unread int) error {
-	st, err := m.store.cfg.State.Folder(ctx, m.user, m.name)
-	if err != nil {
-		return err
-	}
+func (m *Folder) load(ctx context.Context, auth directapi.Authentication, st mailbox.FolderState, uids []imap.UID, unread int) error {
 	kept, err := m.store.cfg.State.Flags(ctx, m.user, m.name, st.UIDValidity)
 	if err != nil {
 		return err
