@@ -26,7 +26,7 @@
 // a failure prints its seed, and ENGINE_SEED=n (or -seed=n) runs that
 // seed again, often (not always) failing the same way. The environment:
 //
-//	ENGINE_SEEDS=n      run seeds 1..n (default defaultSeeds, 8)
+//	ENGINE_SEEDS=n      run seeds 1..n (default defaultSeeds, 4)
 //	ENGINE_SEED=n       run seed n only
 //	ENGINE_KEEPGOING=1  run every seed, not stopping at the first failing
 //	ENGINE_HISTORY=1    a failure lists every command, not the last 30

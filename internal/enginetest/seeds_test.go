@@ -15,7 +15,7 @@ import (
 // 2-core machine, and under 40 s with -race: a seed takes a little under
 // a second (1,000 seeds: 14 minutes), under -race about 1.7 s.
 // ENGINE_SEEDS=1000 is a deeper run.
-const defaultSeeds = 8
+const defaultSeeds = 4
 
 var seedFlag = flag.Int64("seed", -1, "run this seed only (as ENGINE_SEED does)")
 
