@@ -203,23 +203,42 @@ func (s *Store) FlagsFrom(ctx context.Context, username, folder string, validity
 func (s *Store) SetFlags(ctx context.Context, username, folder string, validity uint32, flags map[uint32][]string) error {
 	return s.tx(ctx, func(tx *sqlstmt.Tx) error {
 		for uid, fl := range flags {
-			var err error
-			if len(fl) == 0 {
-				_, err = tx.Exec(`DELETE FROM flags WHERE username = ? AND folder = ? AND uid_validity = ? AND uid = ?`,
-					username, folder, validity, uid)
-			} else {
-				sorted := slices.Clone(fl)
-				slices.Sort(sorted)
-				_, err = tx.Exec(`INSERT INTO flags (username, folder, uid_validity, uid, flags) VALUES (?, ?, ?, ?, ?)
-					ON CONFLICT (username, folder, uid_validity, uid) DO UPDATE SET flags = excluded.flags`,
-					username, folder, validity, uid, strings.Join(sorted, " "))
-			}
-			if err != nil {
+			sorted := slices.Clone(fl)
+			slices.Sort(sorted)
+			if err := writeFlagsTx(tx, username, folder, validity, uid, sorted); err != nil {
 				return err
 			}
 		}
 		return nil
 	})
+}
+
+// writeFlagsTx stores one message's kept flags (sorted); an empty list
+// removes its entry.
+func writeFlagsTx(tx *sqlstmt.Tx, username, folder string, validity, uid uint32, flags []string) error {
+	var err error
+	if len(flags) == 0 {
+		_, err = tx.Exec(`DELETE FROM flags WHERE username = ? AND folder = ? AND uid_validity = ? AND uid = ?`,
+			username, folder, validity, uid)
+	} else {
+		_, err = tx.Exec(`INSERT INTO flags (username, folder, uid_validity, uid, flags) VALUES (?, ?, ?, ?, ?)
+			ON CONFLICT (username, folder, uid_validity, uid) DO UPDATE SET flags = excluded.flags`,
+			username, folder, validity, uid, strings.Join(flags, " "))
+	}
+	return err
+}
+
+// changeFlagsTx applies c to the flags one message keeps now, inside tx,
+// and returns the set that results.
+func changeFlagsTx(tx *sqlstmt.Tx, username, folder string, validity uint32, c FlagChange) ([]string, error) {
+	var now string
+	err := tx.QueryRow(`SELECT flags FROM flags WHERE username = ? AND folder = ? AND uid_validity = ? AND uid = ?`,
+		username, folder, validity, c.UID).Scan(&now)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return nil, err
+	}
+	next := ApplyFlagChange(strings.Fields(now), c)
+	return next, writeFlagsTx(tx, username, folder, validity, c.UID, next)
 }
 
 // FlagChange is one message's change of kept flags, applied to the set
@@ -243,21 +262,7 @@ func (s *Store) ChangeFlags(ctx context.Context, username, folder string, validi
 	out := make(map[uint32][]string, len(changes))
 	err := s.tx(ctx, func(tx *sqlstmt.Tx) error {
 		for _, c := range changes {
-			var now string
-			err := tx.QueryRow(`SELECT flags FROM flags WHERE username = ? AND folder = ? AND uid_validity = ? AND uid = ?`,
-				username, folder, validity, c.UID).Scan(&now)
-			if err != nil && !errors.Is(err, sql.ErrNoRows) {
-				return err
-			}
-			next := ApplyFlagChange(strings.Fields(now), c)
-			if len(next) == 0 {
-				_, err = tx.Exec(`DELETE FROM flags WHERE username = ? AND folder = ? AND uid_validity = ? AND uid = ?`,
-					username, folder, validity, c.UID)
-			} else {
-				_, err = tx.Exec(`INSERT INTO flags (username, folder, uid_validity, uid, flags) VALUES (?, ?, ?, ?, ?)
-					ON CONFLICT (username, folder, uid_validity, uid) DO UPDATE SET flags = excluded.flags`,
-					username, folder, validity, c.UID, strings.Join(next, " "))
-			}
+			next, err := changeFlagsTx(tx, username, folder, validity, c)
 			if err != nil {
 				return err
 			}
@@ -327,17 +332,7 @@ func (s *Store) WriteRefresh(ctx context.Context, username, folder string, valid
 			if len(fl) == 0 {
 				continue
 			}
-			var now string
-			err := tx.QueryRow(`SELECT flags FROM flags WHERE username = ? AND folder = ? AND uid_validity = ? AND uid = ?`,
-				username, folder, validity, uid).Scan(&now)
-			if err != nil && !errors.Is(err, sql.ErrNoRows) {
-				return err
-			}
-			next := ApplyFlagChange(strings.Fields(now), FlagChange{UID: uid, Add: fl})
-			_, err = tx.Exec(`INSERT INTO flags (username, folder, uid_validity, uid, flags) VALUES (?, ?, ?, ?, ?)
-				ON CONFLICT (username, folder, uid_validity, uid) DO UPDATE SET flags = excluded.flags`,
-				username, folder, validity, uid, strings.Join(next, " "))
-			if err != nil {
+			if _, err := changeFlagsTx(tx, username, folder, validity, FlagChange{UID: uid, Add: fl}); err != nil {
 				return err
 			}
 		}
