@@ -344,8 +344,11 @@ func (s *session) fetchRaws(ctx context.Context, chunk []*fetchMsg) error {
 // (RFC 9051 §6.4.5), at the provider with one MarkMessagesAsReadByUIDs.
 func (s *session) unseen(chunk []*fetchMsg) []imap.UID {
 	var uids []imap.UID
+	// After a read marking failed the mirror's \Seen may be wrong
+	// (mailstore.Folder.ReadUnsure): every message is marked then.
+	all := s.sel.ReadUnsure()
 	for _, fm := range chunk {
-		if !fm.gone && fm.live && !mailstore.HasSeen(s.flagsOf(fm.msg.UID)) {
+		if !fm.gone && fm.live && (all || !mailstore.HasSeen(s.flagsOf(fm.msg.UID))) {
 			uids = append(uids, fm.msg.UID)
 		}
 	}

@@ -187,11 +187,16 @@ func (m *Folder) placed(a *arrival) imap.UID {
 }
 
 // placeArrivals pairs the arrivals with the UIDs not paired yet a refresh
-// that started at started found (ascending) and records their flags: the
-// kept flags into w, which the refresh writes to the state store with the
-// rest of what it learnt before it shows them, \Seen for the read marking
-// that waits (markAppendedRead). It returns the UIDs placed, true for
-// those to be shown read.
+// that started at started found (ascending) and records their kept flags
+// into w, which the refresh writes to the state store with the rest of
+// what it learnt before it shows them. It returns the UIDs placed, true
+// for those to be shown read, and commit, which the refresh calls once
+// that write succeeded: only then are the arrivals taken as placed (their
+// UIDs answered as APPENDUID, their bytes cached, \Seen queued for the
+// read marking, markAppendedRead). A refresh that fails before (the
+// unread list or the state store unavailable) leaves them waiting for the
+// next, which pairs them again: placed earlier, an APPEND would be
+// answered with a UID whose flags were never written.
 //
 // Only arrivals saved before the refresh started are paired: those are
 // certainly among the UIDs it read; later ones wait for the next refresh.
@@ -200,19 +205,20 @@ func (m *Folder) placed(a *arrival) imap.UID {
 // came in as well) by content, then by Message-ID and size. Arrivals not
 // placed wait up to arrivalTTL. Failures are logged: the messages are
 // saved, and only their flags are at stake.
-func (m *Folder) placeArrivals(ctx context.Context, newUIDs []imap.UID, started time.Time, w *mailbox.RefreshWrite) (placed map[imap.UID]bool) {
+func (m *Folder) placeArrivals(ctx context.Context, newUIDs []imap.UID, started time.Time, w *mailbox.RefreshWrite) (placed map[imap.UID]bool, commit func()) {
 	m.mu.Lock()
 	pending := slices.Clone(m.pending)
 	auth := m.auth
 	m.mu.Unlock()
 	if len(pending) == 0 {
-		return nil
+		return nil, func() {}
 	}
 	if len(newUIDs) == 0 {
-		m.mu.Lock()
-		m.giveUpLocked(pending, started)
-		m.mu.Unlock()
-		return nil
+		return nil, func() {
+			m.mu.Lock()
+			m.giveUpLocked(pending, started)
+			m.mu.Unlock()
+		}
 	}
 	pairs := map[int]imap.UID{} // index in pending -> UID
 	if len(newUIDs) == len(pending) && sequential(pending) && pending[len(pending)-1].at.Before(started) &&
@@ -227,22 +233,33 @@ func (m *Folder) placeArrivals(ctx context.Context, newUIDs []imap.UID, started 
 			m.pairByMetadata(ctx, auth, pending, newUIDs, pairs)
 		}
 	}
-	keptFlags := map[uint32][]string{}
 	var readUIDs []imap.UID
+	placed = make(map[imap.UID]bool, len(pairs))
 	for i, u := range pairs {
 		a := pending[i]
 		if len(a.kept) > 0 {
-			keptFlags[uint32(u)] = flagStrings(a.kept)
+			if w.Flags == nil {
+				w.Flags = map[uint32][]string{}
+			}
+			w.Flags[uint32(u)] = flagStrings(a.kept)
 		}
+		placed[u] = a.seen
 		if a.seen {
 			readUIDs = append(readUIDs, u)
 		}
 	}
+	return placed, func() { m.commitArrivals(pending, pairs, readUIDs, started) }
+}
+
+// commitArrivals takes the arrivals pending[i] as placed at pairs[i]
+// (placeArrivals), and queues the read marking of readUIDs.
+func (m *Folder) commitArrivals(pending []*arrival, pairs map[int]imap.UID, readUIDs []imap.UID, started time.Time) {
 	metas := make(map[int]*directapi.MessageDetail, len(pairs))
 	for i, u := range pairs {
 		metas[i] = savedMeta(u, pending[i])
 	}
 	m.mu.Lock()
+	defer m.mu.Unlock()
 	ref := m.ref()
 	for i, u := range pairs {
 		a := pending[i]
@@ -258,42 +275,24 @@ func (m *Folder) placeArrivals(ctx context.Context, newUIDs []imap.UID, started 
 		a.raw = nil
 	}
 	m.giveUpLocked(pending, started)
-	m.mu.Unlock()
-	if len(keptFlags) > 0 {
-		if w.Flags == nil {
-			w.Flags = map[uint32][]string{}
-		}
-		for u, fl := range keptFlags {
-			w.Flags[u] = fl
-		}
+	if len(readUIDs) == 0 {
+		return
 	}
-	placed = make(map[imap.UID]bool, len(pairs))
-	for _, u := range pairs {
-		placed[u] = false
+	if len(m.unmarked) == 0 {
+		m.unmarkedSince = time.Now()
 	}
-	for _, u := range readUIDs {
-		placed[u] = true
+	m.unmarked, m.unmarkedAuth = append(m.unmarked, readUIDs...), m.auth
+	if len(m.unmarked) >= BatchSize || time.Since(m.unmarkedSince) >= maxUnmarkedAge {
+		// A steady stream of APPENDs keeps resetting the timer: the
+		// marking goes out anyway, at a bounded size and age.
+		m.store.bg.Go(func(life context.Context) {
+			ctx, cancel := context.WithTimeout(life, m.store.cfg.CallTimeout)
+			defer cancel()
+			m.markAppendedRead(ctx)
+		})
+	} else {
+		m.armSettleLocked()
 	}
-	if len(readUIDs) > 0 {
-		m.mu.Lock()
-		if len(m.unmarked) == 0 {
-			m.unmarkedSince = time.Now()
-		}
-		m.unmarked, m.unmarkedAuth = append(m.unmarked, readUIDs...), auth
-		if len(m.unmarked) >= BatchSize || time.Since(m.unmarkedSince) >= maxUnmarkedAge {
-			// A steady stream of APPENDs keeps resetting the timer:
-			// the marking goes out anyway, at a bounded size and age.
-			m.store.bg.Go(func(life context.Context) {
-				ctx, cancel := context.WithTimeout(life, m.store.cfg.CallTimeout)
-				defer cancel()
-				m.markAppendedRead(ctx)
-			})
-		} else {
-			m.armSettleLocked()
-		}
-		m.mu.Unlock()
-	}
-	return placed
 }
 
 // maxUnmarkedAge bounds how long an appended message's \Seen waits for
@@ -333,6 +332,7 @@ func (m *Folder) markAppendedRead(ctx context.Context) {
 	done, err := m.mutateExisting(ctx, auth, uids, mark)
 	if err != nil {
 		m.store.cfg.Logger.Warn("imap append: marking read failed", "user", m.user, "err", err)
+		m.readUnsureNow()
 		m.requeueUnmarked(ctx, uids, auth)
 		return
 	}
@@ -369,6 +369,7 @@ func (m *Folder) markListedRead(ctx context.Context, uids []imap.UID) int {
 	done, err := m.mutateExisting(ctx, auth, listed, mark)
 	if err != nil {
 		m.store.cfg.Logger.Warn("imap append: marking read failed", "user", m.user, "err", err)
+		m.readUnsureNow()
 		m.requeueUnmarked(ctx, listed, auth)
 		return 0
 	}

@@ -6,6 +6,7 @@ import (
 	"github.com/emersion/go-imap/v2"
 
 	"github.com/directbridge/directbridge/directapi"
+	"github.com/directbridge/directbridge/mailbox"
 	"github.com/directbridge/directbridge/seqview"
 )
 
@@ -16,8 +17,11 @@ import (
 type copied struct {
 	UID   imap.UID
 	Flags []imap.Flag // kept flags (not \Seen)
-	Seen  bool        // \Seen, which the provider's copy keeps
-	Meta  *directapi.MessageDetail
+	// Stored tells that Flags is the set the state store holds for the
+	// copy (placeCopies), not only the source's.
+	Stored bool
+	Seen   bool // \Seen, which the provider's copy keeps
+	Meta   *directapi.MessageDetail
 }
 
 // addCopies puts messages this bridge just copied or moved into the folder
@@ -32,23 +36,21 @@ type copied struct {
 // New UIDs are added only when no unknown UID lies between the mirror's
 // UIDNEXT and them (a message delivered at the same moment, below the
 // copies): the mirror must not pass over a message it has not seen. Then
-// it returns false, and the caller has the mirror refreshed, which shows
-// the copies with the flags the state store holds for them.
+// it returns false, and the caller has the mirror refreshed; the copies'
+// flags are carried (Folder.carried) for whichever refresh adds them, as
+// that one may have read the state store before they were written. A
+// mirror being loaded gets them the same way.
 func (m *Folder) addCopies(ctx context.Context, newUIDs []imap.UID, src []copied) bool {
 	m.mu.Lock()
-	if !m.loaded && !m.dropped && m.gone == nil {
-		// Being loaded: the load may have read the flags before they
-		// were written; it shows these when it ends.
-		if m.lateKept == nil {
-			m.lateKept = map[imap.UID][]imap.Flag{}
-		}
-		for i, u := range newUIDs {
-			m.lateKept[u] = src[i].Flags
-		}
+	if m.dropped || m.gone != nil || len(newUIDs) == 0 {
 		m.mu.Unlock()
 		return true
 	}
-	if !m.loaded || m.dropped || m.gone != nil || len(newUIDs) == 0 {
+	m.version++
+	if !m.loaded {
+		// Being loaded: the load may have read the flags before they
+		// were written; it shows these when it ends.
+		m.carryLocked(newUIDs, src)
 		m.mu.Unlock()
 		return true
 	}
@@ -60,7 +62,6 @@ func (m *Folder) addCopies(ctx context.Context, newUIDs []imap.UID, src []copied
 	for u := m.uidNext; u <= newUIDs[len(newUIDs)-1] && !gap; u++ {
 		gap = !ours[u] && m.byUID[u] == nil
 	}
-	m.version++
 	if m.added == nil {
 		m.added = map[imap.UID]uint64{}
 	}
@@ -68,18 +69,30 @@ func (m *Folder) addCopies(ctx context.Context, newUIDs []imap.UID, src []copied
 	var changes []seqview.FlagChange
 	for i, u := range newUIDs {
 		if msg := m.byUID[u]; msg != nil {
-			if fl, ok := m.mb.Flags(u); ok && !msg.expunged {
-				// Shown by a refresh already; \Seen is the provider's.
+			fl, ok := m.mb.Flags(u)
+			if !ok || msg.expunged {
+				continue
+			}
+			if src[i].Stored {
+				// Shown by a refresh already, perhaps without the
+				// flags: the set the store made (\Seen is the
+				// provider's).
 				changes = append(changes, seqview.FlagChange{UID: u, Op: imap.StoreFlagsSet, Flags: withSeen(src[i].Flags, HasSeen(fl))})
-				if msg.meta == nil && src[i].Meta != nil {
-					c := *src[i].Meta
-					c.UID, c.Folder = int64(u), m.name
-					msg.meta = &c
-				}
+			}
+			if msg.meta == nil && src[i].Meta != nil {
+				c := *src[i].Meta
+				c.UID, c.Folder = int64(u), m.name
+				msg.meta = &c
 			}
 			continue
 		}
-		if u < m.uidNext || gap {
+		if u < m.uidNext {
+			continue
+		}
+		if gap {
+			// The refresh that shows it may have read the state store
+			// before the flags were written.
+			m.carryLocked([]imap.UID{u}, src[i:i+1])
 			continue
 		}
 		msg := &Message{UID: u}
@@ -108,6 +121,51 @@ func (m *Folder) addCopies(ctx context.Context, newUIDs []imap.UID, src []copied
 		m.store.cfg.Logger.Warn("imap copy: state store", "err", err)
 	}
 	return true
+}
+
+// carriedFlags are kept flags a copy got before the mirror showed it.
+type carriedFlags struct {
+	flags   []imap.Flag
+	version uint64
+}
+
+// carryLocked notes the kept flags of copies the mirror does not show
+// yet (Folder.carried).
+func (m *Folder) carryLocked(uids []imap.UID, src []copied) {
+	if m.carried == nil {
+		m.carried = map[imap.UID]carriedFlags{}
+	}
+	for i, u := range uids {
+		if len(src[i].Flags) > 0 {
+			m.carried[u] = carriedFlags{flags: src[i].Flags, version: m.version}
+		}
+	}
+}
+
+// takeCarriedLocked returns the kept flags to show for u, new to the
+// mirror, listed by a refresh that started at version v0 with stored,
+// the flags it read: a copy's carried flags added when they were written
+// after the refresh began.
+func (m *Folder) takeCarriedLocked(u imap.UID, v0 uint64, stored []imap.Flag) []imap.Flag {
+	c, ok := m.carried[u]
+	if !ok {
+		return stored
+	}
+	delete(m.carried, u)
+	if c.version <= v0 {
+		return stored
+	}
+	return canonicalFlags(mailbox.ApplyFlagChange(flagStrings(stored), mailbox.FlagChange{Add: flagStrings(c.flags)}))
+}
+
+// dropCarriedLocked forgets carried flags a refresh that started at
+// version v0 or a load read itself (written before it began).
+func (m *Folder) dropCarriedLocked(v0 uint64) {
+	for u, c := range m.carried {
+		if c.version <= v0 {
+			delete(m.carried, u)
+		}
+	}
 }
 
 // remove takes messages the provider no longer has in a folder

@@ -67,27 +67,25 @@ func (st *Store) placeCopies(ctx context.Context, auth upstream.Auth, dest strin
 		}
 	}
 	shown := func() bool {
+		if dm == nil {
+			dm = st.peek(auth.Username, dest)
+		}
 		if dm != nil {
 			dm.flagMu.Lock()
 			defer dm.flagMu.Unlock()
 		}
-		if len(changes) > 0 {
-			kept, err := st.cfg.State.ChangeFlags(ctx, strings.ToLower(auth.Username), dest, validity, changes)
-			if err != nil {
-				log.Warn("imap copy: carrying flags failed", "user", auth.Username, "err", err)
-			}
-			for i := range src {
-				if fl, ok := kept[uint32(newUIDs[i])]; ok {
-					src[i].Flags = canonicalFlags(fl)
-				}
-			}
-		}
+		st.carryFlags(ctx, auth, dest, validity, changes, newUIDs, src)
 		if dm == nil {
-			// A mirror that was not loaded when the transfer began may be
-			// loading now: it shows the flags when its load ends (lateKept).
+			// No mirror when the flags were written. One made since may
+			// have read the state store before the write: it shows the
+			// flags the store holds now (a session that saw a copy may
+			// have stored on it already), in order with STOREs (flagMu).
 			if dm = st.peek(auth.Username, dest); dm == nil {
 				return true
 			}
+			dm.flagMu.Lock()
+			defer dm.flagMu.Unlock()
+			st.rereadKept(ctx, auth, dest, validity, newUIDs, src)
 		}
 		return dm.addCopies(ctx, newUIDs, src)
 	}()
@@ -101,6 +99,38 @@ func (st *Store) placeCopies(ctx context.Context, auth upstream.Auth, dest strin
 		data.DestUIDs.AddNum(newUIDs[i])
 	}
 	return data
+}
+
+// carryFlags adds the sources' kept flags (changes) to the copies newUIDs
+// in the state store, and sets src's flags to the sets the store made.
+// A failure is logged: the copies are made, and a NO would make the
+// client copy them again.
+func (st *Store) carryFlags(ctx context.Context, auth upstream.Auth, dest string, validity uint32, changes []mailbox.FlagChange, newUIDs []imap.UID, src []copied) {
+	if len(changes) == 0 {
+		return
+	}
+	kept, err := st.cfg.State.ChangeFlags(ctx, strings.ToLower(auth.Username), dest, validity, changes)
+	if err != nil {
+		st.cfg.Logger.Warn("imap copy: carrying flags failed", "user", auth.Username, "err", err)
+	}
+	for i := range src {
+		if fl, ok := kept[uint32(newUIDs[i])]; ok {
+			src[i].Flags, src[i].Stored = canonicalFlags(fl), true
+		}
+	}
+}
+
+// rereadKept sets src's flags to what the state store holds for the
+// copies newUIDs (ascending) now.
+func (st *Store) rereadKept(ctx context.Context, auth upstream.Auth, dest string, validity uint32, newUIDs []imap.UID, src []copied) {
+	kept, err := st.cfg.State.FlagsFrom(ctx, strings.ToLower(auth.Username), dest, validity, uint32(newUIDs[0]))
+	if err != nil {
+		st.cfg.Logger.Warn("imap copy: state store", "err", err)
+		return
+	}
+	for i := range src {
+		src[i].Flags, src[i].Stored = canonicalFlags(kept[uint32(newUIDs[i])]), true
+	}
 }
 
 // findCopies finds the UIDs the copies of src got in dest (whose largest

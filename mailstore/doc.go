@@ -71,7 +71,9 @@
 //     with their showing (two sessions marking one message read and
 //     unread at once end as the provider does): held across a SetRead
 //     and its showing, by commands and by the read marking inside a
-//     refresh; so it is never held while waiting for a refresh.
+//     refresh, and across a COPY's or MOVE's provider call (the copies
+//     are read as their sources were then); so it is never held while
+//     waiting for a refresh.
 //  3. One refresh of a folder runs at a time (refresh.go, the flight).
 //     Callers that want one share it: they wait for the flight under way,
 //     always within their own context, which has a deadline (the command's

@@ -141,6 +141,7 @@ func (st *Store) ApplyFlags(ctx context.Context, auth upstream.Auth, folder stri
 				// in whole (an answer lost): the mirror learns the
 				// provider's read state again (after seenMu: a refresh
 				// takes it).
+				m.readUnsureNow()
 				m.seenMu.Unlock()
 				m.resync(ctx, "after a failed read marking")
 			}
@@ -262,6 +263,23 @@ func (m *Folder) showVersioned(ups []shown, source *seqview.View, bump bool) {
 		}
 	}
 	m.mb.SetFlags(source, changes...)
+}
+
+// readUnsureNow notes a read marking that failed (Folder.readUnsure).
+func (m *Folder) readUnsureNow() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.readUnsure++
+}
+
+// ReadUnsure reports that a read marking failed since the provider's
+// read state was last read (Folder.readUnsure): the \Seen the mirror
+// shows may be wrong either way, so a FETCH that sets \Seen marks every
+// message it reads, not only those shown unread.
+func (m *Folder) ReadUnsure() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.readUnsure > m.readSure
 }
 
 // mutateExisting runs a provider operation that changes messages. The
@@ -408,6 +426,7 @@ func (m *Folder) MarkRead(ctx context.Context, auth upstream.Auth, uids []imap.U
 	m.seenMu.Lock() // ordered with other sessions' \Seen changes (ApplyFlags)
 	done, err := m.mutateExisting(ctx, auth, uids, mark)
 	if err != nil {
+		m.readUnsureNow()
 		m.seenMu.Unlock()
 		// Carried out in part or whole, perhaps (an answer lost): the
 		// mirror learns the provider's read state again.

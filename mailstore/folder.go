@@ -72,10 +72,19 @@ type Folder struct {
 	// later lists them: an earlier refresh's answer lacks them but must
 	// not take them for expunged.
 	added map[imap.UID]uint64
-	// lateKept are the kept flags copies got while the mirror was being
-	// loaded (changes.go): the load read the state store before they were
-	// written, and shows them when it ends.
-	lateKept map[imap.UID][]imap.Flag
+	// readUnsure counts the read markings (SetRead) that failed: the
+	// provider may have carried them out in part or whole, so the read
+	// state the mirror shows may be wrong in a way the unread count does
+	// not tell (one message read and another unread keep it). Until a
+	// refresh that began after the last of them applied the provider's
+	// list of unread messages (readSure), refreshes ask for that list.
+	readUnsure, readSure uint64
+	// carried are the kept flags COPY or MOVE wrote for copies the mirror
+	// did not show yet (changes.go), at the version they were written: a
+	// load or refresh that read the state store before the write lists
+	// the copies with no flags, so the one that adds them shows these;
+	// one that started after the write read them itself and drops them.
+	carried map[imap.UID]carriedFlags
 	// flight is the refresh under way, if any; lastStart is when the
 	// last successful one started.
 	flight    *refreshFlight

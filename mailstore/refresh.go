@@ -104,9 +104,10 @@ func (m *Folder) refresh(ctx context.Context, notBefore time.Time, light bool) e
 // (GetUnreadMessages) when the read state cannot be inferred: the provider
 // reports read state only through the list of unread messages, so the
 // bridge infers it when the unread count matches "old state plus new
-// messages unread" and asks otherwise. A change that keeps the count (one
-// message read and another unread between two polls, by another client)
-// is seen at the next count change.
+// messages unread" and asks otherwise, and also after a read marking of
+// its own failed (readUnsure: it may have been carried out all the same).
+// A change by another client that keeps the count (one message read and
+// another unread between two polls) is seen at the next count change.
 //
 // A refresh is one pass (mailstore/doc.go, rule 4): it reads the provider
 // (the listing and the count together), sends the read marking that
@@ -117,7 +118,8 @@ func (m *Folder) refresh(ctx context.Context, notBefore time.Time, light bool) e
 // refresh.
 func (m *Folder) doRefresh(ctx context.Context, started time.Time, light bool) error {
 	m.mu.Lock()
-	auth, loaded, v0 := m.auth, m.loaded, m.version
+	auth, loaded, v0, readGen := m.auth, m.loaded, m.version, m.readUnsure
+	unsure := m.readUnsure > m.readSure
 	m.mu.Unlock()
 
 	// A first load reads the folder's state before the listing: the
@@ -206,13 +208,12 @@ func (m *Folder) doRefresh(ctx context.Context, started time.Time, light bool) e
 	// What the state store gets, once, before the views see anything.
 	var w mailbox.RefreshWrite
 	// Messages this bridge saved (APPEND) get their flags now.
-	placed := m.placeArrivals(ctx, candidates, started, &w)
-	m.noteUnclaimed(added, placed)
+	placed, commitArrivals := m.placeArrivals(ctx, candidates, started, &w)
 
 	var unreadSet map[imap.UID]bool
 	// A light refresh has no count: known messages keep their state, new
 	// ones are unread unless just marked read.
-	if !light && !changed && unread != stillUnread+len(added) {
+	if !light && !changed && (unread != stillUnread+len(added) || unsure) {
 		if unreadSet, err = m.unreadUIDs(ctx, auth); err != nil {
 			return err
 		}
@@ -254,7 +255,9 @@ func (m *Folder) doRefresh(ctx context.Context, started time.Time, light bool) e
 	if err := m.store.cfg.State.WriteRefresh(ctx, m.user, m.name, validity, w); err != nil {
 		return err
 	}
-	return m.apply(ctx, v0, uids, unreadSet, kept, placed)
+	commitArrivals()
+	m.noteUnclaimed(added, placed)
+	return m.apply(ctx, v0, readGen, uids, unreadSet, kept, placed)
 }
 
 // noteUnclaimed keeps the UIDs added that no arrival claimed while
@@ -370,14 +373,15 @@ func (m *Folder) load(ctx context.Context, auth directapi.Authentication, st mai
 	m.uidNext = imap.UID(st.UIDNext)
 	m.mb, m.byUID = mb, byUID
 	// Copies placed while this load ran carry the flags written for them
-	// after it read the state store.
+	// after it read the state store; the next refresh starts after this
+	// load ends and reads the rest itself.
 	var late []seqview.FlagChange
-	for u, fl := range m.lateKept {
-		if cur, ok := mb.Flags(u); ok {
-			late = append(late, seqview.FlagChange{UID: u, Op: imap.StoreFlagsSet, Flags: withSeen(fl, HasSeen(cur))})
+	for u, c := range m.carried {
+		if _, ok := mb.Flags(u); ok {
+			late = append(late, seqview.FlagChange{UID: u, Op: imap.StoreFlagsAdd, Flags: c.flags})
 		}
 	}
-	m.lateKept = nil
+	m.carried = nil
 	mb.SetFlags(nil, late...)
 	// Messages that arrive from now on lack metadata and are found by
 	// received date (LoadMeta); the unread ones came with the load.
@@ -433,11 +437,16 @@ func (m *Folder) saveUIDNext(ctx context.Context, largest uint32) error {
 // the read state of the answers is not applied (the next refresh brings
 // it). keptFlags is the stored flags of the folder, read when new
 // messages were expected.
-func (m *Folder) apply(ctx context.Context, v0 uint64, uids []imap.UID, unreadSet map[imap.UID]bool, keptFlags map[uint32][]string, placed map[imap.UID]bool) error {
+func (m *Folder) apply(ctx context.Context, v0, readGen uint64, uids []imap.UID, unreadSet map[imap.UID]bool, keptFlags map[uint32][]string, placed map[imap.UID]bool) error {
 	m.mu.Lock()
 	changed := m.version != v0
 	if changed {
 		unreadSet = nil
+	}
+	if unreadSet != nil {
+		// The provider's read state, as it was after every read marking
+		// that had failed when this refresh began (readUnsure).
+		m.readSure = max(m.readSure, readGen)
 	}
 	keep := make(map[imap.UID]bool, len(uids))
 	for _, u := range uids {
@@ -520,8 +529,10 @@ func (m *Folder) apply(ctx context.Context, v0 uint64, uids []imap.UID, unreadSe
 		m.byUID[u] = &Message{UID: u, saved: sv.at, meta: sv.meta}
 		delete(m.savedAt, u)
 		read := placed[u] || unreadSet != nil && !unreadSet[u]
-		add = append(add, seqview.NewMessage{UID: u, Flags: withSeen(canonicalFlags(keptFlags[uint32(u)]), read)})
+		kept := m.takeCarriedLocked(u, v0, canonicalFlags(keptFlags[uint32(u)]))
+		add = append(add, seqview.NewMessage{UID: u, Flags: withSeen(kept, read)})
 	}
+	m.dropCarriedLocked(v0)
 	m.mb.SetFlags(nil, changes...)
 	if err := m.mb.Add(add...); err != nil {
 		m.mu.Unlock()

@@ -89,9 +89,6 @@ func (m *Folder) Transfer(ctx context.Context, auth upstream.Auth, uids []imap.U
 	// whose read marking still waits gets it first, or its copy would be
 	// unread (arrivals.go).
 	m.markAppendedReadOf(ctx, uids)
-	// The flags as the request found them: a refresh may take moved
-	// messages out of the mirror before their flags are read again.
-	before := m.flagsOf(uids)
 	var pending []int64
 	if !sameFolder {
 		pending = st.notePendingFlags(ctx, dest, m, msgs)
@@ -99,7 +96,15 @@ func (m *Folder) Transfer(ctx context.Context, auth upstream.Auth, uids []imap.U
 		// recover from now on (copies not paired, an answer lost).
 		defer st.holdPending(pending, false)
 	}
+	// The provider's copies are read as their sources are when it makes
+	// them: the call is one step with the folder's \Seen changes
+	// (seenMu), so that the read state the copies are shown with
+	// (before) is the one it copied. before also keeps the flags of
+	// moved messages a refresh may take out of the mirror meanwhile.
+	m.seenMu.Lock()
+	before := m.flagsOf(uids)
 	done, err := m.mutateExisting(ctx, auth, uids, func(u []int64) error { return op(ctx, auth, m.name, dest, u) })
+	m.seenMu.Unlock()
 	if errors.Is(err, upstream.ErrUnknownOutcome) && st.landed(auth, m, dest, prev, msgs, move && !sameFolder) {
 		log.Info("imap copy: answer lost, the messages are at the destination", "user", m.user)
 		done, err = uids, nil
@@ -185,9 +190,10 @@ func (m *Folder) flagsOf(uids []imap.UID) map[imap.UID][]imap.Flag {
 }
 
 // copiedOf is what travels with the messages of msgs that done names:
-// their flags as the mirror shows them now (a STORE during the copy
+// their kept flags as the mirror shows them now (a STORE during the copy
 // counts), or as they were when the request began (before) for messages
-// the mirror no longer has (moved, and taken out by a refresh).
+// the mirror no longer has (moved, and taken out by a refresh); \Seen as
+// it was when the provider copied them (before).
 func (m *Folder) copiedOf(msgs []*Message, done []imap.UID, before map[imap.UID][]imap.Flag) []copied {
 	m.mu.Lock()
 	mb := m.mb
@@ -203,7 +209,7 @@ func (m *Folder) copiedOf(msgs []*Message, done []imap.UID, before map[imap.UID]
 				fl = now
 			}
 		}
-		cp := copied{UID: msg.UID, Flags: KeptOf(fl), Seen: HasSeen(fl)}
+		cp := copied{UID: msg.UID, Flags: KeptOf(fl), Seen: HasSeen(before[msg.UID])}
 		if meta, _ := m.MetaOf(msg); MetaKnown(meta) {
 			cp.Meta = meta
 		}

@@ -43,9 +43,11 @@ type folderKey struct {
 
 // folderEntry is one cached list. fetch is held while a GetFolders call is
 // under way, so that connections asking at the same moment wait for that
-// call and share its answer instead of each making their own.
+// call and share its answer instead of each making their own; it is a
+// channel of one slot, not a mutex, so that the wait ends with the
+// waiter's context (mailstore/doc.go: every wait has a deadline).
 type folderEntry struct {
-	fetch sync.Mutex
+	fetch chan struct{}
 
 	mu    sync.Mutex
 	names []string // as GetFolders answered: below INBOX, all levels
@@ -62,7 +64,7 @@ func (c *folderCache) entry(user string, subscribed bool) *folderEntry {
 	k := folderKey{strings.ToLower(user), subscribed}
 	e := c.entries[k]
 	if e == nil {
-		e = &folderEntry{}
+		e = &folderEntry{fetch: make(chan struct{}, 1)}
 		c.entries[k] = e
 	}
 	return e
@@ -87,8 +89,12 @@ func (c *folderCache) get(ctx context.Context, user string, subscribed bool, max
 	if names, ok := e.cached(maxAge); ok {
 		return names, nil
 	}
-	e.fetch.Lock()
-	defer e.fetch.Unlock()
+	select {
+	case e.fetch <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	defer func() { <-e.fetch }()
 	if names, ok := e.cached(maxAge); ok {
 		return names, nil // another connection fetched it while this one waited
 	}
