@@ -319,7 +319,9 @@ func (m *Folder) markAppendedRead(ctx context.Context) {
 	// seenMu first, then the list: whoever waits for seenMu (a COPY
 	// about to carry the read state, markAppendedReadOf) knows no
 	// marking is under way once it has it.
-	m.seenMu.Lock()
+	if m.seenMu.Lock(ctx) != nil {
+		return // the marking stays in the list for the next
+	}
 	defer m.seenMu.Unlock()
 	m.mu.Lock()
 	uids, auth := m.unmarked, m.unmarkedAuth
@@ -352,7 +354,9 @@ func (m *Folder) markAppendedRead(ctx context.Context) {
 // the mirror shows them read already, and the provider's unread count,
 // read before, still counted them.
 func (m *Folder) markListedRead(ctx context.Context, uids []imap.UID) int {
-	m.seenMu.Lock() // before the list: see markAppendedRead
+	if m.seenMu.Lock(ctx) != nil { // before the list: see markAppendedRead
+		return 0
+	}
 	defer m.seenMu.Unlock()
 	m.mu.Lock()
 	waiting, auth := m.unmarked, m.unmarkedAuth
@@ -412,8 +416,9 @@ func (m *Folder) markAppendedReadOf(ctx context.Context, uids []imap.UID) {
 		return
 	}
 	// A marking taken from the list may be under way: wait for it.
-	m.seenMu.Lock()
-	m.seenMu.Unlock() // an empty section: the wait is the point
+	if m.seenMu.Lock(ctx) == nil {
+		m.seenMu.Unlock() // an empty section: the wait is the point
+	}
 }
 
 // dropUnmarkedLocked takes uids out of the read marking that waits.

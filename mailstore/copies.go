@@ -355,8 +355,19 @@ func (st *Store) dropPendingFlags(ctx context.Context, ids []int64) {
 	if len(ids) == 0 {
 		return
 	}
+	st.forgetPending(ids)
 	if err := st.cfg.State.DropPendingFlags(ctx, ids); err != nil {
 		st.cfg.Logger.Warn("imap copy: state store", "err", err)
+	}
+}
+
+// forgetPending forgets what this process knew of entries dropped.
+func (st *Store) forgetPending(ids []int64) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	for _, id := range ids {
+		delete(st.pendingRun, id)
+		delete(st.pendingFreed, id)
 	}
 }
 
@@ -366,21 +377,33 @@ func (st *Store) holdPending(ids []int64, on bool) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	if st.pendingRun == nil {
-		st.pendingRun = map[int64]bool{}
+		st.pendingRun, st.pendingFreed = map[int64]bool{}, map[int64]time.Time{}
 	}
+	now := time.Now()
 	for _, id := range ids {
 		if on {
 			st.pendingRun[id] = true
-		} else {
+		} else if st.pendingRun[id] {
 			delete(st.pendingRun, id)
+			st.pendingFreed[id] = now
 		}
 	}
 }
 
-func (st *Store) pendingHeld(id int64) bool {
+// pendingState tells whether a transfer of this process still runs for
+// the entry (held), and otherwise since when the entry waits for a
+// refresh: the end of its transfer, or this process's start for one an
+// earlier process left.
+func (st *Store) pendingState(id int64) (held bool, since time.Time) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	return st.pendingRun[id]
+	if st.pendingRun[id] {
+		return true, time.Time{}
+	}
+	if at, ok := st.pendingFreed[id]; ok {
+		return false, at
+	}
+	return false, st.startedAt
 }
 
 // pendingFlagsFor finds, for messages new to the folder (added,
@@ -410,6 +433,39 @@ func (m *Folder) pendingFlagsFor(ctx context.Context, auth upstream.Auth, added 
 	if err != nil {
 		return err
 	}
+	// An entry is for the first refresh that lists the folder after its
+	// transfer ended (or, left by an earlier process, after this one
+	// started): its copies are new to that one, if they exist. Later it is
+	// stale (the copies were shown without it, or never made) and is
+	// dropped, or it would give its flags to the next message of the same
+	// Message-ID and size, another copy of the same message, say.
+	m.mu.Lock()
+	listedAt := m.lastStart
+	if m.lastLight.After(listedAt) {
+		listedAt = m.lastLight
+	}
+	m.mu.Unlock()
+	live := pend[:0]
+	var stale []int64
+	for _, p := range pend {
+		held, since := st.pendingState(p.ID)
+		switch {
+		case held:
+			// A transfer of this process still runs and places its own
+			// copies' flags: the entry is for a bridge killed during one
+			// (messages of the same Message-ID and size, copied twice,
+			// must not take each other's flags).
+		case listedAt.After(since):
+			stale = append(stale, p.ID)
+		default:
+			live = append(live, p)
+		}
+	}
+	w.DropPending = append(w.DropPending, stale...)
+	st.forgetPending(stale)
+	if pend = live; len(pend) == 0 {
+		return nil
+	}
 	isNew := make(map[int64]bool, len(added))
 	for _, u := range added {
 		isNew[int64(u)] = true
@@ -417,13 +473,6 @@ func (m *Folder) pendingFlagsFor(ctx context.Context, auth upstream.Auth, added 
 	slices.SortFunc(details, func(a, b directapi.MessageDetail) int { return cmp.Compare(a.UID, b.UID) })
 	n := 0
 	for _, p := range pend {
-		if st.pendingHeld(p.ID) {
-			// A transfer of this process still runs and places its own
-			// copies' flags: the entry is for a bridge killed during one
-			// (messages of the same Message-ID and size, copied twice,
-			// must not take each other's flags).
-			continue
-		}
 		for i, d := range details {
 			if isNew[d.UID] && d.MsgID == p.MsgID && d.Size == p.Size && len(kept[uint32(d.UID)]) == 0 {
 				kept[uint32(d.UID)] = p.Flags

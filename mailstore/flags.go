@@ -111,7 +111,9 @@ func (st *Store) ApplyFlags(ctx context.Context, auth upstream.Auth, folder stri
 		// the mirror must end as the provider does, so each direction's
 		// call and its showing are one step per folder (seenMu).
 		if m != nil {
-			m.seenMu.Lock()
+			if err := m.seenMu.Lock(ctx); err != nil {
+				return nil, err
+			}
 		}
 		state := current()
 		var uids []imap.UID
@@ -423,7 +425,9 @@ func IsSystemFlag(f imap.Flag) bool { return slices.Contains(systemFlags, f) }
 // returns the UIDs marked.
 func (m *Folder) MarkRead(ctx context.Context, auth upstream.Auth, uids []imap.UID, source *seqview.View) ([]imap.UID, error) {
 	mark := func(u []int64) error { return m.store.cfg.Provider.SetRead(ctx, auth, m.name, u, true) }
-	m.seenMu.Lock() // ordered with other sessions' \Seen changes (ApplyFlags)
+	if err := m.seenMu.Lock(ctx); err != nil { // ordered with other sessions' \Seen changes (ApplyFlags)
+		return nil, err
+	}
 	done, err := m.mutateExisting(ctx, auth, uids, mark)
 	if err != nil {
 		m.readUnsureNow()

@@ -1,6 +1,7 @@
 package mailstore
 
 import (
+	"context"
 	"errors"
 	"slices"
 	"sync"
@@ -40,8 +41,9 @@ type Folder struct {
 	// seenMu orders the \Seen changes of the folder at the provider with
 	// their showing: held across a SetRead and the show after it, by
 	// commands and by the read marking of appended messages (inside a
-	// refresh too). So it is never held while waiting for a refresh.
-	seenMu sync.Mutex
+	// refresh too). So it is never held while waiting for a refresh; and
+	// its waiters give up with their context all the same (ctxMutex).
+	seenMu ctxMutex
 
 	mu       sync.Mutex
 	auth     directapi.Authentication // latest credentials of a watcher: polling needs some
@@ -191,3 +193,25 @@ func (m *Folder) markGoneLocked() {
 		m.mb.Gone()
 	}
 }
+
+// ctxMutex is a mutex whose Lock gives up when the caller's context ends
+// (mailstore/doc.go: every wait for another goroutine has a deadline).
+// Its zero value is unlocked.
+type ctxMutex struct {
+	once sync.Once
+	ch   chan struct{}
+}
+
+// Lock takes the mutex, or returns ctx's error when ctx ends first.
+func (l *ctxMutex) Lock(ctx context.Context) error {
+	l.once.Do(func() { l.ch = make(chan struct{}, 1) })
+	select {
+	case l.ch <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Unlock lets the mutex go; it must be held.
+func (l *ctxMutex) Unlock() { <-l.ch }

@@ -32,8 +32,13 @@ type Store struct {
 	bg      *background          // pollers, timers and read-ahead, ended by Close
 	// pendingRun are the pending-flag entries of transfers still running
 	// in this process (copies.go): a refresh leaves them to the transfer.
-	pendingRun map[int64]bool
-	appends    recentAppends // fingerprints of recent APPENDs (retries.go)
+	// pendingFreed are those whose transfer ended without placing their
+	// flags, with when it ended; entries in neither were left by an
+	// earlier process (they count from startedAt).
+	pendingRun   map[int64]bool
+	pendingFreed map[int64]time.Time
+	startedAt    time.Time
+	appends      recentAppends // fingerprints of recent APPENDs (retries.go)
 
 	folders folderCache // per-user folder lists, shared by a user's connections (tree.go)
 	shape   folderShape // how the provider's GetFolders lists (tree.go)
@@ -97,7 +102,7 @@ func New(cfg Config) *Store {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	st := &Store{cfg: cfg, mirrors: map[string]*Folder{}, memos: map[string]*readMemo{},
-		bodies: NewBodies(cfg.Provider, cfg.CacheBytes), bg: newBackground()}
+		bodies: NewBodies(cfg.Provider, cfg.CacheBytes), bg: newBackground(), startedAt: time.Now()}
 	st.bodies.bg = st.bg
 	return st
 }

@@ -101,7 +101,10 @@ func (m *Folder) Transfer(ctx context.Context, auth upstream.Auth, uids []imap.U
 	// (seenMu), so that the read state the copies are shown with
 	// (before) is the one it copied. before also keeps the flags of
 	// moved messages a refresh may take out of the mirror meanwhile.
-	m.seenMu.Lock()
+	if err := m.seenMu.Lock(ctx); err != nil {
+		st.dropPendingFlags(context.WithoutCancel(ctx), pending) // nothing copied
+		return Transferred{}, err
+	}
 	before := m.flagsOf(uids)
 	done, err := m.mutateExisting(ctx, auth, uids, func(u []int64) error { return op(ctx, auth, m.name, dest, u) })
 	m.seenMu.Unlock()
