@@ -3,8 +3,6 @@ package imapbackend
 import (
 	"github.com/emersion/go-imap/v2"
 	"github.com/emersion/go-imap/v2/imapserver"
-
-	"github.com/directbridge/directbridge/mailstore"
 )
 
 // COPY and MOVE are one engine operation each (mailstore.Folder.Transfer,
@@ -62,8 +60,9 @@ func (s *session) transfer(w *imapserver.MoveWriter, numSet imap.NumSet, destNam
 	if err != nil {
 		return nil, imapError(err)
 	}
-	if !move && dest == mailstore.TrashFolder && m.Name() != mailstore.TrashFolder {
-		s.noteTrashCopies(m.Name(), m.Validity(), res.Done)
+	if !move && dest != m.Name() {
+		// COPY then EXPUNGE is how older clients move (expunge.go).
+		s.noteCopiedAway(m.Name(), m.Validity(), res.Done)
 	}
 	if move && res.Data != nil {
 		if err := w.WriteCopyData(res.Data); err != nil {

@@ -24,9 +24,11 @@ import (
 // connection, the acting one included at go-imap's poll right after the
 // command; they are not also written through w.
 //
-// Messages this connection copied to INBOX.Trash (COPY, then STORE
-// \Deleted and EXPUNGE: how Outlook and older clients delete) are removed
-// for good instead: the copy is the Trash's one copy.
+// Messages this connection copied to another folder (COPY, then STORE
+// \Deleted and EXPUNGE: how clients without MOVE move, and how Outlook
+// and older clients delete, copying to the Trash) are removed for good
+// instead: the copy is the message's one place, and a second in the Trash
+// would be a duplicate the user never asked for.
 //
 // CLOSE (RFC 9051 §6.4.1) calls Expunge with a writer that writes nothing
 // and then leaves the folder, which drops the queued responses of this
@@ -73,53 +75,53 @@ func (s *session) Expunge(w *imapserver.ExpungeWriter, uids *imap.UIDSet) error 
 	if m.Name() == mailstore.TrashFolder || s.srv.cfg.DeleteForever {
 		forever = del
 	} else {
-		// Copied to the Trash by this connection already: removed for
-		// good, or the Trash would hold them twice.
-		forever, toTrash = s.takeTrashCopies(m.Name(), validity, del)
+		// Copied elsewhere by this connection already: removed for
+		// good, or the Trash would hold a second copy.
+		forever, toTrash = s.takeCopiedAway(m.Name(), validity, del)
 	}
 	if _, failed, err := m.Expunge(ctx, s.auth, forever, toTrash); err != nil {
 		if len(failed) > 0 {
 			// Not removed, or not all: a retried EXPUNGE must still
 			// remove them for good, not move them once more.
-			s.noteTrashCopies(m.Name(), validity, failed)
+			s.noteCopiedAway(m.Name(), validity, failed)
 		}
 		return imapError(err)
 	}
 	return nil
 }
 
-// trashCopies are the UIDs of one folder (under one UIDVALIDITY) that a
-// connection copied to the Trash.
-type trashCopies struct {
+// copiedAway are the UIDs of one folder (under one UIDVALIDITY) that a
+// connection copied to another folder.
+type copiedAway struct {
 	validity uint32
 	uids     map[imap.UID]bool
 }
 
-// maxTrashCopies bounds what a connection remembers per folder; past
-// it the notes of that folder are dropped and it starts again, and an
-// EXPUNGE of those forgotten moves them to the Trash once more (a second
-// copy there; nothing is lost).
-const maxTrashCopies = 100_000
+// maxCopiedAway bounds what a connection remembers per folder; past it
+// the notes of that folder are dropped and it starts again, and an
+// EXPUNGE of those forgotten moves them to the Trash (a second copy
+// there; nothing is lost).
+const maxCopiedAway = 100_000
 
-// noteTrashCopies remembers messages of folder copied to the Trash.
-func (s *session) noteTrashCopies(folder string, validity uint32, uids []imap.UID) {
-	if s.inTrash == nil {
-		s.inTrash = map[string]*trashCopies{}
+// noteCopiedAway remembers messages of folder copied to another folder.
+func (s *session) noteCopiedAway(folder string, validity uint32, uids []imap.UID) {
+	if s.copiedAway == nil {
+		s.copiedAway = map[string]*copiedAway{}
 	}
-	tc := s.inTrash[folder]
-	if tc == nil || tc.validity != validity || len(tc.uids)+len(uids) > maxTrashCopies {
-		tc = &trashCopies{validity: validity, uids: map[imap.UID]bool{}}
-		s.inTrash[folder] = tc
+	tc := s.copiedAway[folder]
+	if tc == nil || tc.validity != validity || len(tc.uids)+len(uids) > maxCopiedAway {
+		tc = &copiedAway{validity: validity, uids: map[imap.UID]bool{}}
+		s.copiedAway[folder] = tc
 	}
 	for _, u := range uids {
 		tc.uids[u] = true
 	}
 }
 
-// takeTrashCopies splits del into the UIDs copied to the Trash and the
-// rest, and forgets the former.
-func (s *session) takeTrashCopies(folder string, validity uint32, del []imap.UID) (copied, rest []imap.UID) {
-	tc := s.inTrash[folder]
+// takeCopiedAway splits del into the UIDs copied elsewhere and the rest,
+// and forgets the former.
+func (s *session) takeCopiedAway(folder string, validity uint32, del []imap.UID) (copied, rest []imap.UID) {
+	tc := s.copiedAway[folder]
 	if tc == nil || tc.validity != validity {
 		return nil, del
 	}
@@ -132,7 +134,7 @@ func (s *session) takeTrashCopies(folder string, validity uint32, del []imap.UID
 		}
 	}
 	if len(tc.uids) == 0 {
-		delete(s.inTrash, folder)
+		delete(s.copiedAway, folder)
 	}
 	return copied, rest
 }

@@ -311,3 +311,34 @@ func TestCopyToTrashThenExpunge(t *testing.T) {
 		t.Fatalf("Trash holds %v (%d messages); want one once, two once, three twice", got, trash)
 	}
 }
+
+// TestCopyThenExpungeIsAMove: a client without MOVE moves by COPY, STORE
+// \Deleted and EXPUNGE; the messages end in the destination only, none
+// in the Trash.
+func TestCopyThenExpungeIsAMove(t *testing.T) {
+	e := newEnv(t, options{})
+	for _, s := range []string{"one", "two", "three"} {
+		e.deliver(alice, "INBOX", testMessage(s))
+	}
+	c := e.login(alice, alicePW)
+	if err := c.Create("INBOX.Archive", nil).Wait(); err != nil {
+		t.Fatal(err)
+	}
+	mustSelectFolder(t, c, "INBOX")
+	if _, err := c.Copy(imap.SeqSetNum(1, 2, 3), "INBOX.Archive").Wait(); err != nil {
+		t.Fatal(err)
+	}
+	storeFlags(t, c, imap.SeqSetNum(1, 2, 3), imap.StoreFlagsAdd, true, `\Deleted`)
+	if _, err := c.Expunge().Collect(); err != nil {
+		t.Fatal(err)
+	}
+	if n := e.count(alice, "INBOX"); n != 0 {
+		t.Errorf("INBOX has %d messages; want 0", n)
+	}
+	if n := e.count(alice, "INBOX.Archive"); n != 3 {
+		t.Errorf("INBOX.Archive has %d messages; want 3", n)
+	}
+	if n := e.count(alice, "INBOX.Trash"); n != 0 {
+		t.Errorf("INBOX.Trash has %d messages after COPY + EXPUNGE; want 0 (the move left a copy behind)", n)
+	}
+}

@@ -42,9 +42,9 @@ type session struct {
 	// appended: the command that just ran was APPEND, whose arrival the
 	// poll after it leaves to be found with the next ones (mailstore/arrivals.go).
 	appended bool
-	// inTrash: messages this connection copied to the Trash, by folder
-	// (expunge.go).
-	inTrash map[string]*trashCopies
+	// copiedAway: messages this connection copied to another folder, by
+	// folder, which its EXPUNGE removes for good (expunge.go)
+	copiedAway map[string]*copiedAway
 }
 
 var (
