@@ -71,7 +71,7 @@ func (s *session) Append(mailbox string, r imap.LiteralReader, options *imap.App
 	}
 	ctx, cancel := s.ctx()
 	defer cancel()
-	a, err := s.srv.store.Append(ctx, s.auth, s.id, folder, raw, seen, kept)
+	a, err := s.srv.store.Append(ctx, s.auth, folder, raw, seen, kept)
 	if err != nil {
 		return nil, imapError(err)
 	}

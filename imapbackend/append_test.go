@@ -2,6 +2,7 @@ package imapbackend_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -15,6 +16,7 @@ import (
 	"github.com/directbridge/directbridge/directapi"
 	"github.com/directbridge/directbridge/imapbackend"
 	"github.com/directbridge/directbridge/mailbox"
+	"github.com/directbridge/directbridge/mailstore"
 	"github.com/directbridge/directbridge/msgbudget"
 	"github.com/directbridge/directbridge/sandbox"
 )
@@ -339,6 +341,64 @@ func TestAppendAnswerLost(t *testing.T) {
 	}
 	if !slices.Equal(subjects, []string{"lost answer"}) {
 		t.Errorf("INBOX holds %q; want the stored message once", subjects)
+	}
+}
+
+// TestAppendLateProcessing: an APPEND whose request the provider carries
+// out after the bridge stopped waiting (late processing) is answered
+// NO [UNAVAILABLE]; the client's retry is answered NO [UNAVAILABLE] while
+// the outcome is open, and OK with the provider's copy (and the flags it
+// asks) once the message shows: one copy, not two. An APPEND the
+// provider dropped is saved by the retry once the hold has passed.
+func TestAppendLateProcessing(t *testing.T) {
+	const hold = 1500 * time.Millisecond
+	e := newEnv(t, options{requestTimeout: 300 * time.Millisecond, engine: func(c *mailstore.Config) {
+		c.CallTimeout = 300 * time.Millisecond
+		c.AttemptHold = hold
+	}})
+	c := e.login(alice, alicePW)
+	mustSelectFolder(t, c, "INBOX")
+	wantUnknown := func(what string, err error) {
+		t.Helper()
+		var ie *imap.Error
+		if !errors.As(err, &ie) || ie.Code != imap.ResponseCodeUnavailable || !strings.Contains(ie.Text, "may still carry it out") {
+			t.Fatalf("%s: %v; want NO [UNAVAILABLE] saying the outcome is not known", what, err)
+		}
+	}
+
+	// Carried out 800 ms after it was asked, long after the bridge gave up.
+	e.sandbox.InjectFault("SaveRawMessages", sandbox.Fault{Latency: 800 * time.Millisecond, Late: true, Times: 1})
+	_, err := appendMsg(c, "INBOX", testMessage("late"), imap.FlagFlagged)
+	wantUnknown("APPEND whose answer came too late", err)
+	_, err = appendMsg(c, "INBOX", testMessage("late"), imap.FlagFlagged)
+	wantUnknown("its retry before the provider acted", err)
+	time.Sleep(time.Second) // the provider has stored it now
+	other := e.login(alice, alicePW)
+	data, err := appendMsg(other, "INBOX", testMessage("late"), imap.FlagFlagged)
+	if err != nil || data == nil || data.UID == 0 {
+		t.Fatalf("retry once the message is there: %+v, %v; want OK with its APPENDUID", data, err)
+	}
+	if n := e.count(alice, "INBOX"); n != 1 {
+		t.Fatalf("INBOX holds %d messages; want the late one once", n)
+	}
+	mustSelectFolder(t, other, "INBOX")
+	if got := flagsByUID(t, other, data.UID)[data.UID]; !slices.Contains(got, imap.FlagFlagged) {
+		t.Errorf("flags of the late message: %v; want \\Flagged from the retry", got)
+	}
+
+	// Dropped by the provider (the connection closed without an answer
+	// and without the save): the retry waits out the hold, then saves.
+	e.sandbox.InjectFault("SaveRawMessages", sandbox.Fault{Reset: true, Times: 1})
+	_, err = appendMsg(c, "INBOX", testMessage("dropped"))
+	wantUnknown("APPEND the provider dropped", err)
+	_, err = appendMsg(c, "INBOX", testMessage("dropped"))
+	wantUnknown("its retry within the hold", err)
+	time.Sleep(hold)
+	if _, err := appendMsg(c, "INBOX", testMessage("dropped")); err != nil {
+		t.Fatalf("retry after the hold: %v; want it saved", err)
+	}
+	if n := e.count(alice, "INBOX"); n != 2 {
+		t.Fatalf("INBOX holds %d messages; want 2 (late, dropped)", n)
 	}
 }
 

@@ -62,6 +62,11 @@ func imapError(err error) error {
 	switch {
 	case errors.As(err, &ie):
 		return ie
+	case errors.Is(err, mailstore.ErrOutcomeUnknown):
+		// Before the classes it may wrap (a timeout). RFC 9051 §7.1:
+		// UNAVAILABLE is temporary; the retry is answered from what the
+		// provider did (mailstore/attempts.go).
+		return no(imap.ResponseCodeUnavailable, "The provider did not confirm the change and may still carry it out; try again in a few minutes, the retry is answered from what it did")
 	case errors.Is(err, mailbox.ErrAuthFailed), errors.Is(err, upstream.ErrAuth):
 		return no(imap.ResponseCodeAuthenticationFailed, "The provider refused the credentials")
 	case errors.Is(err, mailbox.ErrUnavailable), errors.Is(err, upstream.ErrTemporary), errors.Is(err, context.DeadlineExceeded):

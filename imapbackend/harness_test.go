@@ -51,6 +51,9 @@ type options struct {
 	stateDir     string
 	sandboxDir   string
 	sandbox      func(*sandbox.Options)
+	// requestTimeout bounds each provider request (restclient's default
+	// when 0).
+	requestTimeout time.Duration
 }
 
 func newEnv(t testing.TB, o options) *env {
@@ -71,7 +74,7 @@ func newEnv(t testing.TB, o options) *env {
 		t.Fatal(err)
 	}
 	hs := httptest.NewServer(srv)
-	c, err := restclient.New(restclient.Options{BaseURL: hs.URL, MaxRetries: -1})
+	c, err := restclient.New(restclient.Options{BaseURL: hs.URL, MaxRetries: -1, RequestTimeout: o.requestTimeout})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -102,5 +102,21 @@ CREATE TABLE settings (
 	value TEXT NOT NULL
 );
 `,
+	}, {
+		version: 7,
+		name:    "IMAP changes whose outcome may be unknown",
+		sql: `
+CREATE TABLE attempts (
+	id         INTEGER PRIMARY KEY,
+	username   TEXT NOT NULL COLLATE NOCASE,
+	key        TEXT NOT NULL,
+	owner      TEXT NOT NULL,
+	state      TEXT NOT NULL,
+	created_at INTEGER NOT NULL,
+	updated_at INTEGER NOT NULL
+);
+CREATE INDEX attempts_by_key ON attempts (username, key);
+CREATE INDEX attempts_by_age ON attempts (created_at);
+`,
 	},
 }

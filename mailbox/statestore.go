@@ -21,6 +21,7 @@ type StateStore interface {
 	Reported
 	PendingFlags
 	Subscriptions
+	Attempts
 	// Close releases the store. No method may be called after it.
 	Close() error
 }

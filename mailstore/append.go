@@ -44,9 +44,9 @@ type Appended struct {
 // Message-ID is the smtpId the provider returned), and its UID is
 // returned.
 //
-// conn names the client connection: an APPEND of the same bytes from
-// another connection shortly after is taken for a retry (retries.go).
-func (st *Store) Append(ctx context.Context, auth upstream.Auth, conn uint64, folder string, raw []byte, seen bool, kept []imap.Flag) (Appended, error) {
+// A retry of an APPEND whose answer was lost is answered from the folder
+// (attempts.go); a repeat of one answered OK is a new message.
+func (st *Store) Append(ctx context.Context, auth upstream.Auth, folder string, raw []byte, seen bool, kept []imap.Flag) (Appended, error) {
 	msgID := messageID(raw)
 	if folder == SentFolder && msgID != "" {
 		a, handled, err := st.appendSent(ctx, auth, msgID, seen, kept)
@@ -67,7 +67,7 @@ func (st *Store) Append(ctx context.Context, auth upstream.Auth, conn uint64, fo
 		return Appended{}, err
 	}
 	defer st.Release(m)
-	uid, err := m.Append(ctx, auth, conn, raw, msgID, seen, kept, true)
+	uid, err := m.Append(ctx, auth, raw, msgID, seen, kept, true)
 	if err != nil {
 		return Appended{}, err
 	}

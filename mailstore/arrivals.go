@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"time"
 
@@ -590,46 +591,51 @@ func savedMeta(uid imap.UID, a *arrival) *directapi.MessageDetail {
 // APPENDs share it), else by a light refresh of its own; uid is 0 when it
 // could not be told. Without, uid is 0 and the next refresh finds it.
 //
-// When the provider's answer is lost (upstream.ErrUnknownOutcome), the
-// message may be there: answering NO would make the client append it
-// again, twice if it was stored. The folder is looked at first, for these
-// very bytes (content pairing only, see placeArrivals); found, Append
-// succeeds. A nil error means the provider holds the message.
-//
-// conn names the client connection: an APPEND of the same bytes from
-// another connection shortly after is recognised as a retry (retries.go).
-func (m *Folder) Append(ctx context.Context, auth upstream.Auth, conn uint64, raw []byte, msgID string, seen bool, kept []imap.Flag, wantUID bool) (uid imap.UID, err error) {
+// The attempt is journaled (attempts.go): a retry of an APPEND whose
+// answer was lost is answered from what the folder shows, never saved
+// twice. When the provider's answer is lost (upstream.ErrUnknownOutcome),
+// the folder is looked at at once for these very bytes (content pairing
+// only, see placeArrivals); found, Append succeeds; not found, the answer
+// is ErrOutcomeUnknown and the attempt stays in the journal for the
+// retry. A nil error means the provider holds the message.
+func (m *Folder) Append(ctx context.Context, auth upstream.Auth, raw []byte, msgID string, seen bool, kept []imap.Flag, wantUID bool) (uid imap.UID, err error) {
 	log := m.store.cfg.Logger
-	key := m.store.appends.key(m.user, m.name, m.Validity(), raw)
-	if earlier := m.store.appends.earlier(key, conn); earlier != nil {
-		if uid := m.retriedUID(ctx, earlier); uid != 0 {
-			log.Info("imap append: a retry of an earlier append recognised; not saved again", "user", m.user, "uid", uid)
-			return uid, nil
+	st := m.store
+	key := appendKey(m.name, raw)
+	if uid, done, err := m.resolveAppend(ctx, auth, key, raw, msgID); err != nil || done {
+		if err != nil {
+			return 0, err
 		}
+		return uid, m.flagFound(ctx, auth, uid, seen, kept)
+	}
+	id, err := st.cfg.State.BeginAttempt(ctx, m.user, key, st.owner)
+	if err != nil {
+		return 0, err // without the journal a lost answer could not be told
 	}
 	a := &arrival{sent: time.Now(), msgID: msgID, size: len(raw), seen: seen, kept: kept, raw: raw}
-	defer func() {
-		if err == nil {
-			m.store.appends.note(key, conn, a)
-		}
-	}()
 	m.saving(a)
-	err = m.store.cfg.Provider.Save(ctx, auth, m.name, [][]byte{raw})
+	err = st.cfg.Provider.Save(ctx, auth, m.name, [][]byte{raw})
 	unknown := errors.Is(err, upstream.ErrUnknownOutcome)
 	a.uncertain = unknown
 	m.saveEnded(a, err == nil || unknown)
+	// The journal entry is written without the command's context, which
+	// may be spent: it is what a retry is answered from.
+	jctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), st.cfg.CallTimeout)
+	defer cancel()
 	if unknown {
-		// The command's context may be spent: the look costs its own.
-		lctx, cancel := context.WithTimeout(context.Background(), m.store.cfg.CallTimeout)
-		defer cancel()
-		if derr := m.Discover(lctx); derr != nil || m.placed(a) == 0 {
+		if derr := m.Discover(jctx); derr != nil || m.placed(a) == 0 {
 			m.abandon(a)
-			log.Warn("imap append: outcome unknown and the message not found", "user", m.user, "err", err)
-			return 0, err
+			if jerr := st.cfg.State.UnknownAttempt(jctx, id); jerr != nil {
+				log.Warn("imap: attempts journal", "err", jerr)
+			}
+			log.Warn("imap append: outcome unknown and the message not found; a retry is answered from the folder", "user", m.user, "err", err)
+			return 0, fmt.Errorf("%w: %w", ErrOutcomeUnknown, err)
 		}
 		log.Info("imap append: answer lost, message found in the folder", "user", m.user)
 		err = nil
 	}
+	// Decided: saved, or certainly not.
+	st.endAttempts(jctx, []mailbox.Attempt{{ID: id}})
 	if err != nil || !wantUID {
 		return 0, err
 	}
@@ -641,4 +647,21 @@ func (m *Folder) Append(ctx context.Context, auth upstream.Auth, conn uint64, ra
 		}
 	}
 	return m.placed(a), nil
+}
+
+// flagFound gives the message an earlier attempt saved the flags the
+// retry asks for.
+func (m *Folder) flagFound(ctx context.Context, auth upstream.Auth, uid imap.UID, seen bool, kept []imap.Flag) error {
+	up := FlagUpdate{UID: uid}
+	if seen {
+		up.Seen = &seen
+	}
+	if len(kept) > 0 {
+		up.Kept = &KeptChange{Add: kept}
+	}
+	if up.Seen == nil && up.Kept == nil {
+		return nil
+	}
+	_, err := m.store.ApplyFlags(ctx, auth, m.name, m.Validity(), m, []FlagUpdate{up}, nil)
+	return err
 }

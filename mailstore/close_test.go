@@ -29,7 +29,7 @@ func TestCloseStopsEverything(t *testing.T) {
 		t.Fatal(err)
 	}
 	// An APPEND asked \Seen: its read marking waits for the settle timer.
-	if _, err := f.Append(ctx, testAuth, 1, []byte("Message-ID: <new@example.org>\r\nSubject: s\r\n\r\nnew\r\n"), "<new@example.org>", true, []imap.Flag{"$k"}, true); err != nil {
+	if _, err := f.Append(ctx, testAuth, []byte("Message-ID: <new@example.org>\r\nSubject: s\r\n\r\nnew\r\n"), "<new@example.org>", true, []imap.Flag{"$k"}, true); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(50 * time.Millisecond) // a poll or two run

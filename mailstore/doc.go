@@ -11,7 +11,8 @@
 //
 //   - APPEND: Store.Append — the message saved once (SaveRawMessages), its
 //     UID and flags found (arrivals.go), a client's copy of a message the
-//     bridge sent recognised (append.go), a retry recognised (retries.go).
+//     bridge sent recognised (append.go), a retry of one whose answer was
+//     lost answered from the folder (attempts.go).
 //     A nil error means the provider holds the message.
 //   - COPY, MOVE: Folder.Transfer — the provider's Copy or Move, the moved
 //     messages out of the mirror, COPYUID when the new UIDs are certain

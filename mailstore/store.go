@@ -38,7 +38,7 @@ type Store struct {
 	pendingRun   map[int64]bool
 	pendingFreed map[int64]time.Time
 	startedAt    time.Time
-	appends      recentAppends // fingerprints of recent APPENDs (retries.go)
+	owner        string // this process in the journal of attempts (attempts.go)
 
 	folders folderCache // per-user folder lists, shared by a user's connections (tree.go)
 	shape   folderShape // how the provider's GetFolders lists (tree.go)
@@ -63,6 +63,11 @@ type Config struct {
 	// CallTimeout bounds the provider calls of a poll or of a refresh
 	// nobody waits for.
 	CallTimeout time.Duration
+	// AttemptHold is how long after the bridge stopped waiting for a
+	// change's answer the provider may still carry it out (late
+	// processing): a retry meanwhile is answered ErrOutcomeUnknown unless
+	// the change shows (attempts.go). 0 means DefaultAttemptHold.
+	AttemptHold time.Duration
 	// CacheBytes bounds the raw-message cache (memory only, never disk).
 	CacheBytes int64
 	// FolderWalk makes the folder list be read level by level when the
@@ -98,11 +103,14 @@ func New(cfg Config) *Store {
 	if cfg.CallTimeout <= 0 {
 		cfg.CallTimeout = DefaultCallTimeout
 	}
+	if cfg.AttemptHold <= 0 {
+		cfg.AttemptHold = DefaultAttemptHold
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	st := &Store{cfg: cfg, mirrors: map[string]*Folder{}, memos: map[string]*readMemo{},
-		bodies: NewBodies(cfg.Provider, cfg.CacheBytes), bg: newBackground(), startedAt: time.Now()}
+		bodies: NewBodies(cfg.Provider, cfg.CacheBytes), bg: newBackground(), startedAt: time.Now(), owner: newOwner()}
 	st.bodies.bg = st.bg
 	return st
 }

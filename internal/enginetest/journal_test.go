@@ -70,7 +70,19 @@ func (r *run) checkJournal(l *lineage, journal []fakeprovider.Event, after int64
 			}
 		case "Delete":
 			if e.Forever && e.Folder != fakeprovider.Trash {
-				r.fail("UIDs %v of %s removed for good at clock %d: outside the Trash EXPUNGE moves to the Trash", e.UIDs, e.Folder, e.Seq)
+				// Outside the Trash EXPUNGE moves to the Trash, except
+				// what the expunging session copied to another folder
+				// (COPY + EXPUNGE is a move).
+				for _, u := range e.UIDs {
+					named := func(rec *record) bool { return rec.names(imap.UID(u)) }
+					x := during("EXPUNGE", e, named)
+					if x == nil {
+						x = during("UID EXPUNGE", e, named)
+					}
+					if x == nil || !copiedAway(records, x, imap.UID(u)) {
+						r.fail("UID %d of %s removed for good at clock %d: outside the Trash EXPUNGE moves to the Trash, unless the session copied it elsewhere", u, e.Folder, e.Seq)
+					}
+				}
 			}
 			for _, u := range e.UIDs {
 				named := func(rec *record) bool { return rec.names(imap.UID(u)) }
@@ -92,6 +104,15 @@ func (r *run) checkJournal(l *lineage, journal []fakeprovider.Event, after int64
 			r.fail("the bridge asked the provider for %s (%s %s) at clock %d, which no command calls for", e.Op, e.User, e.Folder, e.Seq)
 		}
 	}
+}
+
+// copiedAway reports a COPY of uid to another folder answered OK to the
+// session of the EXPUNGE x before it began.
+func copiedAway(records []*record, x *record, uid imap.UID) bool {
+	return slices.ContainsFunc(records, func(rec *record) bool {
+		return rec.cmd == "COPY" && rec.ok() && rec.sess == x.sess && rec.user == x.user && rec.folder == x.folder &&
+			rec.dest != x.folder && rec.names(uid) && rec.end <= x.start
+	})
 }
 
 // markedDeleted reports a STORE +FLAGS (\Deleted) sent before the

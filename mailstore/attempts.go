@@ -1,0 +1,172 @@
+package mailstore
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/emersion/go-imap/v2"
+
+	"github.com/directbridge/directbridge/mailbox"
+	"github.com/directbridge/directbridge/upstream"
+)
+
+// A change asked of the provider whose answer is lost (a timeout, a
+// dropped connection, the bridge killed during the call) may have been
+// carried out, or may still be: providers finish requests after the
+// client stopped waiting (late processing). Answering such a change NO
+// and forgetting it makes the client's retry store a second copy. So
+// every APPEND is written in the state store's journal of attempts
+// (mailbox.Attempts) before its request leaves and dropped when its
+// outcome is known; one whose outcome is unknown stays, and a retry of
+// the very same change (any connection, after a restart too) is answered
+// from what the provider did: the message found in the folder is the
+// answer (OK with its UID, no second save); not found, the retry waits
+// (NO [UNAVAILABLE], ErrOutcomeUnknown) until Config.AttemptHold has
+// passed since the bridge stopped waiting, after which the earlier
+// attempt is taken as not done and the retry saves.
+//
+// A repeat of an APPEND that was answered OK is a new message and is
+// saved: the client was told it was done, so the same bytes again are
+// the client's wish (two identical APPENDs at once, as imaptest makes,
+// are two messages).
+
+// ErrOutcomeUnknown is a change whose outcome at the provider is not
+// known yet: an earlier attempt of it, or this one, may still be carried
+// out. The client should try again later; the retry is answered from
+// what the provider did.
+var ErrOutcomeUnknown = errors.New("mailstore: the outcome of the change is not known yet")
+
+// DefaultAttemptHold is Config.AttemptHold's default: as long as the SMTP
+// journal holds an undecided send (smtpbackend.DefaultUndecidedHold).
+const DefaultAttemptHold = 2 * time.Minute
+
+// newOwner names this process in the journal: entries it began and left
+// in state asking are under way here; another process's were cut short.
+func newOwner() string {
+	var b [8]byte
+	rand.Read(b[:]) // never fails (crypto/rand, Go 1.24)
+	return hex.EncodeToString(b[:])
+}
+
+// appendKey is the journal key of an APPEND of raw to folder: the
+// operation, the folder and the exact bytes.
+func appendKey(folder string, raw []byte) string {
+	h := sha256.New()
+	fmt.Fprintf(h, "append\x00%s\x00", folder)
+	h.Write(raw)
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// undecided is what the journal holds for a change about to be asked
+// again: nothing (go on), or attempts whose outcome must be decided first.
+type undecided struct {
+	attempts []mailbox.Attempt
+	since    time.Time // the earliest attempt's start
+	until    time.Time // when the last one may still be carried out
+}
+
+// undecidedOf reads the journal for key.
+func (st *Store) undecidedOf(ctx context.Context, user, key string) (undecided, error) {
+	atts, err := st.cfg.State.UndecidedAttempts(ctx, user, key, st.owner)
+	if err != nil || len(atts) == 0 {
+		return undecided{}, err
+	}
+	u := undecided{attempts: atts, since: atts[0].Created}
+	for _, a := range atts {
+		if a.Created.Before(u.since) {
+			u.since = a.Created
+		}
+		// An attempt still asking (its process stopped mid-call) waited
+		// at most CallTimeout from its start; an unknown one stopped
+		// waiting at Updated.
+		last := a.Updated
+		if a.State == mailbox.AttemptAsking {
+			last = a.Created.Add(st.cfg.CallTimeout)
+		}
+		if t := last.Add(st.cfg.AttemptHold); t.After(u.until) {
+			u.until = t
+		}
+	}
+	return u, nil
+}
+
+// endAttempts forgets attempts whose outcome is decided; a failure is
+// logged (the next retry decides again).
+func (st *Store) endAttempts(ctx context.Context, atts []mailbox.Attempt) {
+	for _, a := range atts {
+		if err := st.cfg.State.EndAttempt(ctx, a.ID); err != nil {
+			st.cfg.Logger.Warn("imap: attempts journal", "err", err)
+		}
+	}
+}
+
+// resolveAppend decides a retried APPEND of raw (journal key key) whose
+// earlier attempts' outcome is unknown: the UID of the message found in
+// the folder (done), ErrOutcomeUnknown while it may still come, or
+// nothing to do (not done: save).
+func (m *Folder) resolveAppend(ctx context.Context, auth upstream.Auth, key string, raw []byte, msgID string) (uid imap.UID, done bool, err error) {
+	st := m.store
+	u, err := st.undecidedOf(ctx, m.user, key)
+	if err != nil || len(u.attempts) == 0 {
+		return 0, false, err
+	}
+	uid, err = m.findSaved(ctx, auth, raw, msgID, u.since)
+	switch {
+	case err != nil:
+		return 0, true, err
+	case uid != 0:
+		st.cfg.Logger.Info("imap append: an earlier attempt whose answer was lost is in the folder; not saved again", "user", m.user, "uid", uid)
+		st.endAttempts(ctx, u.attempts)
+		return uid, true, nil
+	case time.Now().Before(u.until):
+		return 0, true, ErrOutcomeUnknown
+	}
+	st.endAttempts(ctx, u.attempts)
+	return 0, false, nil
+}
+
+// findSaved looks in the folder for a message with the bytes raw received
+// since since: the metadata of what arrived since then (one
+// SearchMessagesMetadataByReceivedDate), and the bytes of those of raw's
+// size and Message-ID (one download). The mirror is refreshed if it does
+// not show the message yet. 0 when none is there.
+func (m *Folder) findSaved(ctx context.Context, auth upstream.Auth, raw []byte, msgID string, since time.Time) (imap.UID, error) {
+	st := m.store
+	details, err := st.cfg.Provider.MetadataReceived(ctx, auth, m.name, since.Add(-metaSkew), time.Now().Add(metaSkew))
+	if err != nil {
+		return 0, err
+	}
+	var cands []imap.UID
+	for _, d := range details {
+		if d.UID > 0 && d.UID <= MaxUID && (d.Size < 0 || d.Size == len(raw)) && (msgID == "" || d.MsgID == msgID) {
+			cands = append(cands, imap.UID(d.UID))
+		}
+	}
+	if len(cands) == 0 {
+		return 0, nil
+	}
+	m.mu.Lock()
+	ref := m.ref()
+	m.mu.Unlock()
+	got, err := st.bodies.Get(ctx, auth, ref, cands, nil)
+	if err != nil {
+		return 0, err
+	}
+	var found imap.UID
+	for _, u := range cands {
+		if b, ok := got[u]; ok && string(b) == string(raw) && (found == 0 || u < found) {
+			found = u
+		}
+	}
+	if found != 0 && !m.isLive(found) {
+		if err := m.Sync(ctx); err != nil {
+			return 0, err
+		}
+	}
+	return found, nil
+}
