@@ -89,9 +89,7 @@ func (r *run) checkFetch(s *session, rec *record) {
 			case !slices.Contains(m.flags, imap.FlagSeen):
 				r.fail("%v: UID %d answered without \\Seen, though BODY[] sets it", rec, u)
 			case !in.readOver(rec.start, rec.end, true) && !r.appendedSeen(in):
-				// The read state as the bridge infers it (run_test.go).
-				report := r.openIssue
-				report("%v: UID %d answered \\Seen but not read at the provider at any moment of it (%s)", rec, u, in.readHistory())
+				r.fail("%v: UID %d answered \\Seen but not read at the provider at any moment of it (%s)", rec, u, in.readHistory())
 			}
 		}
 		for _, u := range rec.uids {
@@ -170,11 +168,7 @@ func (r *run) checkLook(s *session, rec *record) []viewMsg {
 			seen[m.uid] = m.modelID
 			if o, ok := s.own[instKey{s.user, rec.folder, m.uid}]; ok && o.state != kwUnknown {
 				if shown := present(slices.Contains(m.flags, s.kw)); shown != o.state {
-					report := r.fail
-					if o.rec.cmd == "COPY" || o.rec.cmd == "MOVE" {
-						report = r.openIssue // carried by a copy (run_test.go)
-					}
-					report("%v: UID %d shows %s %s, but the session's last word on it was %v: a flag update was lost",
+					r.fail("%v: UID %d shows %s %s, but the session's last word on it was %v: a flag update was lost",
 						rec, m.uid, s.kw, shown, o.rec)
 				}
 			}

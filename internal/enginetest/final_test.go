@@ -81,11 +81,7 @@ func (s *session) converge(folder string, countBlind bool) {
 			return
 		}
 		if s.r.stopping.Load() || time.Now().After(deadline) {
-			report := s.r.fail
-			if readStateOnly(diff) {
-				report = s.r.openIssue // the read state only (run_test.go)
-			}
-			report("session %d (%s): %s still differs from the provider's after %v of quiet:\n%s",
+			s.r.fail("session %d (%s): %s still differs from the provider's after %v of quiet:\n%s",
 				s.id, s.user, folder, settleTime, diff)
 			return
 		}
@@ -140,31 +136,10 @@ func (r *run) checkFinalKeywords(l *lineage) {
 						continue
 					}
 					if got := present(slices.Contains(m.flags, o.kw)); got != want {
-						report := r.fail
-						if strings.HasPrefix(why, "copied by") {
-							report = r.openIssue // carried by a copy (run_test.go)
-						}
-						report("session %d sees %s %s on %v (%s), want %s: %s", s.id, o.kw, got, in.key, in.modelID, want, why)
+						r.fail("session %d sees %s %s on %v (%s), want %s: %s", s.id, o.kw, got, in.key, in.modelID, want, why)
 					}
 				}
 			}
 		}
 	}
-}
-
-// readStateOnly reports a difference in \Seen alone (every line of diff
-// is about it): the provider reports read state only as the unread count
-// and list, and the bridge's inference of it is a known open issue.
-func readStateOnly(diff string) bool {
-	n := 0
-	for _, line := range strings.Split(diff, "\n") {
-		if line = strings.TrimSpace(line); line == "" {
-			continue
-		}
-		if !strings.Contains(line, "shows \\Seen=") {
-			return false
-		}
-		n++
-	}
-	return n > 0
 }
