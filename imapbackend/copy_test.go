@@ -2,12 +2,15 @@ package imapbackend_test
 
 import (
 	"context"
+	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/emersion/go-imap/v2"
 
+	"github.com/directbridge/directbridge/mailstore"
 	"github.com/directbridge/directbridge/sandbox"
 )
 
@@ -389,6 +392,51 @@ func TestCopyMoveAnswerLost(t *testing.T) {
 	st, err = c.Status("INBOX.Dest", &imap.StatusOptions{NumMessages: true}).Wait()
 	if err != nil || *st.NumMessages != 3 {
 		t.Fatalf("INBOX.Dest after a failed COPY: %+v, %v", st, err)
+	}
+}
+
+// TestCopyLateProcessing: a COPY the provider carries out after the
+// bridge stopped waiting is answered NO [UNAVAILABLE]; the client's retry
+// is answered NO [UNAVAILABLE] while the copies may still come, and OK
+// with COPYUID and the sources' flags once they are there: one copy of
+// each message, not two.
+func TestCopyLateProcessing(t *testing.T) {
+	e := newEnv(t, options{requestTimeout: 300 * time.Millisecond, engine: func(c *mailstore.Config) {
+		c.CallTimeout = 300 * time.Millisecond
+		c.AttemptHold = 1500 * time.Millisecond
+	}})
+	for _, s := range []string{"one", "two"} {
+		e.deliver(alice, "INBOX", testMessage("late "+s))
+	}
+	c := e.login(alice, alicePW)
+	if err := c.Create("INBOX.Dest", nil).Wait(); err != nil {
+		t.Fatal(err)
+	}
+	mustSelectFolder(t, c, "INBOX")
+	storeFlags(t, c, imap.SeqSetNum(2), imap.StoreFlagsAdd, true, imap.FlagFlagged)
+	wantUnknown := func(what string, err error) {
+		t.Helper()
+		var ie *imap.Error
+		if !errors.As(err, &ie) || ie.Code != imap.ResponseCodeUnavailable || !strings.Contains(ie.Text, "may still carry it out") {
+			t.Fatalf("%s: %v; want NO [UNAVAILABLE] saying the outcome is not known", what, err)
+		}
+	}
+	e.sandbox.InjectFault("CopyMessagesByUIDs", sandbox.Fault{Latency: 800 * time.Millisecond, Late: true, Times: 1})
+	_, err := c.Copy(imap.SeqSetNum(1, 2), "INBOX.Dest").Wait()
+	wantUnknown("COPY whose answer came too late", err)
+	_, err = c.Copy(imap.SeqSetNum(1, 2), "INBOX.Dest").Wait()
+	wantUnknown("its retry before the provider acted", err)
+	time.Sleep(time.Second) // the provider has copied them now
+	data, err := c.Copy(imap.SeqSetNum(1, 2), "INBOX.Dest").Wait()
+	if err != nil || data == nil || data.DestUIDs.String() != "1:2" {
+		t.Fatalf("retry once the copies are there: %+v, %v; want OK with COPYUID 1:2", data, err)
+	}
+	if n := e.count(alice, "INBOX.Dest"); n != 2 {
+		t.Fatalf("INBOX.Dest holds %d messages; want each copy once", n)
+	}
+	mustSelectFolder(t, c, "INBOX.Dest")
+	if got := flagsByUID(t, c, 1, 2); slices.Contains(got[1], imap.FlagFlagged) || !slices.Contains(got[2], imap.FlagFlagged) {
+		t.Errorf("flags of the copies: %v; want \\Flagged on the second only", got)
 	}
 }
 

@@ -42,6 +42,9 @@ type Attempt struct {
 	// another owner was left by a process that stopped.
 	Owner string
 	State AttemptState
+	// Mark is what the caller needs to find the attempt's outcome (for a
+	// COPY, the destination's largest UID before it).
+	Mark int64
 	// Created is when the request was about to leave; Updated when the
 	// entry last changed (for an unknown outcome, when the bridge stopped
 	// waiting).
@@ -51,8 +54,8 @@ type Attempt struct {
 // Attempts is the journal of IMAP changes whose outcome may be unknown.
 type Attempts interface {
 	// BeginAttempt records an attempt in state asking, owned by owner,
-	// and returns its id. One write per change.
-	BeginAttempt(ctx context.Context, username, key, owner string) (int64, error)
+	// with the caller's mark, and returns its id. One write per change.
+	BeginAttempt(ctx context.Context, username, key, owner string, mark int64) (int64, error)
 	// UnknownAttempt records that the attempt's answer was lost.
 	UnknownAttempt(ctx context.Context, id int64) error
 	// EndAttempt forgets an attempt whose outcome is known.
@@ -69,10 +72,10 @@ type Attempts interface {
 // retries within minutes, and after hours the answer is long decided.
 const AttemptTTL = 24 * time.Hour
 
-func (s *Store) BeginAttempt(ctx context.Context, username, key, owner string) (int64, error) {
+func (s *Store) BeginAttempt(ctx context.Context, username, key, owner string, mark int64) (int64, error) {
 	now := time.Now().UnixMilli()
-	res, err := s.stmts.Exec(ctx, `INSERT INTO attempts (username, key, owner, state, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?)`,
-		strings.ToLower(username), key, owner, AttemptAsking, now, now)
+	res, err := s.stmts.Exec(ctx, `INSERT INTO attempts (username, key, owner, state, mark, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+		strings.ToLower(username), key, owner, AttemptAsking, mark, now, now)
 	if err != nil {
 		return 0, fmt.Errorf("mailbox: attempts: %w", err)
 	}
@@ -102,7 +105,7 @@ func (s *Store) UndecidedAttempts(ctx context.Context, username, key, owner stri
 	if _, err := s.stmts.Exec(ctx, `DELETE FROM attempts WHERE created_at < ?`, time.Now().Add(-AttemptTTL).UnixMilli()); err != nil {
 		return nil, fmt.Errorf("mailbox: attempts: %w", err)
 	}
-	rows, err := s.stmts.Query(ctx, `SELECT id, username, key, owner, state, created_at, updated_at FROM attempts
+	rows, err := s.stmts.Query(ctx, `SELECT id, username, key, owner, state, mark, created_at, updated_at FROM attempts
 		WHERE username = ? AND key = ? AND (state = ? OR owner <> ?) ORDER BY id`,
 		strings.ToLower(username), key, AttemptUnknown, owner)
 	if err != nil {
@@ -113,7 +116,7 @@ func (s *Store) UndecidedAttempts(ctx context.Context, username, key, owner stri
 	for rows.Next() {
 		var a Attempt
 		var created, updated int64
-		if err := rows.Scan(&a.ID, &a.Username, &a.Key, &a.Owner, &a.State, &created, &updated); err != nil {
+		if err := rows.Scan(&a.ID, &a.Username, &a.Key, &a.Owner, &a.State, &a.Mark, &created, &updated); err != nil {
 			return nil, fmt.Errorf("mailbox: attempts: %w", err)
 		}
 		a.Created, a.Updated = time.UnixMilli(created), time.UnixMilli(updated)

@@ -112,6 +112,7 @@ CREATE TABLE attempts (
 	key        TEXT NOT NULL,
 	owner      TEXT NOT NULL,
 	state      TEXT NOT NULL,
+	mark       INTEGER NOT NULL,
 	created_at INTEGER NOT NULL,
 	updated_at INTEGER NOT NULL
 );

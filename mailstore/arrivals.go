@@ -608,7 +608,7 @@ func (m *Folder) Append(ctx context.Context, auth upstream.Auth, raw []byte, msg
 		}
 		return uid, m.flagFound(ctx, auth, uid, seen, kept)
 	}
-	id, err := st.cfg.State.BeginAttempt(ctx, m.user, key, st.owner)
+	id, err := st.cfg.State.BeginAttempt(ctx, m.user, key, st.owner, 0)
 	if err != nil {
 		return 0, err // without the journal a lost answer could not be told
 	}

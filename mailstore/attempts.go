@@ -105,6 +105,66 @@ func (st *Store) endAttempts(ctx context.Context, atts []mailbox.Attempt) {
 	}
 }
 
+// decideAttempt records in the journal what a change's provider call
+// err tells: an unknown outcome stays (and is returned as
+// ErrOutcomeUnknown wrapping err), anything else is decided and dropped.
+// The journal is written without the command's context, which may be
+// spent: it is what a retry is answered from.
+func (st *Store) decideAttempt(ctx context.Context, id int64, err error) error {
+	jctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), st.cfg.CallTimeout)
+	defer cancel()
+	if errors.Is(err, upstream.ErrUnknownOutcome) {
+		if jerr := st.cfg.State.UnknownAttempt(jctx, id); jerr != nil {
+			st.cfg.Logger.Warn("imap: attempts journal", "err", jerr)
+		}
+		return fmt.Errorf("%w: %w", ErrOutcomeUnknown, err)
+	}
+	st.endAttempts(jctx, []mailbox.Attempt{{ID: id}})
+	return err
+}
+
+// copyKey is the journal key of a COPY of the messages uids (ascending)
+// of folder (under validity) to dest.
+func copyKey(folder string, validity uint32, dest string, uids []imap.UID) string {
+	h := sha256.New()
+	fmt.Fprintf(h, "copy\x00%s\x00%d\x00%s\x00", folder, validity, dest)
+	for _, u := range uids {
+		fmt.Fprintf(h, "%d,", u)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// resolveCopy decides a retried COPY of msgs (uids) to dest (journal key
+// key) whose earlier attempts' outcome is unknown: the copies found in
+// dest above the largest UID it had before an attempt (the attempt's
+// mark) answer it, with COPYUID and the sources' flags carried (done);
+// ErrOutcomeUnknown while they may still come; or nothing (not done:
+// copy).
+func (m *Folder) resolveCopy(ctx context.Context, auth upstream.Auth, key, dest string, dm *Folder, msgs []*Message, uids []imap.UID) (Transferred, bool, error) {
+	st := m.store
+	u, err := st.undecidedOf(ctx, m.user, key)
+	if err != nil {
+		return Transferred{}, true, err
+	}
+	for _, a := range u.attempts {
+		src := m.copiedOf(msgs, uids, m.flagsOf(uids))
+		if newUIDs, _ := st.findCopies(ctx, auth, dest, a.Mark, src, a.Created, dm); newUIDs != nil {
+			st.cfg.Logger.Info("imap copy: an earlier attempt whose answer was lost made the copies; not copied again", "user", m.user)
+			data := st.placeCopies(ctx, auth, dest, a.Mark, dm, src, a.Created, nil)
+			st.endAttempts(ctx, u.attempts)
+			return Transferred{Done: uids, Data: data}, true, nil
+		}
+	}
+	if len(u.attempts) == 0 {
+		return Transferred{}, false, nil
+	}
+	if time.Now().Before(u.until) {
+		return Transferred{}, true, ErrOutcomeUnknown
+	}
+	st.endAttempts(ctx, u.attempts)
+	return Transferred{}, false, nil
+}
+
 // resolveAppend decides a retried APPEND of raw (journal key key) whose
 // earlier attempts' outcome is unknown: the UID of the message found in
 // the folder (done), ErrOutcomeUnknown while it may still come, or

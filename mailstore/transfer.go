@@ -85,6 +85,20 @@ func (m *Folder) Transfer(ctx context.Context, auth upstream.Auth, uids []imap.U
 	if err := m.EnsureMeta(ctx, msgs); err != nil {
 		log.Warn("imap copy: loading the sources' metadata failed", "user", m.user, "err", err)
 	}
+	// A COPY is journaled (attempts.go): a retry of one whose answer was
+	// lost is answered from the destination. A MOVE needs no journal: a
+	// retry finds its sources gone, or moves them itself and the late
+	// one finds nothing to move.
+	var attempt int64
+	if !move || sameFolder {
+		key := copyKey(m.name, srcValidity, dest, uids)
+		if res, done, err := m.resolveCopy(ctx, auth, key, dest, dm, msgs, uids); done {
+			return res, err
+		}
+		if attempt, err = st.cfg.State.BeginAttempt(ctx, m.user, key, st.owner, prev); err != nil {
+			return Transferred{}, err // without the journal a lost answer could not be told
+		}
+	}
 	// \Seen travels at the provider: an appended message asked \Seen
 	// whose read marking still waits gets it first, or its copy would be
 	// unread (arrivals.go).
@@ -111,6 +125,17 @@ func (m *Folder) Transfer(ctx context.Context, auth upstream.Auth, uids []imap.U
 	if errors.Is(err, upstream.ErrUnknownOutcome) && st.landed(auth, m, dest, prev, msgs, move && !sameFolder) {
 		log.Info("imap copy: answer lost, the messages are at the destination", "user", m.user)
 		done, err = uids, nil
+	}
+	if attempt != 0 {
+		if err = st.decideAttempt(ctx, attempt, err); errors.Is(err, ErrOutcomeUnknown) {
+			// Not at the destination yet: the provider may still make
+			// the copies; the flags written down wait for them.
+			log.Warn("imap copy: outcome unknown and the copies not found; a retry is answered from the destination", "user", m.user)
+			if dm := st.peek(m.user, dest); dm != nil {
+				dm.resync(ctx, "after a copy whose answer was lost")
+			}
+			return Transferred{}, err
+		}
 	}
 	if err != nil && !errors.Is(err, upstream.ErrUnknownOutcome) {
 		// Certainly not copied: nothing will arrive for those flags.
