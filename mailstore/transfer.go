@@ -178,6 +178,14 @@ func (m *Folder) Transfer(ctx context.Context, auth upstream.Auth, uids []imap.U
 	if move {
 		m.remove(ctx, srcValidity, done)
 	}
+	if m.ReadUnsure() {
+		// A read marking of the sources failed (the one above, say):
+		// the \Seen the copies are shown with may not be the provider's,
+		// so the destination reads its unread list again too.
+		if dm := st.peek(m.user, dest); dm != nil {
+			dm.readUnsureNow()
+		}
+	}
 	data := st.placeCopies(ctx, auth, dest, prev, dm, src, began, pending)
 	if data != nil {
 		st.dropPendingFlags(ctx, pending)
