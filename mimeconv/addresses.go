@@ -59,7 +59,9 @@ func (a Address) Spec() string {
 // a display name without angle brackets before a bare addr-spec, groups
 // that are never closed. An item from which no address can be read is
 // left out. The strings are valid UTF-8 (RFC 6532 allows UTF-8 in
-// addresses; invalid bytes become U+FFFD).
+// addresses): a display name that is not is read as Windows-1252, as other
+// raw 8-bit header text (headerText); invalid bytes in an address part
+// become U+FFFD, since guessing could make another address.
 func ParseAddressList(value string) []Address {
 	toks := tokenizeAddresses(value)
 	var out []Address
@@ -107,7 +109,7 @@ func ParseAddressList(value string) []Address {
 	}
 	for i := range out {
 		a := &out[i]
-		a.Name = strings.ToValidUTF8(a.Name, "\uFFFD")
+		a.Name = headerText(a.Name) // raw 8-bit names: Windows-1252, as other header text
 		a.Route = strings.ToValidUTF8(a.Route, "\uFFFD")
 		a.Mailbox = strings.ToValidUTF8(a.Mailbox, "\uFFFD")
 		a.Host = strings.ToValidUTF8(a.Host, "\uFFFD")

@@ -27,6 +27,8 @@
 // bytes instead of using go-message's streaming reader, which stops at the
 // first such defect, and it never panics, never loops and bounds its depth
 // and number of parts (FuzzTree checks this). go-message is used for what
-// it does without failing on such input: charset conversion, encoded-word
-// decoding and all of Compose.
+// it does without failing on such input: the charset tables and all of
+// Compose. Which charset text is read in, and what happens to text that
+// cannot be read without loss, is decided in one place (charset.go): text
+// is never changed in silence, and Parse with StrictText refuses it.
 package mimeconv

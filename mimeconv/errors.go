@@ -29,4 +29,11 @@ var (
 	// ErrTooComplex reports a message whose multipart nesting or number of
 	// parts exceeds ParseOptions, to bound the work spent on hostile input.
 	ErrTooComplex = errors.New("mimeconv: message too complex")
+
+	// ErrUndecodableText reports text (a body, a Subject, an attachment
+	// name) whose bytes cannot be read as characters without loss: bytes
+	// not valid in the charset it declares, or a charset the bridge cannot
+	// decode. It comes inside a *CharsetError, which says which; see
+	// decodeText for the rule and ParseOptions.StrictText for who refuses.
+	ErrUndecodableText = errors.New("mimeconv: text cannot be decoded without loss")
 )

@@ -70,6 +70,16 @@ func checkParse(t *testing.T, raw []byte) {
 		t.Fatalf("no headers and no error")
 	}
 
+	// StrictText changes nothing but refusing: it gives the same result,
+	// or an error that says text could not be read without loss.
+	strict, err := Parse(raw, ParseOptions{MaxDepth: 8, MaxParts: 64, StrictText: true})
+	switch {
+	case err != nil && !errors.Is(err, ErrUndecodableText):
+		t.Fatalf("StrictText: unexpected error: %v", err)
+	case err == nil && fmt.Sprint(*strict) != fmt.Sprint(*p):
+		t.Fatalf("StrictText gives another result")
+	}
+
 	meta, err := Parse(raw, ParseOptions{SkipBodies: true})
 	if err != nil {
 		t.Fatalf("SkipBodies failed where a full parse did not: %v", err)

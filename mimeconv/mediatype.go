@@ -12,27 +12,63 @@ import (
 // value (raw 8-bit parameters, stray semicolons, duplicates), a liberal
 // parser keeps what it can. The type is "" when none can be read.
 func parseMediaType(v string) (string, map[string]string) {
-	if strings.TrimSpace(v) == "" {
-		return "", nil
-	}
-	mt, params, err := mime.ParseMediaType(v)
-	if err != nil {
-		mt, params = parseMediaTypeLiberally(v)
-	}
-	for k, pv := range params {
-		params[k] = DecodeWords(pv)
-	}
+	mt, params, _ := parseMediaTypeText(v)
 	return mt, params
 }
 
-// parseMediaTypeLiberally is the fallback of parseMediaType.
-func parseMediaTypeLiberally(v string) (string, map[string]string) {
+// parseMediaTypeText is parseMediaType, and for each parameter whose value
+// could not be decoded to UTF-8 without loss (decodeWords, decodeText) an
+// error wrapping ErrUndecodableText, by parameter name; nil if there is
+// none.
+func parseMediaTypeText(v string) (string, map[string]string, map[string]error) {
+	if strings.TrimSpace(v) == "" {
+		return "", nil, nil
+	}
+	var lossy map[string]error
+	mt, params, err := mime.ParseMediaType(v)
+	switch {
+	case err != nil:
+		mt, params, lossy = parseMediaTypeLiberally(v)
+	case strings.Contains(v, "*="):
+		// The standard library drops an RFC 2231 value in a charset
+		// other than utf-8 and us-ascii without a word
+		// (filename*=iso-8859-1''M%FCller.pdf), which would lose an
+		// attachment's name; the liberal parser reads it (decodeExtValue).
+		_, lib, libLossy := parseMediaTypeLiberally(v)
+		for k, pv := range lib {
+			if _, ok := params[k]; !ok {
+				params[k] = pv
+				if e := libLossy[k]; e != nil {
+					if lossy == nil {
+						lossy = map[string]error{}
+					}
+					lossy[k] = e
+				}
+			}
+		}
+	}
+	for k, pv := range params {
+		d, err := decodeWords(pv)
+		if err != nil && lossy[k] == nil {
+			if lossy == nil {
+				lossy = map[string]error{}
+			}
+			lossy[k] = err
+		}
+		params[k] = d
+	}
+	return mt, params, lossy
+}
+
+// parseMediaTypeLiberally is the fallback of parseMediaType. lossy names
+// the RFC 2231 values that could not be decoded without loss.
+func parseMediaTypeLiberally(v string) (mt string, params map[string]string, lossy map[string]error) {
 	items := splitOutsideQuotes(v, ';')
-	mt := strings.ToLower(strings.TrimSpace(items[0]))
+	mt = strings.ToLower(strings.TrimSpace(items[0]))
 	if !validMediaType(mt) {
 		mt = ""
 	}
-	params := make(map[string]string)
+	params = make(map[string]string)
 	for _, item := range items[1:] {
 		k, pv, ok := strings.Cut(item, "=")
 		if !ok {
@@ -46,8 +82,9 @@ func parseMediaTypeLiberally(v string) (string, map[string]string) {
 		if base, n, ok := strings.Cut(k, "*"); ok { // RFC 2231 §3 continuation
 			k, continued = base, n != "0"
 		}
+		var err error
 		if extended && !continued {
-			pv = decodeExtValue(pv)
+			pv, err = decodeExtValue(pv)
 		}
 		if k == "" {
 			continue
@@ -59,8 +96,14 @@ func parseMediaTypeLiberally(v string) (string, map[string]string) {
 			continue
 		}
 		params[k] = pv
+		if err != nil {
+			if lossy == nil {
+				lossy = map[string]error{}
+			}
+			lossy[k] = err
+		}
 	}
-	return mt, params
+	return mt, params, lossy
 }
 
 // validMediaType reports whether s looks like type "/" subtype made of
@@ -121,11 +164,12 @@ func unquote(s string) string {
 	return b.String()
 }
 
-// decodeExtValue decodes an RFC 2231 §4 extended value charset'lang'%XX.
-func decodeExtValue(s string) string {
+// decodeExtValue decodes an RFC 2231 §4 extended value charset'lang'%XX
+// (decodeText), reporting text it could not read without loss.
+func decodeExtValue(s string) (string, error) {
 	parts := strings.SplitN(s, "'", 3)
 	if len(parts) != 3 {
-		return s
+		return s, nil
 	}
 	var raw []byte
 	p := parts[2]
@@ -137,5 +181,5 @@ func decodeExtValue(s string) string {
 		}
 		raw = append(raw, p[i])
 	}
-	return toUTF8(parts[0], raw)
+	return decodeText(parts[0], raw)
 }

@@ -16,7 +16,8 @@ type Parsed struct {
 	// Sender is the addr-spec of the first From address, e.g.
 	// "alice@direct.example"; "" if absent or unparsable.
 	Sender string
-	// Subject is decoded from RFC 2047 encoded-words to UTF-8.
+	// Subject is decoded from RFC 2047 encoded-words to UTF-8 (see
+	// decodeWords).
 	Subject string
 	// Body is the chosen text body decoded to UTF-8, with line breaks as
 	// "\n" (CRLF is the wire form of a line break, RFC 2046 §4.1.1).
@@ -39,7 +40,9 @@ type Parsed struct {
 	SentDate time.Time
 	// Headers are all top-level header fields in order, names as written,
 	// values unfolded (a line break and the WSP after it become one space)
-	// but not decoded.
+	// but not decoded: encoded-words are kept as written. Raw 8-bit bytes
+	// that are not UTF-8 are read as Windows-1252 (headerText), the one
+	// reading that keeps every byte.
 	Headers []directapi.MessageHeader
 }
 
@@ -53,6 +56,20 @@ type ParseOptions struct {
 	// (Sender, Subject, Recipients, MessageID, ReplyTo, SentDate, Headers)
 	// and does not read the body, for the metadata operations.
 	SkipBodies bool
+	// StrictText makes Parse fail, with a *CharsetError that wraps
+	// ErrUndecodableText, when the Subject, the body or an attachment name
+	// cannot be decoded to UTF-8 without loss (decodeText: bytes not
+	// valid in the declared charset, or a charset the bridge cannot
+	// decode), instead of returning them with U+FFFD or undecoded bytes.
+	// The SMTP front sets it: what it hands the provider must say what
+	// the sender wrote, and a changed dose or name must not go out under
+	// a 250. Readers of stored mail leave it unset: a mailbox must stay
+	// readable whatever it holds.
+	//
+	// Text that decodeText can read is never an error, strict or not:
+	// UTF-8, us-ascii or no charset with bytes that are not UTF-8, and raw
+	// 8-bit header bytes, read as Windows-1252.
+	StrictText bool
 }
 
 // Default limits of ParseOptions.
@@ -81,6 +98,10 @@ var utf8BOM = []byte("\xef\xbb\xbf")
 // multipart/signed message (RFC 1847 §2.1) and an application/pkcs7-mime
 // message as a whole. message/rfc822 parts are attachments too: Parse does
 // not look inside them.
+//
+// Text is decoded to UTF-8 by the rule of decodeText, header values with
+// raw 8-bit bytes as headerText reads them; with opts.StrictText, text that
+// cannot be read without loss is an error (see ParseOptions).
 func Parse(raw []byte, opts ParseOptions) (*Parsed, error) {
 	b := bytes.TrimPrefix(raw, utf8BOM)
 	b = bytes.TrimLeft(b, "\r\n")
@@ -93,8 +114,12 @@ func Parse(raw []byte, opts ParseOptions) (*Parsed, error) {
 		return nil, err
 	}
 
+	subject, lossErr := decodeWords(h.Get("Subject"))
+	if lossErr != nil && opts.StrictText {
+		return nil, in("Subject", lossErr)
+	}
 	p := &Parsed{
-		Subject:   DecodeWords(h.Get("Subject")),
+		Subject:   subject,
 		MessageID: strings.ToValidUTF8(h.Get("Message-ID"), "\uFFFD"),
 		SentDate:  parseDate(h.Get("Date")),
 	}
@@ -117,7 +142,7 @@ func Parse(raw []byte, opts ParseOptions) (*Parsed, error) {
 	for _, f := range h {
 		p.Headers = append(p.Headers, directapi.MessageHeader{
 			Name:  f.Name,
-			Value: strings.ToValidUTF8(f.Value, "\uFFFD"),
+			Value: headerText(f.Value),
 		})
 	}
 	if opts.SkipBodies {
@@ -125,6 +150,9 @@ func Parse(raw []byte, opts ParseOptions) (*Parsed, error) {
 	}
 	w := &walker{p: p}
 	w.entity(tree)
+	if w.err != nil && opts.StrictText {
+		return nil, w.err
+	}
 	return p, nil
 }
 

@@ -584,7 +584,7 @@ func TestParseHeaderFields(t *testing.T) {
 		{Name: "Bcc", Value: "hidden@x.example"},
 		{Name: "Reply-To", Value: "Replies <r@x.example>, other@x.example"},
 		{Name: "Subject", Value: "=?utf-8?B?w5xiZXJ3ZWlzdW5n?= =?utf-8?Q?_=E2=80=93_Befund?="},
-		{Name: "X-Raw", Value: "caf\uFFFD"},
+		{Name: "X-Raw", Value: "café"}, // Windows-1252 0xE9 (headerText), not U+FFFD
 		{Name: "Message-ID", Value: "<id@x.example>"},
 		{Name: "Date", Value: "Tue, 1 Jul 2025 10:00:00 +0200 (CEST)"},
 	}

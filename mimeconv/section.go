@@ -119,10 +119,21 @@ func (p *Part) Decoded() ([]byte, error) {
 
 // Text is the content of a text part as valid UTF-8: transfer encoding
 // undone (an unknown one leaves the bytes), then converted from the
-// charset parameter (see toUTF8). Line breaks are kept as written.
+// charset parameter (see decodeText: UTF-8, us-ascii or no charset with
+// bytes that are not UTF-8 read as Windows-1252). Line breaks are kept as
+// written. What cannot be read without loss is replaced by U+FFFD, or
+// kept as bytes for an unknown charset; DecodeText reports that.
 func (p *Part) Text() string {
+	s, _ := p.DecodeText()
+	return s
+}
+
+// DecodeText is Text, and an error wrapping ErrUndecodableText (a
+// *CharsetError) when the text could not be read without loss: bytes not
+// valid in the declared charset, or a charset the bridge cannot decode.
+func (p *Part) DecodeText() (string, error) {
 	data, _ := p.Decoded()
-	return toUTF8(p.Params["charset"], data)
+	return decodeText(p.Params["charset"], data)
 }
 
 // Lines is the number of lines of the body as written, the body-fld-lines

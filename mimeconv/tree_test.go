@@ -273,7 +273,7 @@ func TestParseAddressList(t *testing.T) {
 		{"postmaster", `"" "" "postmaster"@""`},
 		{"<>", ``},
 		{"a@[127.0.0.1]", `"" "" "a"@"[127.0.0.1]"`},
-		{"Bad \xff Name <a@b>", "\"Bad \ufffd Name\" \"\" \"a\"@\"b\""},
+		{"Bad \xff Name <a@b>", "\"Bad \u00ff Name\" \"\" \"a\"@\"b\""}, // Windows-1252 0xFF, not U+FFFD
 		// A stray closing parenthesis or bracket once made the tokenizer
 		// loop forever (found by FuzzTree).
 		{"x) y] <c@d>", `"x ) y ]" "" "c"@"d"`},

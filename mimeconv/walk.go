@@ -12,6 +12,16 @@ import (
 type walker struct {
 	p          *Parsed
 	bodyChosen bool
+	// err is the first text that could not be read without loss (a
+	// *CharsetError): the body or an attachment name.
+	err error
+}
+
+// lost records err, the first one only.
+func (w *walker) lost(where string, err error) {
+	if err != nil && w.err == nil {
+		w.err = in(where, err)
+	}
 }
 
 // entity handles one entity: the body parts of a multipart, or a leaf.
@@ -66,13 +76,16 @@ func preferredAlternative(parts []*Part) int {
 // leaf makes a leaf entity the body or an attachment.
 func (w *walker) leaf(e *Part) {
 	mt := e.MediaType()
-	name := filename(e.Header)
+	name, err := filenameText(e.Header)
 	if (mt == "text/plain" || mt == "text/html") && !isAttachment(e.Header) && !w.bodyChosen {
 		w.bodyChosen = true
 		w.p.HTMLBody = mt == "text/html"
-		w.p.Body = strings.ReplaceAll(e.Text(), "\r\n", "\n")
+		text, err := e.DecodeText()
+		w.lost("body", err)
+		w.p.Body = strings.ReplaceAll(text, "\r\n", "\n")
 		return
 	}
+	w.lost("attachment name", err)
 	data, _ := e.Decoded() // an unknown encoding leaves the bytes as they are
 	n := len(w.p.Attachments) + 1
 	if name == "" {
@@ -98,15 +111,23 @@ func isAttachment(h Header) bool {
 
 // filename returns the Content-Disposition filename parameter (RFC 2183
 // §2.3), else the Content-Type name parameter that older mailers use, decoded
-// from RFC 2231 or RFC 2047 and as valid UTF-8; "" if there is none.
+// from RFC 2231 or RFC 2047 and as valid UTF-8 (raw 8-bit bytes that are
+// not UTF-8 read as Windows-1252, see headerText); "" if there is none.
 func filename(h Header) string {
-	_, dp := parseMediaType(h.Get("Content-Disposition"))
-	name := strings.TrimSpace(dp["filename"])
+	name, _ := filenameText(h)
+	return name
+}
+
+// filenameText is filename, and an error wrapping ErrUndecodableText when
+// the name it returns could not be decoded without loss.
+func filenameText(h Header) (string, error) {
+	_, dp, lossy := parseMediaTypeText(h.Get("Content-Disposition"))
+	name, err := strings.TrimSpace(dp["filename"]), lossy["filename"]
 	if name == "" {
-		_, cp := parseMediaType(h.Get("Content-Type"))
-		name = strings.TrimSpace(cp["name"])
+		_, cp, lossy := parseMediaTypeText(h.Get("Content-Type"))
+		name, err = strings.TrimSpace(cp["name"]), lossy["name"]
 	}
-	return strings.ToValidUTF8(name, "\uFFFD")
+	return strings.ToValidUTF8(name, "\uFFFD"), err
 }
 
 // firstToken returns the first word of a field value, lower case, for

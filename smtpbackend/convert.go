@@ -57,7 +57,9 @@ var (
 // plain US-ASCII words fit for the text of an SMTP reply (RFC 5321 §4.2);
 // it never quotes message content (subject, body, header values or
 // addresses), which may be protected health information and must not end
-// up in replies or logs. Err is the sentinel or mimeconv error behind it.
+// up in replies or logs. (It may name a declared charset, such as
+// "shift_jis", when mimeconv found the label a plain token: a label
+// names an encoding, not content.) Err is the sentinel or mimeconv error behind it.
 type ConvertError struct {
 	Reason string
 	Err    error
@@ -160,6 +162,14 @@ var passHeaders = map[string]bool{
 //     decoded to UTF-8, the HTML alternative of multipart/alternative,
 //     every other leaf (inline images, XDM zips, C-CDA documents, attached
 //     messages) an attachment with its bytes unchanged.
+//   - text is never changed in silence (mimeconv.ParseOptions.StrictText):
+//     text labelled UTF-8 or us-ascii, or not labelled, whose bytes are
+//     not UTF-8 is read as Windows-1252, as mail software does, so a
+//     mislabelled "5 \xb5g" arrives as "5 µg"; a Subject, body or
+//     attachment name that cannot be read without loss (bytes not valid
+//     in the charset it declares, or a charset the bridge cannot decode)
+//     fails with an error that matches mimeconv.ErrUndecodableText,
+//     rather than going out with U+FFFD in place of what the sender wrote.
 //   - Headers are the pass-through fields (see passHeaders and X-* fields),
 //     values as written but unfolded.
 func Convert(raw []byte, env Envelope, sender string, lim Limits) (*Submission, error) {
@@ -181,8 +191,10 @@ func Convert(raw []byte, env Envelope, sender string, lim Limits) (*Submission, 
 			return nil, &ConvertError{Reason: "Message cannot be sent unchanged: " + why, Err: ErrNotCarriable}
 		}
 	}
-	p, err := mimeconv.Parse(raw, mimeconv.ParseOptions{MaxDepth: lim.MaxDepth, MaxParts: lim.MaxParts})
+	p, err := mimeconv.Parse(raw, mimeconv.ParseOptions{MaxDepth: lim.MaxDepth, MaxParts: lim.MaxParts, StrictText: true})
 	switch {
+	case errors.Is(err, mimeconv.ErrUndecodableText):
+		return nil, &ConvertError{Reason: undecodableReason(err), Err: err}
 	case errors.Is(err, mimeconv.ErrTooComplex):
 		return nil, &ConvertError{Reason: "message structure is too complex (MIME nesting or number of parts over the limit)", Err: err}
 	case errors.Is(err, mimeconv.ErrNoHeader):
@@ -217,6 +229,33 @@ func Convert(raw []byte, env Envelope, sender string, lim Limits) (*Submission, 
 		},
 		MessageID: p.MessageID,
 	}, nil
+}
+
+// undecodableReason is the Reason for text Convert refuses because it
+// cannot be decoded without loss: where it is and why, and the declared
+// charset label when mimeconv found it a plain token (a label names an
+// encoding, it is no message content), but nothing of the text itself.
+func undecodableReason(err error) string {
+	where, label, unknown := "the text", "", false
+	var ce *mimeconv.CharsetError
+	if errors.As(err, &ce) {
+		switch ce.Where {
+		case "body":
+			where = "the body text"
+		case "Subject":
+			where = "the Subject"
+		case "attachment name":
+			where = "an attachment name"
+		}
+		if ce.Charset != "" {
+			label = " (" + ce.Charset + ")"
+		}
+		unknown = ce.Unknown
+	}
+	if unknown {
+		return where + " is in a charset" + label + " the bridge cannot decode, so it cannot be sent without changing it; send it as UTF-8"
+	}
+	return where + " has bytes that are not valid in its declared charset" + label + ", so it cannot be sent without changing it; declare the charset it is written in, or send it as UTF-8"
 }
 
 // hasBareLineEnding reports whether b holds a LF not preceded by CR or a CR

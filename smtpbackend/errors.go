@@ -67,6 +67,8 @@ func dataReply(err error) *smtp.SMTPError {
 		return reply(554, smtp.EnhancedCode{5, 6, 3}, ce0(err).Reason) // RFC 3463 §3.7: conversion not supported
 	case errors.Is(err, mimeconv.ErrTooComplex):
 		return reply(554, smtp.EnhancedCode{5, 6, 0}, "Message structure too complex (too deeply nested or too many parts)")
+	case errors.Is(err, mimeconv.ErrUndecodableText):
+		return undecodableReply(err)
 	case errors.As(err, &ce):
 		return reply(554, smtp.EnhancedCode{5, 6, 0}, "Message cannot be converted: "+ce.Reason)
 	case errors.Is(err, upstream.ErrAuth):
@@ -89,6 +91,29 @@ func dataReply(err error) *smtp.SMTPError {
 	// Protocol errors, cancellation, anything unforeseen: the message is
 	// not lost if the client keeps it and tries again.
 	return reply(451, smtp.EnhancedCode{4, 3, 0}, "Message not accepted now; try again later")
+}
+
+// undecodableReply refuses text that cannot be decoded to UTF-8 without
+// loss (Convert, mimeconv.ErrUndecodableText) with a permanent 554: the
+// same bytes fail the same way every time, and a 4xx would only make the
+// client retry them for days. The enhanced codes are those of RFC 3463
+// §3.7, "Message Content or Media Status": the provider's JSON carries
+// text as Unicode, so a conversion to UTF-8 is required, and
+//   - 5.6.3 "Conversion required but not supported" when the declared
+//     charset is one the bridge has no decoder for;
+//   - 5.6.5 "Conversion failed" when the bytes are not valid in the
+//     declared charset, so the conversion was tried and cannot be done
+//     without loss.
+//
+// Either way the text says what and why (ConvertError.Reason), never U+FFFD
+// in place of what the sender wrote under a 250.
+func undecodableReply(err error) *smtp.SMTPError {
+	enh := smtp.EnhancedCode{5, 6, 5}
+	var cse *mimeconv.CharsetError
+	if errors.As(err, &cse) && cse.Unknown {
+		enh = smtp.EnhancedCode{5, 6, 3}
+	}
+	return reply(554, enh, "Message text cannot be converted without loss: "+ce0(err).Reason)
 }
 
 func ce0(err error) *ConvertError {
