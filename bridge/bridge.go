@@ -14,7 +14,6 @@ import (
 
 	"github.com/directbridge/directbridge/admin"
 	"github.com/directbridge/directbridge/authguard"
-	"github.com/directbridge/directbridge/connguard"
 	"github.com/directbridge/directbridge/delivery"
 	"github.com/directbridge/directbridge/imapbackend"
 	"github.com/directbridge/directbridge/mailbox"
@@ -86,6 +85,12 @@ func New(cfg Config, log *slog.Logger, out io.Writer) (*Bridge, error) {
 }
 
 func (b *Bridge) open() error {
+	// First: a bridge that cannot keep its connection limits stops
+	// before it opens anything.
+	conns, err := b.connectionLimits()
+	if err != nil {
+		return err
+	}
 	apiURL := b.cfg.APIURL
 	if apiURL == "" {
 		opts, demo, err := b.cfg.SandboxConfig.Options()
@@ -112,7 +117,6 @@ func (b *Bridge) open() error {
 		b.sandboxL = l
 		apiURL = "http://" + l.Addr().String()
 	}
-	var err error
 	b.client, err = restclient.New(restclient.Options{
 		BaseURL: apiURL,
 		// The budget (below) spends the rate, by priority and fairly
@@ -149,7 +153,6 @@ func (b *Bridge) open() error {
 	// once on one folder go out as one request (upstream/coalesce.go).
 	provider := upstream.WithCoalescing(upstream.WithBudget(restclient.Upstream(b.client), b.budget), b.budget)
 	verifier := mailbox.NewVerifier(provider, 0) // shared: an IMAP login and an SMTP AUTH cost one check
-	conns := connguard.Limits{PerAddress: b.cfg.MaxConnsPerAddress, PreAuthTime: b.cfg.PreAuthTimeout}
 	// Shared too: failures count across IMAP and SMTP.
 	guard := authguard.New(authguard.Config{FreeFailures: b.cfg.AuthFreeFailures, MaxDelay: b.cfg.AuthMaxDelay, RefuseAfter: b.cfg.AuthRefuseAfter})
 	// One budget for the message bytes both fronts hold (msgbudget).

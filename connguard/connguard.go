@@ -2,92 +2,52 @@
 // (IMAP or SMTP). Before a client authenticates it is a stranger and gets
 // little:
 //
-//   - at most Limits.PerAddress connections per client address that have
-//     not authenticated yet (an IPv4 address or an IPv6 /64, as
-//     authguard.Key: a clinic's users behind one NAT address are counted
-//     apart once logged in) and Limits.Total open connections in all; a
-//     connection over either is answered at once with the
-//     protocol's "too many connections" line and closed, rather than left
-//     waiting in the backlog, so a real user is never queued behind a
-//     flood;
+//   - at most Limits.PerAddress connections per client address (an IPv4
+//     address or an IPv6 /64, as authguard.Key: a clinic's users behind
+//     one NAT address are counted apart once logged in) and
+//     Limits.PerPrefix per wider prefix (an IPv4 /24, an IPv6 /48: the
+//     holder of a /56 does not get 256 addresses' worth), see prefix.go;
+//   - at most Limits.PreAuthTotal strangers in all, well below the
+//     listener's Limits.Total, so that the rest stays with logged-in
+//     users whatever the strangers do; when the strangers' room is full a
+//     newcomer displaces the oldest stranger of the most represented
+//     prefix, if that prefix holds more than the newcomer's (strangers.go
+//     says why: a user is a stranger too until its login completes);
+//   - a connection over a limit is answered at once with the protocol's
+//     "too many connections" line and closed, rather than left waiting in
+//     the backlog, so a real user is never queued behind a flood;
 //   - Limits.PreAuthTime to authenticate, whatever read timeouts the
 //     protocol library sets meanwhile;
 //   - Limits.PreAuthBytes of input (TLS handshake and commands, counted as
 //     they arrive) until it authenticates.
 //
-// The front calls Authenticated on a successful login; then the protocol's
-// own timeouts apply.
+// The front calls Authenticated on a successful login: the connection
+// moves from the strangers to the users, and the protocol's own timeouts
+// apply. The limits derive from the process's file-descriptor limit
+// (Derive, RaiseFileLimit), which a server checks at start.
 package connguard
 
 import (
+	"container/list"
 	"crypto/tls"
 	"errors"
 	"net"
+	"net/netip"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
-
-	"github.com/directbridge/directbridge/authguard"
 )
-
-// Limits of one listener; zero values take the defaults.
-type Limits struct {
-	PerAddress   int           // default 20
-	Total        int           // default DefaultTotal()
-	PreAuthTime  time.Duration // default 30 s
-	PreAuthBytes int64         // default 256 KiB
-}
-
-// Defaults.
-const (
-	DefaultPerAddress   = 20
-	DefaultPreAuthTime  = 30 * time.Second
-	DefaultPreAuthBytes = 256 << 10
-	// maxTotal bounds the default total of one listener.
-	maxTotal = 10000
-	// fdHeadroom is the file descriptors kept free of client connections
-	// (the state store, the provider's connections, the other listeners'
-	// accepts, logs).
-	fdHeadroom = 128
-	// listeners is how many client listeners share the process's file
-	// descriptors (IMAP, IMAPS, SMTP, SMTPS).
-	listeners = 4
-)
-
-// DefaultTotal is the connections one listener may hold: its share of the
-// process's file descriptor limit after a headroom, so that a flood of one
-// listener never leaves the others (or /readyz) without a descriptor;
-// at most 10,000 (the 1,000 idle users of BENCHMARKS.md fit many times).
-func DefaultTotal() int {
-	var rl syscall.Rlimit
-	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil || rl.Cur == 0 {
-		return maxTotal
-	}
-	share := (int64(rl.Cur) - fdHeadroom) / listeners
-	return int(max(16, min(share, maxTotal)))
-}
 
 // ErrPreAuthBytes ends a connection that sent too much before
 // authenticating.
 var ErrPreAuthBytes = errors.New("connguard: too much data before authentication")
 
 // Listener wraps l. refusal is the line written to a connection refused
-// for the limits (e.g. "* BYE Too many connections\r\n").
+// for the limits (e.g. "* BYE Too many connections\r\n"). Zero fields
+// of lim take the defaults; lim is not checked (Derive does that).
 func Listener(l net.Listener, lim Limits, refusal string) net.Listener {
-	if lim.PerAddress <= 0 {
-		lim.PerAddress = DefaultPerAddress
-	}
-	if lim.Total <= 0 {
-		lim.Total = DefaultTotal()
-	}
-	if lim.PreAuthTime <= 0 {
-		lim.PreAuthTime = DefaultPreAuthTime
-	}
-	if lim.PreAuthBytes <= 0 {
-		lim.PreAuthBytes = DefaultPreAuthBytes
-	}
-	return &listener{Listener: l, lim: lim, refusal: []byte(refusal), per: map[string]int{}}
+	lim = lim.withDefaults(DefaultTotal)
+	return &listener{Listener: l, lim: lim, refusal: []byte(refusal), pool: newPool(lim)}
 }
 
 type listener struct {
@@ -95,9 +55,8 @@ type listener struct {
 	lim     Limits
 	refusal []byte
 
-	mu    sync.Mutex
-	per   map[string]int
-	total int
+	mu   sync.Mutex
+	pool *pool
 }
 
 // Accept returns the next connection within the limits; those over them
@@ -108,39 +67,20 @@ func (l *listener) Accept() (net.Conn, error) {
 		if err != nil {
 			return nil, err
 		}
-		key := authguard.Key(c.RemoteAddr())
+		addr, prefix := clientKeys(c.RemoteAddr())
+		gc := &Conn{Conn: c, l: l, addr: addr, prefix: prefix, budget: l.lim.PreAuthBytes, deadline: time.Now().Add(l.lim.PreAuthTime)}
 		l.mu.Lock()
-		ok := l.total < l.lim.Total && l.per[key] < l.lim.PerAddress
-		if ok {
-			l.total++
-			l.per[key]++
-		}
+		displaced, ok := l.pool.admit(gc)
 		l.mu.Unlock()
+		if displaced != nil {
+			displaced.Conn.Close() // counted out already; its own Close finds it so
+		}
 		if !ok {
 			go l.refuse(c)
 			continue
 		}
-		gc := &Conn{Conn: c, l: l, key: key, budget: l.lim.PreAuthBytes, deadline: time.Now().Add(l.lim.PreAuthTime)}
 		gc.Conn.SetReadDeadline(gc.deadline)
 		return gc, nil
-	}
-}
-
-// release counts a connection out: of the total, and of its address's
-// strangers unless it authenticated (then it was counted out already).
-func (l *listener) release(key string, stranger bool) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.total--
-	if stranger {
-		l.leaveLocked(key)
-	}
-}
-
-// leaveLocked counts a stranger of key out. Called with l.mu held.
-func (l *listener) leaveLocked(key string) {
-	if l.per[key]--; l.per[key] <= 0 {
-		delete(l.per, key)
 	}
 }
 
@@ -156,14 +96,19 @@ func (l *listener) refuse(c net.Conn) {
 type Conn struct {
 	net.Conn
 	l        *listener
-	key      string
-	mu       sync.Mutex // orders authenticated and closed
+	addr     netip.Prefix // per-address key
+	prefix   netip.Prefix // per-prefix key
 	authed   atomic.Bool
-	closed   bool
 	budget   int64 // bytes left before authentication
 	deadline time.Time
 	read     atomic.Int64
 	lastRead atomic.Int64 // Unix ns of the last byte read
+
+	// Guarded by l.mu (the pool's state of this connection).
+	counted  bool          // in the pool, as a stranger or a user
+	stranger bool          // among the strangers
+	group    *group        // its prefix's strangers, while a stranger
+	elem     *list.Element // in group.conns
 }
 
 func (c *Conn) Read(p []byte) (int, error) {
@@ -194,28 +139,27 @@ func (c *Conn) SetDeadline(t time.Time) error {
 	return c.SetReadDeadline(t)
 }
 
+// Close counts the connection out (once, and not at all when it was
+// displaced) and closes it.
 func (c *Conn) Close() error {
-	c.mu.Lock()
-	if !c.closed {
-		c.closed = true
-		c.l.release(c.key, !c.authed.Load())
-	}
-	c.mu.Unlock()
+	c.l.mu.Lock()
+	c.l.pool.release(c)
+	c.l.mu.Unlock()
 	return c.Conn.Close()
 }
 
-// authenticate ends the stranger's limits, once.
+// authenticate ends the stranger's limits, once: the connection moves to
+// the users. A connection closed or displaced meanwhile stays out.
 func (c *Conn) authenticate() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed || c.authed.Load() {
-		return
-	}
-	c.authed.Store(true)
 	c.l.mu.Lock()
-	c.l.leaveLocked(c.key)
+	moved := c.l.pool.authenticate(c)
+	if moved {
+		c.authed.Store(true)
+	}
 	c.l.mu.Unlock()
-	c.Conn.SetReadDeadline(time.Time{})
+	if moved {
+		c.Conn.SetReadDeadline(time.Time{})
+	}
 }
 
 // LastRead is when bytes last came in on the connection under c (through
