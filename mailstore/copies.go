@@ -374,26 +374,40 @@ func (st *Store) forgetPending(ids []int64) {
 // holdPending marks pending-flag entries as belonging to a transfer of
 // this process that is still running (on), or no longer (off).
 func (st *Store) holdPending(ids []int64, on bool) {
+	if !on {
+		st.releasePending(ids, time.Now())
+		return
+	}
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	if st.pendingRun == nil {
 		st.pendingRun, st.pendingFreed = map[int64]bool{}, map[int64]time.Time{}
 	}
-	now := time.Now()
 	for _, id := range ids {
-		if on {
-			st.pendingRun[id] = true
-		} else if st.pendingRun[id] {
+		st.pendingRun[id] = true
+	}
+}
+
+// releasePending hands entries of a transfer that ended to the refreshes
+// of the destination, from since on: at once, or, when the transfer's
+// outcome is unknown (the provider may still carry it out, late), after
+// the hold (Config.AttemptHold), so that copies made late still get them.
+func (st *Store) releasePending(ids []int64, since time.Time) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	for _, id := range ids {
+		if st.pendingRun[id] {
 			delete(st.pendingRun, id)
-			st.pendingFreed[id] = now
+			st.pendingFreed[id] = since
 		}
 	}
 }
 
 // pendingState tells whether a transfer of this process still runs for
 // the entry (held), and otherwise since when the entry waits for a
-// refresh: the end of its transfer, or this process's start for one an
-// earlier process left.
+// refresh: the end of its transfer (its hold, when the outcome was not
+// known), or, for one an earlier process left (killed during a transfer
+// the provider may carry out late), this process's start and the hold.
 func (st *Store) pendingState(id int64) (held bool, since time.Time) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
@@ -403,7 +417,7 @@ func (st *Store) pendingState(id int64) (held bool, since time.Time) {
 	if at, ok := st.pendingFreed[id]; ok {
 		return false, at
 	}
-	return false, st.startedAt
+	return false, st.startedAt.Add(st.cfg.AttemptHold)
 }
 
 // pendingFlagsFor finds, for messages new to the folder (added,

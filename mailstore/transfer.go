@@ -107,8 +107,9 @@ func (m *Folder) Transfer(ctx context.Context, auth upstream.Auth, uids []imap.U
 	if !sameFolder {
 		pending = st.notePendingFlags(ctx, dest, m, msgs)
 		// Whatever happens, the entries left are for a refresh to
-		// recover from now on (copies not paired, an answer lost).
-		defer st.holdPending(pending, false)
+		// recover (copies not paired, an answer lost): from now on, or
+		// from the hold on when the outcome is unknown (releasePending).
+		defer func() { st.holdPending(pending, false) }()
 	}
 	// The provider's copies are read as their sources are when it makes
 	// them: the call is one step with the folder's \Seen changes
@@ -125,6 +126,11 @@ func (m *Folder) Transfer(ctx context.Context, auth upstream.Auth, uids []imap.U
 	if errors.Is(err, upstream.ErrUnknownOutcome) && st.landed(auth, m, dest, prev, msgs, move && !sameFolder) {
 		log.Info("imap copy: answer lost, the messages are at the destination", "user", m.user)
 		done, err = uids, nil
+	}
+	if errors.Is(err, upstream.ErrUnknownOutcome) {
+		// The provider may still make the copies, late: the flags
+		// written down wait for them through the hold.
+		st.releasePending(pending, time.Now().Add(st.cfg.AttemptHold))
 	}
 	if attempt != 0 {
 		if err = st.decideAttempt(ctx, attempt, err); errors.Is(err, ErrOutcomeUnknown) {

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/base64"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -127,28 +128,25 @@ func TestKillDuringSendNoDuplicate(t *testing.T) {
 	}
 }
 
-// TestKillDuringMoveKeepsFlags: the bridge is killed (SIGKILL) after the
-// provider carried out a MOVE of a \Flagged message with a keyword and
-// before its answer arrived. The flags were written down before the call
-// (under the destination, by Message-ID and size): after the restart the
-// moved message shows them in the destination.
-func TestKillDuringMoveKeepsFlags(t *testing.T) {
-	const alice, pw = "alice@direct.example", "crash-pw"
-	sb, err := sandbox.Open(sandbox.Options{Users: []sandbox.Account{{Name: alice, Password: pw}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { sb.Close() })
+// killRounds is how many times in a row the crash tests below kill the
+// bridge mid-change.
+const killRounds = 3
+
+// blockingProvider is the sandbox behind a proxy that carries out every
+// request whose path contains op and then holds its answer until the test
+// ends (or the bridge goes): the provider did the work, the bridge never
+// hears of it. done counts those requests.
+func blockingProvider(t *testing.T, sb *sandbox.Server, op string) (url string, done *atomic.Int32) {
 	release := make(chan struct{})
-	var moved atomic.Int32
+	done = new(atomic.Int32)
 	provider := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !strings.Contains(r.URL.Path, "/MoveMessages") {
+		if !strings.Contains(r.URL.Path, op) {
 			sb.ServeHTTP(w, r)
 			return
 		}
 		rec := httptest.NewRecorder()
 		sb.ServeHTTP(rec, r)
-		moved.Add(1)
+		done.Add(1)
 		select {
 		case <-release:
 		case <-r.Context().Done():
@@ -156,11 +154,20 @@ func TestKillDuringMoveKeepsFlags(t *testing.T) {
 	}))
 	t.Cleanup(provider.Close)
 	t.Cleanup(func() { close(release) })
+	return provider.URL, done
+}
 
-	dir, imapAddr := t.TempDir(), freeAddr(t)
-	start := func() *exec.Cmd { return startOnProvider(t, dir, provider.URL, "DIRECTBRIDGE_IMAP_ADDR", imapAddr) }
-	login := func() *imapclient.Client {
-		c, err := imapclient.DialInsecure(imapAddr, nil)
+// crashUser starts the sandbox with alice, and returns a login function
+// for the bridge at addr.
+func crashUser(t *testing.T) (*sandbox.Server, func(addr string) *imapclient.Client) {
+	const alice, pw = "alice@direct.example", "crash-pw"
+	sb, err := sandbox.Open(sandbox.Options{Users: []sandbox.Account{{Name: alice, Password: pw}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sb.Close() })
+	return sb, func(addr string) *imapclient.Client {
+		c, err := imapclient.DialInsecure(addr, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -170,53 +177,125 @@ func TestKillDuringMoveKeepsFlags(t *testing.T) {
 		}
 		return c
 	}
+}
 
-	first := start()
-	c := login()
-	raw := "From: bob@direct.example\r\nTo: " + alice + "\r\nSubject: flagged\r\nMessage-ID: <move-1@direct.example>\r\n\r\nkeep my flags\r\n"
-	ac := c.Append("INBOX", int64(len(raw)), nil)
-	ac.Write([]byte(raw))
-	if err := ac.Close(); err != nil {
-		t.Fatal(err)
+// waitFor waits until n reaches want, or fails.
+func waitFor(t *testing.T, n *atomic.Int32, want int32, what string) {
+	t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); n.Load() < want; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the provider never saw the %s", what)
+		}
 	}
-	if _, err := ac.Wait(); err != nil {
-		t.Fatal(err)
-	}
+}
+
+// TestKillDuringMoveKeepsFlags: the bridge is killed (SIGKILL) after the
+// provider carried out a MOVE of a \Flagged message with a keyword and
+// before its answer arrived, several times in a row. The flags were
+// written down before the call (under the destination, by Message-ID and
+// size): after each restart the moved message shows them in the
+// destination.
+func TestKillDuringMoveKeepsFlags(t *testing.T) {
+	sb, login := crashUser(t)
+	url, moved := blockingProvider(t, sb, "/MoveMessages")
+	dir, imapAddr := t.TempDir(), freeAddr(t)
+	start := func() *exec.Cmd { return startOnProvider(t, dir, url, "DIRECTBRIDGE_IMAP_ADDR", imapAddr) }
+
+	bridge := start()
+	c := login(imapAddr)
 	if err := c.Create("Kept", nil).Wait(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Select("INBOX", nil).Wait(); err != nil {
-		t.Fatal(err)
-	}
-	// Metadata loaded, as a client listing the folder does before moving.
-	if _, err := c.Fetch(imap.SeqSetNum(1), &imap.FetchOptions{Envelope: true, RFC822Size: true}).Collect(); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Store(imap.SeqSetNum(1), &imap.StoreFlags{Op: imap.StoreFlagsAdd, Flags: []imap.Flag{imap.FlagFlagged, "$Urgent"}}, nil).Close(); err != nil {
-		t.Fatal(err)
-	}
-	go c.Move(imap.SeqSetNum(1), "Kept").Wait()
-	for deadline := time.Now().Add(20 * time.Second); moved.Load() == 0; time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the provider never saw the move")
+	for round := 1; round <= killRounds; round++ {
+		raw := fmt.Sprintf("From: bob@direct.example\r\nTo: alice@direct.example\r\nSubject: flagged %d\r\nMessage-ID: <move-%d@direct.example>\r\n\r\nkeep my flags\r\n", round, round)
+		if _, err := appendRaw(c, "INBOX", raw); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Select("INBOX", nil).Wait(); err != nil {
+			t.Fatal(err)
+		}
+		// Metadata loaded, as a client listing the folder does before moving.
+		if _, err := c.Fetch(imap.SeqSetNum(1), &imap.FetchOptions{Envelope: true, RFC822Size: true}).Collect(); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Store(imap.SeqSetNum(1), &imap.StoreFlags{Op: imap.StoreFlagsAdd, Flags: []imap.Flag{imap.FlagFlagged, "$Urgent"}}, nil).Close(); err != nil {
+			t.Fatal(err)
+		}
+		go c.Move(imap.SeqSetNum(1), "Kept").Wait()
+		waitFor(t, moved, int32(round), "move")
+		bridge.Process.Kill()
+		bridge.Wait()
+
+		bridge = start()
+		c = login(imapAddr)
+		if _, err := c.Select("Kept", nil).Wait(); err != nil {
+			t.Fatal(err)
+		}
+		msgs, err := c.Fetch(imap.SeqSetNum(uint32(round)), &imap.FetchOptions{Flags: true, Envelope: true}).Collect()
+		if err != nil || len(msgs) != 1 {
+			t.Fatalf("round %d: moved message: %d, %v", round, len(msgs), err)
+		}
+		fl := msgs[0].Flags
+		if msgs[0].Envelope.Subject != fmt.Sprintf("flagged %d", round) || !slices.Contains(fl, imap.FlagFlagged) || !slices.Contains(fl, imap.Flag("$Urgent")) {
+			t.Fatalf("round %d: %q with flags %v after the restart; want \\Flagged and $Urgent", round, msgs[0].Envelope.Subject, fl)
 		}
 	}
-	first.Process.Kill()
-	first.Wait()
+}
 
-	start()
-	c = login()
-	if _, err := c.Select("Kept", nil).Wait(); err != nil {
-		t.Fatal(err)
+// TestKillDuringAppendNoDuplicate: the bridge is killed (SIGKILL) after
+// the provider stored an APPEND's message and before its answer arrived,
+// several times in a row. The client's retry after each restart (the same
+// bytes) is answered OK with the stored message's UID and flags, and the
+// folder holds each message once (the journal of attempts, written before
+// the request left, survives the kill).
+func TestKillDuringAppendNoDuplicate(t *testing.T) {
+	sb, login := crashUser(t)
+	url, saved := blockingProvider(t, sb, "/SaveRawMessages")
+	dir, imapAddr := t.TempDir(), freeAddr(t)
+	start := func() *exec.Cmd { return startOnProvider(t, dir, url, "DIRECTBRIDGE_IMAP_ADDR", imapAddr) }
+
+	bridge := start()
+	c := login(imapAddr)
+	for round := 1; round <= killRounds; round++ {
+		raw := fmt.Sprintf("From: bob@direct.example\r\nTo: alice@direct.example\r\nSubject: appended %d\r\nMessage-ID: <append-%d@direct.example>\r\n\r\nonce only\r\n", round, round)
+		go appendRaw(c, "INBOX", raw, imap.FlagFlagged)
+		waitFor(t, saved, int32(round), "save")
+		bridge.Process.Kill()
+		bridge.Wait()
+
+		bridge = start()
+		c = login(imapAddr)
+		data, err := appendRaw(c, "INBOX", raw, imap.FlagFlagged)
+		if err != nil || data == nil || data.UID == 0 {
+			t.Fatalf("round %d: the retry after the restart: %+v, %v; want OK with the stored message's UID", round, data, err)
+		}
+		if _, err := c.Select("INBOX", nil).Wait(); err != nil {
+			t.Fatal(err)
+		}
+		msgs, err := c.Fetch(imap.SeqSet{{Start: 1, Stop: 0}}, &imap.FetchOptions{UID: true, Flags: true, Envelope: true}).Collect()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(msgs) != round {
+			t.Fatalf("round %d: INBOX holds %d messages; want %d (each appended once)", round, len(msgs), round)
+		}
+		last := msgs[len(msgs)-1]
+		if last.UID != data.UID || last.Envelope.Subject != fmt.Sprintf("appended %d", round) || !slices.Contains(last.Flags, imap.FlagFlagged) {
+			t.Fatalf("round %d: UID %d %q %v; want APPENDUID %d, the retried message, \\Flagged", round, last.UID, last.Envelope.Subject, last.Flags, data.UID)
+		}
 	}
-	msgs, err := c.Fetch(imap.SeqSetNum(1), &imap.FetchOptions{Flags: true, Envelope: true}).Collect()
-	if err != nil || len(msgs) != 1 {
-		t.Fatalf("moved message: %d, %v", len(msgs), err)
+}
+
+// appendRaw appends raw to folder with flags.
+func appendRaw(c *imapclient.Client, folder, raw string, flags ...imap.Flag) (*imap.AppendData, error) {
+	ac := c.Append(folder, int64(len(raw)), &imap.AppendOptions{Flags: flags})
+	if _, err := ac.Write([]byte(raw)); err != nil {
+		return nil, err
 	}
-	fl := msgs[0].Flags
-	if !slices.Contains(fl, imap.FlagFlagged) || !slices.Contains(fl, imap.Flag("$Urgent")) {
-		t.Fatalf("flags after the restart %v; want \\Flagged and $Urgent", fl)
+	if err := ac.Close(); err != nil {
+		return nil, err
 	}
+	return ac.Wait()
 }
 
 // freeAddr is a loopback address with a port free a moment ago.
