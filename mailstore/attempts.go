@@ -3,7 +3,6 @@ package mailstore
 import (
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -54,9 +53,11 @@ func newOwner() string {
 }
 
 // appendKey is the journal key of an APPEND of raw to folder: the
-// operation, the folder and the exact bytes.
-func appendKey(folder string, raw []byte) string {
-	h := sha256.New()
+// operation, the folder and the exact bytes, under the journal key
+// (Config.JournalKey), so that the state store holds no plain hash of a
+// message.
+func (st *Store) appendKey(folder string, raw []byte) string {
+	h := mailbox.JournalHash(st.cfg.JournalKey)
 	fmt.Fprintf(h, "append\x00%s\x00", folder)
 	h.Write(raw)
 	return hex.EncodeToString(h.Sum(nil))
@@ -124,9 +125,9 @@ func (st *Store) decideAttempt(ctx context.Context, id int64, err error) error {
 }
 
 // copyKey is the journal key of a COPY of the messages uids (ascending)
-// of folder (under validity) to dest.
-func copyKey(folder string, validity uint32, dest string, uids []imap.UID) string {
-	h := sha256.New()
+// of folder (under validity) to dest, under the journal key as appendKey.
+func (st *Store) copyKey(folder string, validity uint32, dest string, uids []imap.UID) string {
+	h := mailbox.JournalHash(st.cfg.JournalKey)
 	fmt.Fprintf(h, "copy\x00%s\x00%d\x00%s\x00", folder, validity, dest)
 	for _, u := range uids {
 		fmt.Fprintf(h, "%d,", u)
@@ -150,7 +151,7 @@ func (m *Folder) resolveCopy(ctx context.Context, auth upstream.Auth, key, dest 
 		src := m.copiedOf(msgs, uids, m.flagsOf(uids))
 		if newUIDs, _ := st.findCopies(ctx, auth, dest, a.Mark, src, a.Created, dm); newUIDs != nil {
 			st.cfg.Logger.Info("imap copy: an earlier attempt whose answer was lost made the copies; not copied again", "user", m.user)
-			data := st.placeCopies(ctx, auth, dest, a.Mark, dm, src, a.Created, nil)
+			data := st.placeCopies(ctx, auth, dest, a.Mark, dm, src, a.Created, nil, func() {})
 			st.endAttempts(ctx, u.attempts)
 			return Transferred{Done: uids, Data: data}, true, nil
 		}

@@ -34,7 +34,10 @@ import (
 // pending are the transfer's pending-flag entries: when the copies are not
 // found, they are handed to the destination's refresh (no longer held)
 // before it runs, so that it gives the copies their flags.
-func (st *Store) placeCopies(ctx context.Context, auth upstream.Auth, dest string, prev int64, dm *Folder, src []copied, began time.Time, pending []int64) *imap.CopyData {
+//
+// leave ends the transfer's claim on the destination's new UIDs
+// (transferInto) before a refresh that is to pair them by the entries.
+func (st *Store) placeCopies(ctx context.Context, auth upstream.Auth, dest string, prev int64, dm *Folder, src []copied, began time.Time, pending []int64, leave func()) *imap.CopyData {
 	log := st.cfg.Logger
 	newUIDs, top := st.findCopies(ctx, auth, dest, prev, src, began, dm)
 	if top > 0 && top <= MaxUID {
@@ -45,6 +48,7 @@ func (st *Store) placeCopies(ctx context.Context, auth upstream.Auth, dest strin
 	}
 	if newUIDs == nil {
 		log.Info("imap copy: new UIDs not paired", "user", auth.Username, "copied", len(src))
+		leave()
 		st.holdPending(pending, false)
 		if dm != nil {
 			dm.resync(ctx, "after a copy")
@@ -403,6 +407,43 @@ func (st *Store) releasePending(ids []int64, since time.Time) {
 	}
 }
 
+// transferInto notes a transfer into dest (whose largest UID was prev)
+// under way, until the returned function is called.
+// The returned function may be called more than once.
+func (st *Store) transferInto(user, dest string, prev int64) (done func()) {
+	k, mark := mirrorKey(user, dest), &prev
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.into == nil {
+		st.into = map[string]map[*int64]bool{}
+	}
+	if st.into[k] == nil {
+		st.into[k] = map[*int64]bool{}
+	}
+	st.into[k][mark] = true
+	return func() {
+		st.mu.Lock()
+		defer st.mu.Unlock()
+		delete(st.into[k], mark)
+		if len(st.into[k]) == 0 {
+			delete(st.into, k)
+		}
+	}
+}
+
+// transferFloor is the lowest UID a transfer under way into the folder
+// may give its copies (above the smallest prev), or MaxUID+1 when none
+// runs.
+func (st *Store) transferFloor(user, folder string) imap.UID {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	floor := int64(MaxUID) + 1
+	for prev := range st.into[mirrorKey(user, folder)] {
+		floor = min(floor, *prev+1)
+	}
+	return imap.UID(floor)
+}
+
 // pendingState tells whether a transfer of this process still runs for
 // the entry (held), and otherwise since when the entry waits for a
 // refresh: the end of its transfer (its hold, when the outcome was not
@@ -430,6 +471,12 @@ func (st *Store) pendingState(id int64) (held bool, since time.Time) {
 // that found new messages, and a provider call for the new messages'
 // metadata only when flags wait.
 func (m *Folder) pendingFlagsFor(ctx context.Context, auth upstream.Auth, added []imap.UID, kept map[uint32][]string, w *mailbox.RefreshWrite) error {
+	// New UIDs a transfer under way may have given its copies are its to
+	// flag (placeCopies adds the sources' flags): an entry left by an
+	// earlier transfer of the same message must not add its flags too.
+	if floor := m.store.transferFloor(m.user, m.name); floor <= MaxUID {
+		added = slices.DeleteFunc(slices.Clone(added), func(u imap.UID) bool { return u >= floor })
+	}
 	if len(added) == 0 {
 		return nil
 	}

@@ -37,6 +37,11 @@ type Store struct {
 	// earlier process (they count from startedAt).
 	pendingRun   map[int64]bool
 	pendingFreed map[int64]time.Time
+	// into are the transfers (COPY, MOVE) under way into each folder
+	// (mirrorKey), with the largest UID the destination had before
+	// each: new UIDs above it may be their copies, whose flags they
+	// place themselves (copies.go, pendingFlagsFor).
+	into map[string]map[*int64]bool
 	startedAt    time.Time
 	owner        string // this process in the journal of attempts (attempts.go)
 
@@ -74,6 +79,12 @@ type Config struct {
 	// provider's GetFolders might list direct children only (tree.go);
 	// false takes its answer for the whole tree.
 	FolderWalk bool
+	// JournalKey keys the fingerprints the journal of attempts holds
+	// (HMAC-SHA256, mailbox.JournalHash): a plain hash of a message's
+	// bytes in the state store would let its holder confirm a guessed
+	// message. nil makes them plain SHA-256 (tests); the bridge sets the
+	// data directory's key (mailbox.LoadJournalKey).
+	JournalKey []byte
 	Logger     *slog.Logger
 }
 

@@ -65,6 +65,8 @@ func (m *Folder) Transfer(ctx context.Context, auth upstream.Auth, uids []imap.U
 	if err != nil {
 		return Transferred{}, err
 	}
+	leave := st.transferInto(m.user, dest, prev)
+	defer leave()
 	// What the mirror still has, in UID order (a refresh may have taken
 	// some away since the command began).
 	msgs := m.liveHandles(uids)
@@ -91,7 +93,7 @@ func (m *Folder) Transfer(ctx context.Context, auth upstream.Auth, uids []imap.U
 	// one finds nothing to move.
 	var attempt int64
 	if !move || sameFolder {
-		key := copyKey(m.name, srcValidity, dest, uids)
+		key := st.copyKey(m.name, srcValidity, dest, uids)
 		if res, done, err := m.resolveCopy(ctx, auth, key, dest, dm, msgs, uids); done {
 			return res, err
 		}
@@ -192,7 +194,7 @@ func (m *Folder) Transfer(ctx context.Context, auth upstream.Auth, uids []imap.U
 			dm.readUnsureNow()
 		}
 	}
-	data := st.placeCopies(ctx, auth, dest, prev, dm, src, began, pending)
+	data := st.placeCopies(ctx, auth, dest, prev, dm, src, began, pending, leave)
 	if data != nil {
 		st.dropPendingFlags(ctx, pending)
 	}
