@@ -440,6 +440,50 @@ func TestCopyLateProcessing(t *testing.T) {
 	}
 }
 
+// TestMoveLateProcessingKeepsFlags: a MOVE the provider carries out
+// after the bridge stopped waiting is answered NO (the outcome unknown);
+// once the provider has moved the messages they show in the destination
+// with the flags the bridge kept for them (written down before the
+// call, held through AttemptHold for a late copy), not without them.
+func TestMoveLateProcessingKeepsFlags(t *testing.T) {
+	e := newEnv(t, options{pollInterval: 100 * time.Millisecond, requestTimeout: 300 * time.Millisecond, engine: func(c *mailstore.Config) {
+		c.CallTimeout = 300 * time.Millisecond
+		c.AttemptHold = 5 * time.Second
+	}})
+	e.deliver(alice, "INBOX", testMessage("late move"))
+	c := e.login(alice, alicePW)
+	if err := c.Create("INBOX.Dest", nil).Wait(); err != nil {
+		t.Fatal(err)
+	}
+	watcher := e.login(alice, alicePW)
+	mustSelectFolder(t, watcher, "INBOX.Dest")
+	mustSelectFolder(t, c, "INBOX")
+	// Metadata loaded, as a client listing the folder does before moving.
+	if _, err := c.Fetch(imap.SeqSetNum(1), &imap.FetchOptions{Envelope: true, RFC822Size: true}).Collect(); err != nil {
+		t.Fatal(err)
+	}
+	storeFlags(t, c, imap.SeqSetNum(1), imap.StoreFlagsAdd, true, imap.FlagFlagged, "$Urgent")
+	e.sandbox.InjectFault("MoveMessagesByUIDs", sandbox.Fault{Latency: 800 * time.Millisecond, Late: true, Times: 1})
+	if _, err := c.Move(imap.SeqSetNum(1), "INBOX.Dest").Wait(); err == nil {
+		t.Fatal("MOVE whose answer never came answered OK")
+	}
+	time.Sleep(time.Second) // the provider has moved it now
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if err := watcher.Noop().Wait(); err != nil {
+			t.Fatal(err)
+		}
+		got := flagsByUID(t, watcher, 1)
+		if fl, ok := got[1]; ok && slices.Contains(fl, imap.FlagFlagged) && slices.Contains(fl, imap.Flag("$Urgent")) {
+			break
+		} else if time.Now().After(deadline) {
+			t.Fatalf("the late-moved message shows %v (present %v); want \\Flagged and $Urgent", fl, ok)
+		}
+	}
+	if n := e.count(alice, "INBOX"); n != 0 {
+		t.Errorf("INBOX holds %d messages after the late move; want 0", n)
+	}
+}
+
 // TestMoveIntoRecreatedFolder: a folder deleted and created again under
 // the same name announces the UIDNEXT its first message gets. The
 // provider never reuses a folder name's UIDs, so a UIDNEXT of 1 would

@@ -432,16 +432,17 @@ func (st *Store) transferInto(user, dest string, prev int64) (done func()) {
 }
 
 // transferFloor is the lowest UID a transfer under way into the folder
-// may give its copies (above the smallest prev), or MaxUID+1 when none
+// may give its copies (above the smallest prev); ok is false when none
 // runs.
-func (st *Store) transferFloor(user, folder string) imap.UID {
+func (st *Store) transferFloor(user, folder string) (floor int64, ok bool) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	floor := int64(MaxUID) + 1
 	for prev := range st.into[mirrorKey(user, folder)] {
-		floor = min(floor, *prev+1)
+		if !ok || *prev+1 < floor {
+			floor, ok = *prev+1, true
+		}
 	}
-	return imap.UID(floor)
+	return floor, ok
 }
 
 // pendingState tells whether a transfer of this process still runs for
@@ -474,8 +475,8 @@ func (m *Folder) pendingFlagsFor(ctx context.Context, auth upstream.Auth, added 
 	// New UIDs a transfer under way may have given its copies are its to
 	// flag (placeCopies adds the sources' flags): an entry left by an
 	// earlier transfer of the same message must not add its flags too.
-	if floor := m.store.transferFloor(m.user, m.name); floor <= MaxUID {
-		added = slices.DeleteFunc(slices.Clone(added), func(u imap.UID) bool { return u >= floor })
+	if floor, ok := m.store.transferFloor(m.user, m.name); ok {
+		added = slices.DeleteFunc(slices.Clone(added), func(u imap.UID) bool { return int64(u) >= floor })
 	}
 	if len(added) == 0 {
 		return nil
