@@ -18,16 +18,40 @@
 //   - A username that fails from many addresses gets the same growing
 //     delay on the failing path only: its replies of failure come late,
 //     while a correct password is answered at once.
+//   - A username that fails from many addresses is also checked with the
+//     provider at a bounded rate (AllowCheck, asked by mailbox.Verifier),
+//     because the delay alone does not bound the checks: an attacker with
+//     many addresses would turn each address into a provider call, and
+//     may get the real user locked out at the provider. Once the username
+//     has failed, or has a check under way, from more than
+//     Config.SpreadAddresses addresses within Config.Window, its
+//     credentials reach the provider at most once per
+//     Config.UserCheckInterval (a token bucket of one, spent by whichever
+//     attempt asks first); the other attempts are answered as a wrong
+//     password, after the same delay, without asking the provider. Not
+//     rated: a password the verifier remembers as good (it keeps that
+//     only as a keyed hash), and an attempt from one of the last
+//     goodAddressesPerUser addresses where the user logged in within
+//     goodAddressFor, so the real user gets in at once with the password
+//     and from the places the bridge has seen. Those addresses are few per
+//     user and each is held by the per-address limits, so no number of
+//     addresses becomes provider calls. A user whom the bridge has seen
+//     neither way (first login since a start, or a new password) from a
+//     new address shares the rated checks with the attacker: the first
+//     attempt after each interval is checked, whoever makes it.
 //   - The real user logging in from another address is never delayed or
-//     refused by failures elsewhere, and a refusal looks the same whether
-//     or not the user exists.
+//     refused by failures elsewhere (only held back as just said, when
+//     the bridge knows neither their password nor their address), and a
+//     refusal looks the same whether or not the user exists.
 //
-// Only counters live here, in memory: no passwords.
+// Only counters, address keys and usernames live here, in memory: no
+// passwords.
 package authguard
 
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"strings"
 	"sync"
@@ -46,6 +70,15 @@ type Config struct {
 	RefuseAfter int
 	// Window is how long a failure counts (default 15 minutes).
 	Window time.Duration
+	// UserCheckInterval is how often the credentials of a username under
+	// a spread attack may be checked with the provider (default 30 s:
+	// about as many guesses per Window as one address gets before it is
+	// refused).
+	UserCheckInterval time.Duration
+	// SpreadAddresses is how many addresses a username may fail from
+	// within Window before its checks are rated (default 3: a user's
+	// stale password on a phone, a laptop and at home is not an attack).
+	SpreadAddresses int
 }
 
 // Defaults.
@@ -54,6 +87,16 @@ const (
 	DefaultMaxDelay     = 15 * time.Second
 	DefaultRefuseAfter  = 20
 	DefaultWindow       = 15 * time.Minute
+	// DefaultUserCheckInterval and DefaultSpreadAddresses: see Config.
+	DefaultUserCheckInterval = 30 * time.Second
+	DefaultSpreadAddresses   = 3
+	// goodAddressesPerUser and goodAddressFor bound the addresses
+	// remembered as the user's own (where a check of theirs succeeded),
+	// whose checks are not rated: few, so that an attacker who shares
+	// one of them (a clinic's NAT) gains no more than that address's own
+	// limits allow.
+	goodAddressesPerUser = 8
+	goodAddressFor       = 30 * 24 * time.Hour
 	// firstDelay is the delay of the first failure over the free ones.
 	firstDelay = time.Second
 	// maxTracked bounds the addresses and usernames tracked; past it the
@@ -75,15 +118,45 @@ type Guard struct {
 	addrs map[string]*record
 	users map[string]*record
 	pairs map[string]*record // address and username
+
+	spread   map[string]*spreadRecord // by username: addresses it is tried from
+	good     map[string][]goodAddr    // by username: addresses where it logged in
+	attempts map[<-chan struct{}]*attempt
+	unlinked uint64 // numbers checks whose address is not known
 }
+
+// spreadRecord is what the guard knows of the addresses a username is
+// tried from within the window, for rating its provider checks.
+type spreadRecord struct {
+	// addrs are addresses with a failure or a check not known to have
+	// succeeded; at most SpreadAddresses+1 are kept, which is enough to
+	// tell a spread attack.
+	addrs map[string]struct{}
+	last  time.Time
+	next  time.Time // when the next rated check may go
+}
+
+// goodAddr is an address where a check of the user succeeded, and when.
+type goodAddr struct {
+	addr string
+	at   time.Time
+}
+
+// attempt links the context of an admitted attempt to its address, so
+// that AllowCheck and CheckSucceeded, which the verifier calls with that
+// context and no address, know where the attempt comes from.
+type attempt struct{ addr, user string }
 
 // addressRefuseFactor: an address is refused for every username after
 // this many times Config.RefuseAfter failures.
 const addressRefuseFactor = 5
 
 func pairKey(addr, user string) string {
-	return addr + "\x00" + strings.ToLower(strings.TrimSpace(user))
+	return addr + "\x00" + normUser(user)
 }
+
+// normUser is the form a username is counted under.
+func normUser(user string) string { return strings.ToLower(strings.TrimSpace(user)) }
 
 // record is the failures of one address or username.
 type record struct {
@@ -106,7 +179,14 @@ func New(cfg Config) *Guard {
 	if cfg.Window <= 0 {
 		cfg.Window = DefaultWindow
 	}
-	return &Guard{cfg: cfg, sleep: sleepCtx, now: time.Now, addrs: map[string]*record{}, users: map[string]*record{}, pairs: map[string]*record{}}
+	if cfg.UserCheckInterval <= 0 {
+		cfg.UserCheckInterval = DefaultUserCheckInterval
+	}
+	if cfg.SpreadAddresses <= 0 {
+		cfg.SpreadAddresses = DefaultSpreadAddresses
+	}
+	return &Guard{cfg: cfg, sleep: sleepCtx, now: time.Now, addrs: map[string]*record{}, users: map[string]*record{}, pairs: map[string]*record{},
+		spread: map[string]*spreadRecord{}, good: map[string][]goodAddr{}, attempts: map[<-chan struct{}]*attempt{}}
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) error {
@@ -166,6 +246,13 @@ func (g *Guard) current(m map[string]*record, key string) *record {
 // and otherwise waits the delay the address has earned, one attempt at a
 // time for a delayed address. The caller calls release once the check is
 // done; ctx bounds the wait.
+//
+// Until release, ctx stands for this attempt: the caller passes the same
+// ctx (or one derived from it without a cancellation of its own) to the
+// verifier, whose AllowCheck and CheckSucceeded calls thereby tell the
+// guard the attempt's address. A ctx that can never be cancelled
+// (context.Background) links nothing, and such checks are treated as
+// coming from an address seen for nothing else.
 func (g *Guard) Admit(ctx context.Context, addr, username string) (release func(), delayed time.Duration, err error) {
 	g.mu.Lock()
 	if p := g.current(g.pairs, pairKey(addr, username)); p != nil && p.n >= g.cfg.RefuseAfter {
@@ -174,8 +261,9 @@ func (g *Guard) Admit(ctx context.Context, addr, username string) (release func(
 	}
 	r := g.current(g.addrs, addr)
 	if r == nil || r.n <= g.cfg.FreeFailures {
+		unlink := g.linkLocked(ctx, addr, username)
 		g.mu.Unlock()
-		return func() {}, 0, nil
+		return unlink, 0, nil
 	}
 	if r.n >= g.cfg.RefuseAfter*addressRefuseFactor {
 		g.mu.Unlock()
@@ -201,14 +289,189 @@ func (g *Guard) Admit(ctx context.Context, addr, username string) (release func(
 		<-turn
 		return nil, d, err
 	}
-	return func() { <-turn }, d, nil
+	g.mu.Lock()
+	unlink := g.linkLocked(ctx, addr, username)
+	g.mu.Unlock()
+	return func() { unlink(); <-turn }, d, nil
+}
+
+// linkLocked remembers that ctx stands for an attempt of username from
+// addr, until the returned func is called. The key is ctx's Done
+// channel: unique to each cancellable context, comparable whatever the
+// context's type, and shared by contexts derived only to carry values.
+// Called with g.mu held.
+func (g *Guard) linkLocked(ctx context.Context, addr, username string) (unlink func()) {
+	done := ctx.Done()
+	if done == nil {
+		return func() {}
+	}
+	if len(g.attempts) >= maxTracked {
+		// Only callers that never release get here; their attempts
+		// become unlinked, which rates them as strangers.
+		clear(g.attempts)
+	}
+	a := &attempt{addr: addr, user: normUser(username)}
+	g.attempts[done] = a
+	return func() {
+		g.mu.Lock()
+		if g.attempts[done] == a {
+			delete(g.attempts, done)
+		}
+		g.mu.Unlock()
+	}
+}
+
+// attemptLocked returns the address of the attempt ctx stands for, if it
+// is one of user. Called with g.mu held.
+func (g *Guard) attemptLocked(ctx context.Context, user string) (addr string, ok bool) {
+	done := ctx.Done()
+	if done == nil {
+		return "", false
+	}
+	a := g.attempts[done]
+	if a == nil || a.user != user {
+		return "", false
+	}
+	return a.addr, true
+}
+
+// AllowCheck tells a credential verifier (mailbox.Verifier) whether
+// credentials of username that it does not remember as good may be
+// checked with the provider now; if not, it answers as for a wrong
+// password without asking. ctx is the one given to Admit for the attempt.
+//
+// The check is allowed from an address where the user logged in (see
+// CheckSucceeded), and while the username has failed, or has checks not
+// known to have succeeded, from at most Config.SpreadAddresses addresses
+// within Config.Window. Beyond that one check per
+// Config.UserCheckInterval is allowed, to whichever attempt asks first.
+// Every allowed check starts the interval anew and counts its address as
+// failing until it succeeds, so that many attempts at once, before any
+// failure is counted, cannot all pass: guesses from ever new addresses
+// reach the provider within a span D at most SpreadAddresses+1 times
+// (the ones that show the spread) plus D/UserCheckInterval. Guesses from
+// up to SpreadAddresses addresses, and from the user's own, are held by
+// the per-address limits of Admit alone.
+func (g *Guard) AllowCheck(ctx context.Context, username string) bool {
+	user := normUser(username)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	now := g.now()
+	addr, linked := g.attemptLocked(ctx, user)
+	if linked && g.isGoodLocked(user, addr, now) {
+		return true
+	}
+	s := g.spreadLocked(user, now)
+	if len(s.addrs) > g.cfg.SpreadAddresses && now.Before(s.next) {
+		return false
+	}
+	if !linked {
+		// An address of its own: it cannot be told apart from others.
+		g.unlinked++
+		addr = fmt.Sprintf("\x00unlinked %d", g.unlinked)
+	}
+	s.note(addr, g.cfg.SpreadAddresses)
+	s.last = now
+	s.next = now.Add(g.cfg.UserCheckInterval)
+	return true
+}
+
+// CheckSucceeded tells the guard that the credentials of username were
+// accepted (by the provider, or from the verifier's memory of an earlier
+// check) for the attempt ctx stands for. Its address becomes one of the
+// user's own: attempts from there are not rated for goodAddressFor.
+func (g *Guard) CheckSucceeded(ctx context.Context, username string) {
+	user := normUser(username)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	addr, linked := g.attemptLocked(ctx, user)
+	if !linked {
+		return
+	}
+	now := g.now()
+	if s := g.spread[user]; s != nil && len(s.addrs) <= g.cfg.SpreadAddresses {
+		// Not failing after all. Under a spread attack the set stays as
+		// it is: taking one out would give the attacker a free check.
+		delete(s.addrs, addr)
+	}
+	list := g.good[user]
+	kept := list[:0]
+	for _, a := range list {
+		if a.addr != addr && now.Sub(a.at) <= goodAddressFor {
+			kept = append(kept, a)
+		}
+	}
+	if len(kept) >= goodAddressesPerUser {
+		kept = kept[len(kept)-goodAddressesPerUser+1:] // the oldest go
+	}
+	if _, known := g.good[user]; !known && len(g.good) >= maxTracked {
+		g.pruneGoodLocked(now)
+	}
+	g.good[user] = append(kept, goodAddr{addr: addr, at: now})
+}
+
+// isGoodLocked reports whether addr is one of user's own addresses.
+// Called with g.mu held.
+func (g *Guard) isGoodLocked(user, addr string, now time.Time) bool {
+	for _, a := range g.good[user] {
+		if a.addr == addr && now.Sub(a.at) <= goodAddressFor {
+			return true
+		}
+	}
+	return false
+}
+
+// spreadLocked returns the spread record of user, made if need be, with
+// addresses older than the window forgotten. Called with g.mu held.
+func (g *Guard) spreadLocked(user string, now time.Time) *spreadRecord {
+	s := g.spread[user]
+	if s == nil {
+		if len(g.spread) >= maxTracked {
+			for k, old := range g.spread {
+				if now.Sub(old.last) > g.cfg.Window {
+					delete(g.spread, k)
+				}
+			}
+			if len(g.spread) >= maxTracked {
+				clear(g.spread)
+			}
+		}
+		s = &spreadRecord{addrs: map[string]struct{}{}}
+		g.spread[user] = s
+	} else if now.Sub(s.last) > g.cfg.Window {
+		clear(s.addrs)
+	}
+	return s
+}
+
+// note adds addr to the record's addresses, keeping at most limit+1.
+func (s *spreadRecord) note(addr string, limit int) {
+	if len(s.addrs) <= limit {
+		s.addrs[addr] = struct{}{}
+	}
+}
+
+// pruneGoodLocked drops addresses remembered longer than goodAddressFor,
+// and if that frees nothing, all of them. Called with g.mu held.
+func (g *Guard) pruneGoodLocked(now time.Time) {
+	for user, list := range g.good {
+		if len(list) == 0 || now.Sub(list[len(list)-1].at) > goodAddressFor {
+			delete(g.good, user)
+		}
+	}
+	if len(g.good) >= maxTracked {
+		clear(g.good)
+	}
 }
 
 // Failed records a failed attempt of username from addr and waits the
 // delay the username has earned across all addresses (the failing path
 // only: a correct password never waits for it).
+//
+// The failure also counts addr among the addresses the username fails
+// from, which rates its provider checks once there are many (AllowCheck).
 func (g *Guard) Failed(ctx context.Context, addr, username string) {
-	user := strings.ToLower(strings.TrimSpace(username))
+	user := normUser(username)
 	g.mu.Lock()
 	now := g.now()
 	bump := func(m map[string]*record, key string) int {
@@ -227,6 +490,9 @@ func (g *Guard) Failed(ctx context.Context, addr, username string) {
 	bump(g.addrs, addr)
 	bump(g.pairs, pairKey(addr, user))
 	n := bump(g.users, user)
+	s := g.spreadLocked(user, now)
+	s.note(addr, g.cfg.SpreadAddresses)
+	s.last = now
 	g.mu.Unlock()
 	g.sleep(ctx, g.delayFor(n))
 }

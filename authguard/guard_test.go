@@ -183,3 +183,156 @@ func TestNATNeighbour(t *testing.T) {
 		t.Fatalf("an address failing for many users: %v; want refused", err)
 	}
 }
+
+// attemptCtx is a cancellable context standing for one attempt, as the
+// fronts make for each LOGIN or AUTH.
+func attemptCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// check does what the verifier does for credentials it does not know:
+// ask AllowCheck with the context given to Admit. It reports whether
+// the check was allowed.
+func check(t *testing.T, g *Guard, addr, user string, ok bool) bool {
+	t.Helper()
+	ctx := attemptCtx(t)
+	release, _, err := g.Admit(ctx, addr, user)
+	if err != nil {
+		t.Fatalf("Admit from %s: %v", addr, err)
+	}
+	defer release()
+	allowed := g.AllowCheck(ctx, user)
+	if allowed && ok {
+		g.CheckSucceeded(ctx, user)
+	}
+	return allowed
+}
+
+// TestFewAddressesNotRated: failures from up to SpreadAddresses
+// addresses (a user's stale password on a phone and a laptop, a typo at
+// home) do not rate the checks: a retry after the typo is checked. Once
+// there are more, one check per interval is.
+func TestFewAddressesNotRated(t *testing.T) {
+	g := New(Config{})
+	f := newFake(g)
+	ctx := context.Background()
+	for i := range DefaultSpreadAddresses - 1 {
+		addr := net.IPv4(192, 0, 2, byte(i)).String()
+		if !check(t, g, addr, "alice", false) {
+			t.Fatalf("check %d from %s held back", i, addr)
+		}
+		g.Failed(ctx, addr, "alice")
+	}
+	// A typo at home, and the right password at once.
+	if !check(t, g, "203.0.113.9", "alice", false) {
+		t.Fatal("a typo's check held back")
+	}
+	g.Failed(ctx, "203.0.113.9", "alice")
+	if !check(t, g, "203.0.113.9", "alice", true) {
+		t.Fatal("the retry after a typo was held back")
+	}
+	// Another user is not concerned.
+	if !check(t, g, "192.0.2.200", "bob", false) {
+		t.Fatal("bob held back for alice's failures")
+	}
+	// Two more addresses (her success took home out): the spread shows.
+	g.Failed(ctx, "192.0.2.99", "alice")
+	g.Failed(ctx, "192.0.2.100", "alice")
+	if check(t, g, "192.0.2.101", "alice", false) {
+		t.Fatal("a check from a further address, right after the last, was let through")
+	}
+	f.now = f.now.Add(DefaultUserCheckInterval)
+	if !check(t, g, "192.0.2.102", "alice", false) {
+		t.Fatal("no check let through after the interval")
+	}
+	if check(t, g, "192.0.2.103", "alice", false) {
+		t.Fatal("two checks in one interval")
+	}
+	// After the window, with no further failure, the spread is forgotten.
+	f.now = f.now.Add(DefaultWindow + time.Second)
+	if !check(t, g, "192.0.2.104", "alice", false) || !check(t, g, "192.0.2.105", "alice", false) {
+		t.Fatal("checks still rated after the window")
+	}
+}
+
+// TestConcurrentChecksCounted: checks allowed but not yet failed count
+// as failing addresses, so that attempts at once from many addresses
+// cannot all pass before the first failure is counted.
+func TestConcurrentChecksCounted(t *testing.T) {
+	g := New(Config{})
+	newFake(g)
+	allowed := 0
+	for i := range 100 {
+		ctx := attemptCtx(t)
+		if _, _, err := g.Admit(ctx, net.IPv4(192, 0, 2, byte(i)).String(), "alice"); err != nil {
+			t.Fatal(err)
+		}
+		if g.AllowCheck(ctx, "alice") {
+			allowed++
+		}
+	}
+	if allowed != DefaultSpreadAddresses+1 {
+		t.Fatalf("%d of 100 checks under way at once allowed; want %d", allowed, DefaultSpreadAddresses+1)
+	}
+}
+
+// TestSuccessesAreNotSpread: a user whose checks succeed from many
+// addresses (devices on their way, new passwords) is never rated.
+func TestSuccessesAreNotSpread(t *testing.T) {
+	g := New(Config{})
+	newFake(g)
+	for i := range 3 * DefaultSpreadAddresses {
+		if !check(t, g, net.IPv4(192, 0, 2, byte(i)).String(), "alice", true) {
+			t.Fatalf("the %d-th successful address was held back", i+1)
+		}
+	}
+}
+
+// TestOwnAddressNeedsItsAttempt: an address where the user logged in is
+// not rated, but only for the attempt the context stands for: the
+// context of Admit, for the same username, until release.
+func TestOwnAddressNeedsItsAttempt(t *testing.T) {
+	g := New(Config{})
+	f := newFake(g)
+	bg := context.Background()
+	check(t, g, "203.0.113.9", "alice", true)
+	for i := range 10 {
+		g.Failed(bg, net.IPv4(192, 0, 2, byte(i)).String(), "alice")
+	}
+	check(t, g, "192.0.2.50", "alice", false) // the rated check of this interval
+	ctx := attemptCtx(t)
+	release, _, err := g.Admit(ctx, "203.0.113.9", "alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !g.AllowCheck(ctx, "Alice ") {
+		t.Fatal("alice from her address held back")
+	}
+	if g.AllowCheck(bg, "alice") {
+		t.Fatal("a check with no attempt's context was let through")
+	}
+	other := attemptCtx(t)
+	if r, _, err := g.Admit(other, "203.0.113.9", "mallory"); err != nil {
+		t.Fatal(err)
+	} else {
+		defer r()
+	}
+	if g.AllowCheck(other, "alice") {
+		t.Fatal("another username's attempt from her address let alice's check through")
+	}
+	release()
+	if g.AllowCheck(ctx, "alice") {
+		t.Fatal("a released attempt's context still let a check through")
+	}
+	// Her address is forgotten after goodAddressFor.
+	f.now = f.now.Add(goodAddressFor + time.Hour)
+	for i := range 10 {
+		g.Failed(bg, net.IPv4(192, 0, 2, byte(i)).String(), "alice")
+	}
+	check(t, g, "192.0.2.50", "alice", false)
+	if check(t, g, "203.0.113.9", "alice", false) {
+		t.Fatal("an address remembered longer than goodAddressFor let a check through")
+	}
+}

@@ -135,6 +135,10 @@ func (b *Bridge) open() error {
 		return err
 	}
 	b.store.SetSentRetention(b.cfg.SentRetention)
+	journalKey, err := b.journalKey()
+	if err != nil {
+		return err
+	}
 	certFile, keyFile := b.cfg.TLSCert, b.cfg.TLSKey
 	if certFile == "" {
 		if certFile, keyFile, err = selfSigned(b.cfg.DataDir, listenHosts(b.cfg.IMAPAddr, b.cfg.IMAPSAddr, b.cfg.SMTPAddr, b.cfg.SMTPSAddr)...); err != nil {
@@ -152,9 +156,24 @@ func (b *Bridge) open() error {
 	// Under a budget, read markings and deletions that wait for it at
 	// once on one folder go out as one request (upstream/coalesce.go).
 	provider := upstream.WithCoalescing(upstream.WithBudget(restclient.Upstream(b.client), b.budget), b.budget)
-	verifier := mailbox.NewVerifier(provider, 0) // shared: an IMAP login and an SMTP AUTH cost one check
+	var tracker smtpbackend.Tracker
+	checker := provider
+	if b.cfg.Bounces {
+		b.tracker = delivery.New(delivery.Config{Provider: provider, Store: b.store,
+			Hostname: reportingName(), Logger: b.log.With("component", "delivery")})
+		tracker = b.tracker
+		// A login resumes the messages sent before a restart, which
+		// wait for their sender's credentials.
+		checker = b.tracker.WatchLogins(provider)
+	}
+	verifier := mailbox.NewVerifier(checker, 0) // shared: an IMAP login and an SMTP AUTH cost one check
 	// Shared too: failures count across IMAP and SMTP.
-	guard := authguard.New(authguard.Config{FreeFailures: b.cfg.AuthFreeFailures, MaxDelay: b.cfg.AuthMaxDelay, RefuseAfter: b.cfg.AuthRefuseAfter})
+	guard := authguard.New(authguard.Config{FreeFailures: b.cfg.AuthFreeFailures, MaxDelay: b.cfg.AuthMaxDelay, RefuseAfter: b.cfg.AuthRefuseAfter,
+		UserCheckInterval: b.cfg.AuthUserCheckInterval})
+	// The guard also decides which unknown credentials the verifier may
+	// check with the provider: a username tried from many addresses is
+	// checked at a bounded rate, whatever the number of addresses.
+	verifier.SetGate(guard)
 	// One budget for the message bytes both fronts hold (msgbudget).
 	messages := msgbudget.New(b.cfg.MaxInflightBytes)
 	layout, err := b.imapLayout(context.Background())
@@ -170,6 +189,7 @@ func (b *Bridge) open() error {
 		// A real provider may list direct children only; the embedded
 		// sandbox lists whole trees unless told otherwise.
 		FolderWalk: b.cfg.APIURL != "" || b.cfg.SandboxConfig.ChildrenOnly,
+		JournalKey: journalKey,
 		Logger:     b.log.With("component", "imap"),
 	})
 	b.imap, err = imapbackend.New(imapbackend.Config{
@@ -191,21 +211,16 @@ func (b *Bridge) open() error {
 		return err
 	}
 	b.obs.engine(b.imap, b.budget)
-	var tracker smtpbackend.Tracker
-	if b.cfg.Bounces {
-		b.tracker = delivery.New(delivery.Config{Provider: provider, Store: b.store,
-			Hostname: reportingName(), Logger: b.log.With("component", "delivery")})
-		tracker = b.tracker
-	}
 	b.smtp, err = smtpbackend.New(smtpbackend.Config{
 		Provider:          provider,
 		Verifier:          verifier,
 		Guard:             guard,
 		Connections:       conns,
-		Store:             b.store,
+		Store:             smtpbackend.WithJournalKey(b.store, journalKey),
 		TLSConfig:         b.certs.tlsConfig(),
 		AllowInsecureAuth: b.cfg.AllowInsecureAuth,
 		MaxMessageBytes:   b.cfg.SMTPSize(),
+		MaxRequestBytes:   b.cfg.APIMaxRequestBytes, // checked on each message's encoded size
 		Messages:          messages,
 		MaxRecipients:     b.cfg.SMTPMaxRecipients,
 		UndecidedHold:     b.cfg.SMTPUndecidedHold,

@@ -47,7 +47,10 @@ type Config struct {
 	AuthFreeFailures    int           `envconfig:"AUTH_FREE_FAILURES" default:"3" desc:"failed logins (IMAP and SMTP together) a client address may have in 15 minutes before its attempts are delayed: 1 s, doubling per failure"`
 	AuthMaxDelay        time.Duration `envconfig:"AUTH_MAX_DELAY" default:"15s" desc:"the longest delay of a login attempt from an address with many failures"`
 	AuthRefuseAfter     int           `envconfig:"AUTH_REFUSE_AFTER" default:"20" desc:"failed logins from one client address in 15 minutes after which its attempts are refused (IMAP NO [UNAVAILABLE], SMTP 454 4.7.0) until the 15 minutes have passed"`
-	SMTPUndecidedHold   time.Duration `envconfig:"SMTP_UNDECIDED_HOLD" default:"2m" desc:"how long a client's retry of a message whose earlier send has an unknown outcome (answer lost, bridge killed) is answered 451 while the provider's Sent copy is looked for, before the message is sent again"`
+	// AuthUserCheckInterval rates the provider checks of a username tried
+	// from many addresses (authguard.Config.UserCheckInterval).
+	AuthUserCheckInterval time.Duration `envconfig:"AUTH_USER_CHECK_INTERVAL" default:"30s" desc:"a username that failed from more than 3 client addresses in 15 minutes has unknown passwords checked with the provider at most once per this interval; other attempts are answered as a wrong password without asking it. A password that worked within a week, and addresses where the user logged in, are not held back"`
+	SMTPUndecidedHold     time.Duration `envconfig:"SMTP_UNDECIDED_HOLD" default:"2m" desc:"how long a client's retry of a message whose earlier send has an unknown outcome (answer lost, bridge killed) is answered 451 while the provider's Sent copy is looked for, before the message is sent again"`
 
 	PollInterval       time.Duration `envconfig:"POLL_INTERVAL" default:"5s" desc:"how often the provider is asked for changes of a folder someone has open (one poll per user and folder, shared by all connections); stretched so that polls take at most half of the request budget"`
 	IMAPCacheBytes     int64         `envconfig:"IMAP_CACHE_BYTES" default:"67108864" desc:"memory for raw messages cached by the IMAP front (never written to disk)"`
@@ -131,6 +134,9 @@ func (c *Config) Validate() []error {
 	if c.AuthFreeFailures < 1 || c.AuthRefuseAfter <= c.AuthFreeFailures || c.AuthMaxDelay < time.Second {
 		bad("DIRECTBRIDGE_AUTH_FREE_FAILURES (%d) must be at least 1, DIRECTBRIDGE_AUTH_REFUSE_AFTER (%d) above it, and DIRECTBRIDGE_AUTH_MAX_DELAY (%s) at least 1s",
 			c.AuthFreeFailures, c.AuthRefuseAfter, c.AuthMaxDelay)
+	}
+	if c.AuthUserCheckInterval < time.Second {
+		bad("DIRECTBRIDGE_AUTH_USER_CHECK_INTERVAL (%s) must be at least 1s", c.AuthUserCheckInterval)
 	}
 	if c.APIURL != "" && !strings.HasPrefix(c.APIURL, "https://") && !strings.HasPrefix(c.APIURL, "http://") {
 		bad("DIRECTBRIDGE_API_URL: %q is not an http(s) URL", c.APIURL)

@@ -6,10 +6,17 @@
 // refused (Remotely Failed), one whose recipient never confirmed within
 // the provider's hour (NO MDN Received).
 //
-// What is tracked lives in memory with the sender's credentials (which
-// are never written anywhere): after a restart the messages sent before
-// it are no longer followed. What was reported is kept in the state store,
-// so a recipient is reported once.
+// What is followed is kept in the state store too (mailbox.Tracking: the
+// envelope only, no header or content), so that a restart does not lose
+// the bounces of the messages sent before it. The sender's credentials,
+// which every status request and the filing of a DSN need, are never
+// written anywhere: a message reloaded at start waits until its sender
+// logs in or sends again (Resume, WatchLogins), and is followed from then
+// on. A DSN filed after a restart lacks the original's header section
+// (it held the subject, which the store does not keep); it is threaded to
+// the original by In-Reply-To all the same. What was reported is kept in
+// the state store (mailbox.Reported), so a recipient is reported once,
+// across restarts too.
 package delivery
 
 import (
@@ -21,6 +28,7 @@ import (
 	"time"
 
 	"github.com/directbridge/directbridge/directapi"
+	"github.com/directbridge/directbridge/mailbox"
 	"github.com/directbridge/directbridge/upstream"
 )
 
@@ -46,6 +54,48 @@ func (n Notify) wants(action string) bool {
 	return !n.Set || n.Failure
 }
 
+// String spells n as the NOTIFY parameter does (RFC 3461 §4.1), for the
+// state store: "" when none was given, DELAY alone for a NOTIFY that asked
+// for none of the outcomes the bridge reports.
+func (n Notify) String() string {
+	if !n.Set {
+		return ""
+	}
+	if n.Never {
+		return "NEVER"
+	}
+	var parts []string
+	if n.Success {
+		parts = append(parts, "SUCCESS")
+	}
+	if n.Failure {
+		parts = append(parts, "FAILURE")
+	}
+	if len(parts) == 0 {
+		return "DELAY"
+	}
+	return strings.Join(parts, ",")
+}
+
+// parseNotify reads what Notify.String wrote.
+func parseNotify(s string) Notify {
+	if s == "" {
+		return Notify{}
+	}
+	n := Notify{Set: true}
+	for _, v := range strings.Split(s, ",") {
+		switch strings.ToUpper(strings.TrimSpace(v)) {
+		case "NEVER":
+			n.Never = true
+		case "SUCCESS":
+			n.Success = true
+		case "FAILURE":
+			n.Failure = true
+		}
+	}
+	return n
+}
+
 // Message is a sent message to follow.
 type Message struct {
 	Auth       upstream.Auth
@@ -69,10 +119,17 @@ type Reported interface {
 	UnmarkReported(ctx context.Context, smtpID, recipient string) error
 }
 
+// Store is the state the tracker keeps: what was reported, and what is
+// followed (mailbox.Store implements it).
+type Store interface {
+	Reported
+	mailbox.Tracking
+}
+
 // Config configures a Tracker.
 type Config struct {
 	Provider upstream.Provider
-	Store    Reported
+	Store    Store
 	// Hostname names the bridge as the Reporting-MTA.
 	Hostname string
 	Logger   *slog.Logger
@@ -84,7 +141,17 @@ type Config struct {
 	FirstCheck, MaxInterval, GiveUp time.Duration
 	// Tick is how often due messages are looked for (default 1 s).
 	Tick time.Duration
+	// ResumeWithin is how long after it was sent a message reloaded
+	// after a restart waits for its sender's credentials (default 24 h:
+	// a Direct mailbox is read at least daily). Once they come it is
+	// asked about until it is answered, even past GiveUp; a message
+	// whose sender neither logs in nor sends within the time is given
+	// up, and its failures are not reported.
+	ResumeWithin time.Duration
 }
+
+// storeTimeout bounds a write of the state store.
+const storeTimeout = 10 * time.Second
 
 // Tracker follows sent messages; see the package documentation.
 type Tracker struct {
@@ -93,6 +160,9 @@ type Tracker struct {
 
 	mu      sync.Mutex
 	pending map[string]*tracked // by smtpId
+	// waiting holds the messages reloaded at start that wait for their
+	// account's credentials, by lower-case account.
+	waiting map[string][]*tracked
 	stop    chan struct{}
 	done    chan struct{}
 }
@@ -103,6 +173,12 @@ type tracked struct {
 	final    map[string]bool // recipients that reached a final state
 	next     time.Time
 	interval time.Duration
+	// waiting: reloaded after a restart and without credentials; not
+	// asked about until Resume gives them.
+	waiting bool
+	// resumed: reloaded after a restart, and no status read since; such
+	// a message is kept past GiveUp until one is (up to ResumeWithin).
+	resumed bool
 }
 
 // New returns a running Tracker; Close stops it.
@@ -119,6 +195,9 @@ func New(cfg Config) *Tracker {
 	if cfg.Tick <= 0 {
 		cfg.Tick = time.Second
 	}
+	if cfg.ResumeWithin <= 0 {
+		cfg.ResumeWithin = 24 * time.Hour
+	}
 	if cfg.Hostname == "" {
 		cfg.Hostname = "localhost"
 	}
@@ -126,12 +205,109 @@ func New(cfg Config) *Tracker {
 	if lg == nil {
 		lg = slog.New(slog.DiscardHandler)
 	}
-	t := &Tracker{cfg: cfg, log: lg, pending: map[string]*tracked{}, stop: make(chan struct{}), done: make(chan struct{})}
+	t := &Tracker{cfg: cfg, log: lg, pending: map[string]*tracked{}, waiting: map[string][]*tracked{},
+		stop: make(chan struct{}), done: make(chan struct{})}
+	t.reload()
 	go t.run()
 	return t
 }
 
-// Track follows m from now on.
+// reload takes up the messages followed before a restart, from the state
+// store. Without them the failures of every message sent shortly before a
+// restart (an upgrade, a crash) would never be reported. They wait for
+// their sender's credentials (Resume). A failure is logged and the
+// tracker runs without them: stopping the bridge over it would stop the
+// mail too.
+func (t *Tracker) reload() {
+	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+	defer cancel()
+	ms, err := t.cfg.Store.TrackedMessages(ctx, time.Now().Add(-t.cfg.ResumeWithin))
+	if err != nil {
+		t.log.Error("delivery: the messages followed before the restart could not be read; their failures will not be reported", "err", err)
+		return
+	}
+	for _, m := range ms {
+		msg := Message{Auth: upstream.Auth{Username: m.Username}, SmtpID: m.SmtpID, Sender: m.Sender,
+			MessageID: m.MessageID, EnvID: m.EnvID, At: m.SentAt}
+		for _, r := range m.Recipients {
+			msg.Recipients = append(msg.Recipients, r.Address)
+			if r.Notify != "" {
+				if msg.Notify == nil {
+					msg.Notify = map[string]Notify{}
+				}
+				msg.Notify[strings.ToLower(r.Address)] = parseNotify(r.Notify)
+			}
+		}
+		if m.SmtpID == "" || len(msg.Recipients) == 0 {
+			continue
+		}
+		tr := &tracked{msg: msg, final: map[string]bool{}, interval: t.cfg.FirstCheck, waiting: true, resumed: true}
+		t.pending[m.SmtpID] = tr
+		account := accountOf(m.Username)
+		t.waiting[account] = append(t.waiting[account], tr)
+	}
+	if len(t.pending) > 0 {
+		t.log.Info("delivery: messages followed before the restart taken up; each is asked about once its sender logs in or sends",
+			"messages", len(t.pending), "accounts", len(t.waiting))
+	}
+}
+
+// accountOf is the key of t.waiting.
+func accountOf(username string) string { return strings.ToLower(strings.TrimSpace(username)) }
+
+// Resume gives the tracker an account's credentials, learnt from a login
+// or a send: the account's messages reloaded after a restart, which
+// cannot be asked about without them (credentials are never stored), are
+// followed from now on, the first check at once. Messages already
+// followed keep the credentials they have. Empty credentials do nothing.
+func (t *Tracker) Resume(auth upstream.Auth) {
+	if auth.Username == "" || auth.Password == "" {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.resumeLocked(auth)
+}
+
+func (t *Tracker) resumeLocked(auth upstream.Auth) {
+	account := accountOf(auth.Username)
+	trs, ok := t.waiting[account]
+	if !ok {
+		return
+	}
+	delete(t.waiting, account)
+	now := time.Now()
+	for _, tr := range trs {
+		tr.msg.Auth, tr.waiting, tr.next = auth, false, now
+	}
+	t.log.Info("delivery: following messages sent before the restart again", "user", account, "messages", len(trs))
+}
+
+// WatchLogins returns p, telling the tracker of every mailbox login p's
+// CheckCredentials accepts (Resume): give it to the Verifier the IMAP and
+// SMTP fronts share, and a user who logs in after a restart has the
+// bounces of the messages sent before it filed. After a restart the
+// Verifier remembers nothing, so a user's first login reaches it.
+func (t *Tracker) WatchLogins(p upstream.Provider) upstream.Provider {
+	return loginWatcher{Provider: p, t: t}
+}
+
+type loginWatcher struct {
+	upstream.Provider
+	t *Tracker
+}
+
+func (w loginWatcher) CheckCredentials(ctx context.Context, auth upstream.Auth) error {
+	err := w.Provider.CheckCredentials(ctx, auth)
+	if err == nil {
+		w.t.Resume(auth)
+	}
+	return err
+}
+
+// Track follows m from now on, and records it in the state store so that
+// a restart does not forget it. A mailbox user's send also resumes the
+// user's messages reloaded after a restart (Resume).
 func (t *Tracker) Track(m Message) {
 	if m.SmtpID == "" || len(m.Recipients) == 0 {
 		return
@@ -144,9 +320,47 @@ func (t *Tracker) Track(m Message) {
 	tr := &tracked{msg: m, headers: bytes.Clone(headerSection(m.Raw)), final: map[string]bool{},
 		next: time.Now().Add(t.cfg.FirstCheck), interval: t.cfg.FirstCheck}
 	tr.msg.Raw = nil // the body is not kept
+	// Recorded before it is followed: once followed, a check may finish
+	// it and forget the record, which must not come after.
+	t.record(tr)
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.pending[m.SmtpID] = tr
+	if m.DirectAddr == "" {
+		t.resumeLocked(m.Auth)
+	}
+}
+
+// record writes a message followed into the state store. A T-user's send
+// is not recorded: no DSN can be filed for it. A failure is logged only:
+// the message is followed all the same, until a restart.
+func (t *Tracker) record(tr *tracked) {
+	m := tr.msg
+	if m.DirectAddr != "" {
+		return
+	}
+	rec := mailbox.TrackedMessage{SmtpID: m.SmtpID, Username: m.Auth.Username, Sender: m.Sender,
+		MessageID: m.MessageID, EnvID: m.EnvID, SentAt: m.At}
+	for _, r := range m.Recipients {
+		rec.Recipients = append(rec.Recipients, mailbox.TrackedRecipient{Address: r, Notify: m.Notify[strings.ToLower(r)].String()})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+	defer cancel()
+	if err := t.cfg.Store.TrackMessage(ctx, rec); err != nil {
+		t.log.Warn("delivery: state store; the message is not followed after a restart", "smtp_id", m.SmtpID, "err", err)
+	}
+}
+
+// forget drops the state store's record of a message no longer followed;
+// a record left behind is taken up at the next start and checked once more
+// (Reported keeps it from being reported twice).
+func (t *Tracker) forget(ctx context.Context, tr *tracked) {
+	if tr.msg.DirectAddr != "" {
+		return
+	}
+	if err := t.cfg.Store.UntrackMessage(ctx, tr.msg.SmtpID); err != nil {
+		t.log.Warn("delivery: state store", "smtp_id", tr.msg.SmtpID, "err", err)
+	}
 }
 
 // Pending reports how many messages are followed.
@@ -186,10 +400,21 @@ func (t *Tracker) checkDue() {
 	now := time.Now()
 	t.mu.Lock()
 	bySender := map[upstream.Auth][]*tracked{}
-	var tusers []*tracked
+	var tusers, dropped []*tracked
 	for id, tr := range t.pending {
-		if now.Sub(tr.msg.At) > t.cfg.GiveUp {
+		age := now.Sub(tr.msg.At)
+		if tr.waiting {
+			if age > t.cfg.ResumeWithin {
+				t.log.Info("delivery: no login of the sender since the restart; a message is no longer followed", "user", tr.msg.Auth.Username, "smtp_id", id)
+				t.dropWaitingLocked(tr)
+				delete(t.pending, id)
+				dropped = append(dropped, tr)
+			}
+			continue
+		}
+		if age > t.cfg.GiveUp && (!tr.resumed || age > t.cfg.ResumeWithin) {
 			delete(t.pending, id)
+			dropped = append(dropped, tr)
 			continue
 		}
 		if now.Before(tr.next) {
@@ -207,6 +432,9 @@ func (t *Tracker) checkDue() {
 
 	ctx, cancel := context.WithTimeout(upstream.WithPriority(context.Background(), upstream.Poll), time.Minute)
 	defer cancel()
+	for _, tr := range dropped {
+		t.forget(ctx, tr)
+	}
 	for auth, trs := range bySender {
 		ids := make([]string, len(trs))
 		for i, tr := range trs {
@@ -232,6 +460,23 @@ func (t *Tracker) checkDue() {
 	}
 }
 
+// dropWaitingLocked takes tr out of t.waiting.
+func (t *Tracker) dropWaitingLocked(tr *tracked) {
+	account := accountOf(tr.msg.Auth.Username)
+	trs := t.waiting[account]
+	for i, w := range trs {
+		if w == tr {
+			trs = append(trs[:i], trs[i+1:]...)
+			break
+		}
+	}
+	if len(trs) == 0 {
+		delete(t.waiting, account)
+	} else {
+		t.waiting[account] = trs
+	}
+}
+
 // logsOf picks the records of one message.
 func logsOf(logs []directapi.DirectMessageLog, smtpID string) []directapi.DirectMessageLog {
 	var out []directapi.DirectMessageLog
@@ -247,6 +492,7 @@ func logsOf(logs []directapi.DirectMessageLog, smtpID string) []directapi.Direct
 // are reported as the sender asked, and the message is dropped once every
 // recipient is final.
 func (t *Tracker) apply(ctx context.Context, tr *tracked, logs []directapi.DirectMessageLog) {
+	tr.resumed = false // answered: GiveUp holds from now on
 	var report []outcome
 	for _, l := range logs {
 		o, final := outcomeOf(l)
@@ -269,6 +515,7 @@ func (t *Tracker) apply(ctx context.Context, tr *tracked, logs []directapi.Direc
 		t.mu.Lock()
 		delete(t.pending, tr.msg.SmtpID)
 		t.mu.Unlock()
+		t.forget(ctx, tr)
 	}
 }
 

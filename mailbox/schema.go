@@ -119,5 +119,22 @@ CREATE TABLE attempts (
 CREATE INDEX attempts_by_key ON attempts (username, key);
 CREATE INDEX attempts_by_age ON attempts (created_at);
 `,
+	}, {
+		version: 8,
+		name:    "sent messages followed for bounces",
+		// Envelope only: addresses, ids and DSN parameters, never the
+		// subject or any other header (see tracked.go).
+		sql: `
+CREATE TABLE tracked (
+	smtp_id    TEXT PRIMARY KEY,
+	username   TEXT NOT NULL COLLATE NOCASE,
+	sender     TEXT NOT NULL,
+	message_id TEXT NOT NULL,
+	env_id     TEXT NOT NULL,
+	recipients TEXT NOT NULL,
+	sent_at    INTEGER NOT NULL
+);
+CREATE INDEX tracked_by_age ON tracked (sent_at);
+`,
 	},
 }

@@ -19,6 +19,7 @@ type StateStore interface {
 	SentJournal
 	Submissions
 	Reported
+	Tracking
 	PendingFlags
 	Subscriptions
 	Attempts

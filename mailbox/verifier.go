@@ -24,7 +24,40 @@ var (
 	ErrUnavailable = errors.New("mailbox: provider unavailable")
 	// ErrAddress means a T-user's directAddr is not an address the provider accepts.
 	ErrAddress = errors.New("mailbox: address refused")
+	// ErrWithheld means the CheckGate did not let the credentials be
+	// checked with the provider. It always comes wrapped beside
+	// ErrAuthFailed, so that the fronts answer it as a wrong password:
+	// the client learns nothing of the gate.
+	ErrWithheld = errors.New("mailbox: credential check withheld: the username is failing from many addresses")
 )
+
+// CheckGate decides which credential checks reach the provider
+// (authguard.Guard is one). Without a gate an attacker trying one
+// username from many addresses turns each address into a provider call,
+// and may get the real user locked out at the provider.
+type CheckGate interface {
+	// AllowCheck is asked before credentials of username that the
+	// Verifier neither holds as a recent success nor remembers as good
+	// are checked with the provider; false answers them as a wrong
+	// password without a call. ctx is the one Verify was called with.
+	AllowCheck(ctx context.Context, username string) bool
+	// CheckSucceeded is told of every accepted check, whether the
+	// provider was asked or not.
+	CheckSucceeded(ctx context.Context, username string)
+}
+
+// DefaultRememberGood is how long a credential that once succeeded is
+// remembered as good: it is never held back by the CheckGate (it is
+// still checked with the provider once its success has expired), so the
+// real user gets in at once while the username is under attack. A week
+// spans weekends; a password changed at the provider is forgotten at its
+// first refusal.
+const DefaultRememberGood = 7 * 24 * time.Hour
+
+// maxRemembered bounds the credentials remembered as good. Only
+// successes add to them, which an attacker cannot make without the
+// password.
+const maxRemembered = 100000
 
 // DefaultVerifyTTL is how long a successful check is trusted. Thunderbird
 // opens up to five connections at once; they share one check, while a
@@ -41,6 +74,12 @@ const DefaultVerifyTTL = time.Minute
 // Credentials stay in memory only, and not even there in plain form: the
 // cache key is an HMAC of user, password and T-user address under a key
 // made at start, so a memory dump of the cache reveals no password.
+//
+// With a CheckGate (SetGate), checks of credentials it does not know are
+// let through to the provider only as the gate allows. A recent success
+// is answered from memory as before, and a credential that succeeded
+// within DefaultRememberGood is checked without asking the gate: the
+// gate bounds the guesses, never the password already seen to work.
 type Verifier struct {
 	up    upstream.Provider
 	ttl   time.Duration
@@ -48,7 +87,9 @@ type Verifier struct {
 	key   []byte
 	mu    sync.Mutex
 	ok    map[[32]byte]time.Time // expiry of remembered successes
+	good  map[[32]byte]time.Time // last success of credentials remembered as good
 	calls map[[32]byte]*flight
+	gate  CheckGate
 }
 
 type flight struct {
@@ -63,7 +104,17 @@ func NewVerifier(up upstream.Provider, ttl time.Duration) *Verifier {
 	}
 	key := make([]byte, 32)
 	rand.Read(key)
-	return &Verifier{up: up, ttl: ttl, now: time.Now, key: key, ok: map[[32]byte]time.Time{}, calls: map[[32]byte]*flight{}}
+	return &Verifier{up: up, ttl: ttl, now: time.Now, key: key, ok: map[[32]byte]time.Time{}, good: map[[32]byte]time.Time{}, calls: map[[32]byte]*flight{}}
+}
+
+// SetGate makes g decide which checks of unknown credentials reach the
+// provider; nil lets all through. The bridge gives its authguard.Guard,
+// shared with the fronts, which pass the Verifier the context they gave
+// the guard's Admit.
+func (v *Verifier) SetGate(g CheckGate) {
+	v.mu.Lock()
+	v.gate = g
+	v.mu.Unlock()
 }
 
 // Verify checks a mailbox user's credentials. It returns nil, or an error
@@ -79,11 +130,13 @@ func (v *Verifier) VerifyTuser(ctx context.Context, username string, password di
 	return v.check(ctx, username, password, directAddr)
 }
 
-// Forget drops remembered successes of a user, e.g. after the provider
-// refused their credentials on a later call.
+// Forget drops remembered successes of a user, recent and remembered as
+// good, e.g. after the provider refused their credentials on a later call.
 func (v *Verifier) Forget(username string, password directapi.Secret, directAddr string) {
+	k := v.keyOf(username, password, directAddr)
 	v.mu.Lock()
-	delete(v.ok, v.keyOf(username, password, directAddr))
+	delete(v.ok, k)
+	delete(v.good, k)
 	v.mu.Unlock()
 }
 
@@ -101,12 +154,29 @@ func (v *Verifier) check(ctx context.Context, username string, password directap
 	if username == "" || password == "" {
 		return ErrAuthFailed
 	}
+	v.mu.Lock()
+	gate := v.gate
+	v.mu.Unlock()
+	err := v.checkOnce(ctx, gate, username, password, directAddr)
+	if err == nil && gate != nil {
+		gate.CheckSucceeded(ctx, username)
+	}
+	return err
+}
+
+// checkOnce answers from a recent success, waits for a check of the same
+// credentials under way, or makes the check if gate, when there is one,
+// lets it.
+func (v *Verifier) checkOnce(ctx context.Context, gate CheckGate, username string, password directapi.Secret, directAddr string) error {
 	k := v.keyOf(username, password, directAddr)
 	v.mu.Lock()
-	if exp, ok := v.ok[k]; ok && v.now().Before(exp) {
+	now := v.now()
+	if exp, ok := v.ok[k]; ok && now.Before(exp) {
 		v.mu.Unlock()
 		return nil
 	}
+	last, good := v.good[k]
+	good = good && now.Sub(last) <= DefaultRememberGood
 	f, running := v.calls[k]
 	if !running {
 		f = &flight{done: make(chan struct{})}
@@ -122,12 +192,20 @@ func (v *Verifier) check(ctx context.Context, username string, password directap
 			return fmt.Errorf("%w: %w", ErrUnavailable, ctx.Err())
 		}
 	}
-	f.err = v.ask(ctx, username, password, directAddr)
+	if gate != nil && !good && !gate.AllowCheck(ctx, username) {
+		f.err = fmt.Errorf("%w: %w", ErrAuthFailed, ErrWithheld)
+	} else {
+		f.err = v.ask(ctx, username, password, directAddr)
+	}
 	v.mu.Lock()
 	delete(v.calls, k)
-	if f.err == nil {
+	switch {
+	case f.err == nil:
 		v.ok[k] = v.now().Add(v.ttl)
+		v.good[k] = v.now()
 		v.prune()
+	case errors.Is(f.err, ErrAuthFailed) && !errors.Is(f.err, ErrWithheld):
+		delete(v.good, k) // changed at the provider
 	}
 	v.mu.Unlock()
 	close(f.done)
@@ -167,5 +245,13 @@ func (v *Verifier) prune() {
 		if !now.Before(exp) {
 			delete(v.ok, k)
 		}
+	}
+	for k, last := range v.good {
+		if now.Sub(last) > DefaultRememberGood {
+			delete(v.good, k)
+		}
+	}
+	if len(v.good) >= maxRemembered {
+		clear(v.good) // they are checked by the provider again, under the gate
 	}
 }

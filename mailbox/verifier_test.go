@@ -128,6 +128,122 @@ func TestVerifierTuser(t *testing.T) {
 	}
 }
 
+// gate is a mailbox.CheckGate that lets checks through or not, and
+// counts what it is asked and told.
+type gate struct {
+	mu               sync.Mutex
+	allow            bool
+	asked, succeeded int
+}
+
+func (g *gate) AllowCheck(context.Context, string) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.asked++
+	return g.allow
+}
+
+func (g *gate) CheckSucceeded(context.Context, string) {
+	g.mu.Lock()
+	g.succeeded++
+	g.mu.Unlock()
+}
+
+func (g *gate) set(allow bool) { g.mu.Lock(); g.allow = allow; g.mu.Unlock() }
+
+func (g *gate) counts() (asked, succeeded int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.asked, g.succeeded
+}
+
+// TestVerifierGateHoldsBackUnknown: credentials the verifier does not
+// know reach the provider only if the gate lets them; held back, they
+// are answered as a wrong password (ErrAuthFailed, with ErrWithheld
+// beside it) without a call, right or wrong.
+func TestVerifierGateHoldsBackUnknown(t *testing.T) {
+	srv, c := newProvider(t)
+	v := mailbox.NewVerifier(restclient.Upstream(c), time.Minute)
+	g := &gate{}
+	v.SetGate(g)
+	ctx := context.Background()
+	for _, p := range []directapi.Secret{"guess", pw} {
+		if err := v.Verify(ctx, alice, p); !errors.Is(err, mailbox.ErrAuthFailed) || !errors.Is(err, mailbox.ErrWithheld) {
+			t.Fatalf("held back: %v; want ErrAuthFailed and ErrWithheld", err)
+		}
+	}
+	if n := srv.Calls("GetMessageCount"); n != 0 {
+		t.Fatalf("%d provider calls for held-back checks", n)
+	}
+	g.set(true)
+	if err := v.Verify(ctx, alice, "guess"); !errors.Is(err, mailbox.ErrAuthFailed) || errors.Is(err, mailbox.ErrWithheld) {
+		t.Fatalf("a wrong password let through: %v; want ErrAuthFailed only", err)
+	}
+	if err := v.Verify(ctx, alice, pw); err != nil {
+		t.Fatal(err)
+	}
+	if asked, succeeded := g.counts(); asked != 4 || succeeded != 1 {
+		t.Fatalf("gate asked %d times, told of %d successes; want 4 and 1", asked, succeeded)
+	}
+	if n := srv.Calls("GetMessageCount"); n != 2 {
+		t.Fatalf("%d provider calls; want 2", n)
+	}
+}
+
+// TestVerifierGateNeverHoldsBackAKnownPassword: a recent success is
+// answered from memory without the gate or the provider, and after it
+// expires the password is still checked without asking the gate. A
+// password changed at the provider is forgotten at its first refusal,
+// and so is one the fronts Forget.
+func TestVerifierGateNeverHoldsBackAKnownPassword(t *testing.T) {
+	srv, c := newProvider(t)
+	v := mailbox.NewVerifier(restclient.Upstream(c), 20*time.Millisecond)
+	g := &gate{allow: true}
+	v.SetGate(g)
+	ctx := context.Background()
+	if err := v.Verify(ctx, alice, pw); err != nil {
+		t.Fatal(err)
+	}
+	g.set(false)
+	if err := v.Verify(ctx, alice, pw); err != nil {
+		t.Fatalf("a recent success, the gate closed: %v", err)
+	}
+	if n := srv.Calls("GetMessageCount"); n != 1 {
+		t.Fatalf("%d provider calls; a recent success needs none", n)
+	}
+	time.Sleep(30 * time.Millisecond)
+	if err := v.Verify(ctx, alice, pw); err != nil {
+		t.Fatalf("a password that worked, its success expired, the gate closed: %v", err)
+	}
+	if n := srv.Calls("GetMessageCount"); n != 2 {
+		t.Fatalf("%d provider calls; an expired success is checked again", n)
+	}
+	if asked, succeeded := g.counts(); asked != 1 || succeeded != 3 {
+		t.Fatalf("gate asked %d times, told of %d successes; want 1 (the first check) and 3", asked, succeeded)
+	}
+	// Changed at the provider: refused once, then unknown.
+	if err := srv.AddUser(ctx, alice, "changed"); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(30 * time.Millisecond)
+	if err := v.Verify(ctx, alice, pw); !errors.Is(err, mailbox.ErrAuthFailed) || errors.Is(err, mailbox.ErrWithheld) {
+		t.Fatalf("the old password: %v; want refused by the provider", err)
+	}
+	if err := v.Verify(ctx, alice, pw); !errors.Is(err, mailbox.ErrWithheld) {
+		t.Fatalf("the old password again: %v; want held back", err)
+	}
+	// Forget drops the memory of a good password too.
+	g.set(true)
+	if err := v.Verify(ctx, alice, "changed"); err != nil {
+		t.Fatal(err)
+	}
+	g.set(false)
+	v.Forget(alice, "changed", "")
+	if err := v.Verify(ctx, alice, "changed"); !errors.Is(err, mailbox.ErrWithheld) {
+		t.Fatalf("a forgotten password: %v; want held back", err)
+	}
+}
+
 func TestStoreSentRecords(t *testing.T) {
 	dir := t.TempDir()
 	s, err := mailbox.OpenStore(dir)

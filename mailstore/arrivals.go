@@ -601,7 +601,7 @@ func savedMeta(uid imap.UID, a *arrival) *directapi.MessageDetail {
 func (m *Folder) Append(ctx context.Context, auth upstream.Auth, raw []byte, msgID string, seen bool, kept []imap.Flag, wantUID bool) (uid imap.UID, err error) {
 	log := m.store.cfg.Logger
 	st := m.store
-	key := appendKey(m.name, raw)
+	key := st.appendKey(m.name, raw)
 	if uid, done, err := m.resolveAppend(ctx, auth, key, raw, msgID); err != nil || done {
 		if err != nil {
 			return 0, err

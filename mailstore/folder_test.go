@@ -398,7 +398,7 @@ func TestRepeatedAppendIsANewMessage(t *testing.T) {
 	if err != nil || again == first || p.count("Save") != 2 {
 		t.Fatalf("the same bytes again: uid %d (first %d), %v, %d saves; want a second message", again, first, err, p.count("Save"))
 	}
-	if u, err := st.cfg.State.UndecidedAttempts(ctx, testAuth.Username, appendKey("INBOX", raw), "another process"); err != nil || len(u) != 0 {
+	if u, err := st.cfg.State.UndecidedAttempts(ctx, testAuth.Username, st.appendKey("INBOX", raw), "another process"); err != nil || len(u) != 0 {
 		t.Fatalf("journal after two decided APPENDs: %v, %v; want nothing", u, err)
 	}
 }

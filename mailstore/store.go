@@ -41,9 +41,9 @@ type Store struct {
 	// (mirrorKey), with the largest UID the destination had before
 	// each: new UIDs above it may be their copies, whose flags they
 	// place themselves (copies.go, pendingFlagsFor).
-	into map[string]map[*int64]bool
-	startedAt    time.Time
-	owner        string // this process in the journal of attempts (attempts.go)
+	into      map[string]map[*int64]bool
+	startedAt time.Time
+	owner     string // this process in the journal of attempts (attempts.go)
 
 	folders folderCache // per-user folder lists, shared by a user's connections (tree.go)
 	shape   folderShape // how the provider's GetFolders lists (tree.go)

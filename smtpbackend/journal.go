@@ -1,6 +1,7 @@
 package smtpbackend
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/base64"
@@ -48,6 +49,39 @@ import (
 // send timeout of 2 minutes) can still cause a duplicate; one that
 // answers 5xx without processing delays the client's retry by as much. A T-user cannot read the mailbox it sends
 // for, so its undecided retries wait the whole bound, then are sent again.
+//
+// The journal's fingerprints (the entry's key and its match) are
+// HMAC-SHA256 under the data directory's journal key (WithJournalKey,
+// mailbox.LoadJournalKey), not plain hashes: the state store must not let
+// whoever holds it confirm a guessed message. The key lives outside the
+// database, so a copy of state.db alone tells nothing. A new key (a data
+// directory from before the key existed) disowns the entries made under
+// the old fingerprints; see mailbox/journalkey.go for what that means.
+
+// WithJournalKey returns st, for Config.Store, carrying the key the send
+// journal's fingerprints are made under. Without it (a Store given
+// directly, as tests do) they are plain SHA-256.
+func WithJournalKey(st mailbox.StateStore, key []byte) mailbox.StateStore {
+	if st == nil {
+		return nil
+	}
+	return keyedStore{StateStore: st, key: bytes.Clone(key)}
+}
+
+// keyedStore is a state store with the journal key (WithJournalKey). The
+// key travels with the store because the entries are valid under it only.
+type keyedStore struct {
+	mailbox.StateStore
+	key []byte
+}
+
+// journalKey is the key of the journal's fingerprints, nil for none.
+func (s *Server) journalKey() []byte {
+	if ks, ok := s.cfg.Store.(keyedStore); ok {
+		return ks.key
+	}
+	return nil
+}
 
 // DefaultUndecidedHold is Config.UndecidedHold's default.
 const DefaultUndecidedHold = 2 * time.Minute
@@ -59,34 +93,37 @@ const sentClockSkew = 2 * time.Minute
 var errUndecided = errors.New("smtpbackend: an earlier attempt of this message may have been delivered")
 
 // submissionKey identifies a submission of the same bytes by the same
-// account, acting for the same address.
-func submissionKey(username, directAddr string, raw []byte) string {
-	h := sha256.New()
+// account, acting for the same address, under the journal key.
+func submissionKey(key []byte, username, directAddr string, raw []byte) string {
+	h := mailbox.JournalHash(key)
 	fmt.Fprintf(h, "%s\x00%s\x00", strings.ToLower(username), strings.ToLower(directAddr))
 	h.Write(raw)
 	return hex.EncodeToString(h.Sum(nil))
 }
 
 // matchOf is what the provider's Sent copy of sub must hash to: the
-// subject, the shown (To and Cc) recipients, and the content fingerprint.
-func matchOf(sub *Submission) string {
+// subject, the shown (To and Cc) recipients, and the content fingerprint,
+// under the journal key.
+func matchOf(key []byte, sub *Submission) string {
 	var shown []string
 	for _, r := range sub.Message.Recipients {
 		if r.Type != directapi.BCC {
 			shown = append(shown, r.Email)
 		}
 	}
-	return copyMatch(sub.Message.Subject, shown, sub.Message.Message)
+	return copyMatch(key, sub.Message.Subject, shown, sub.Message.Message)
 }
 
 // copyMatch hashes what a Sent copy shows of a message (see matchOf).
-func copyMatch(subject string, shown []string, content directapi.Message) string {
+// Only its result is stored: the fingerprint inside it is a plain hash,
+// kept in memory only.
+func copyMatch(key []byte, subject string, shown []string, content directapi.Message) string {
 	lower := make([]string, len(shown))
 	for i, a := range shown {
 		lower[i] = strings.ToLower(strings.TrimSpace(a))
 	}
 	slices.Sort(lower)
-	h := sha256.New()
+	h := mailbox.JournalHash(key)
 	fp := fingerprint(content)
 	fmt.Fprintf(h, "%d:%s\x00%s\x00", len(subject), subject, strings.Join(lower, ","))
 	h.Write(fp[:])
@@ -130,9 +167,10 @@ func contentSum(content string) []byte {
 // message an earlier attempt delivered.
 func (ss *session) send(ctx context.Context, raw []byte, sub *Submission) (string, error) {
 	j := ss.s.journal
-	key := submissionKey(ss.username, ss.directAddr, raw)
+	jkey := ss.s.journalKey()
+	key := submissionKey(jkey, ss.username, ss.directAddr, raw)
 	attempt := time.Now()
-	claim := mailbox.Submission{Key: key, Username: ss.username, Match: matchOf(sub), FirstAt: attempt}
+	claim := mailbox.Submission{Key: key, Username: ss.username, Match: matchOf(jkey, sub), FirstAt: attempt}
 	entry, claimed, err := j.ClaimSubmission(ctx, claim)
 	if err != nil {
 		return "", err // unrecorded, a lost answer could not be resolved: 451
@@ -258,7 +296,7 @@ func (ss *session) findSentCopy(ctx context.Context, entry mailbox.Submission) (
 				shown = append(shown, r.Email)
 			}
 		}
-		if copyMatch(m.Subject, shown, m.Message) == entry.Match {
+		if copyMatch(ss.s.journalKey(), m.Subject, shown, m.Message) == entry.Match {
 			return strings.Trim(m.MsgID, "<> "), true, nil
 		}
 	}

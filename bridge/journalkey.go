@@ -1,0 +1,37 @@
+package bridge
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/directbridge/directbridge/mailbox"
+)
+
+// journalKey loads the key the journals' fingerprints are made under (the
+// SMTP send journal, the IMAP journal of attempts), from the data
+// directory, making it on first start. When it is made for a state store
+// that already holds journal entries (a data directory from before the
+// key, or whose key file was lost), those entries no longer match a
+// retry: the operator is told how many, and what that risks.
+func (b *Bridge) journalKey() ([]byte, error) {
+	key, created, err := mailbox.LoadJournalKey(b.cfg.DataDir)
+	if err != nil {
+		return nil, fmt.Errorf("journal key: %w", err)
+	}
+	if !created {
+		return key, nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	n, err := b.store.JournalEntries(ctx)
+	switch {
+	case err != nil:
+		b.log.Warn("journal key made; the journal entries made before it could not be counted", "err", err)
+	case n > 0:
+		b.log.Warn("journal key made for a state store with journal entries made without it: they no longer match, "+
+			"and a client's retry of one of those messages within the next 24 hours is sent or saved again rather than recognised",
+			"entries", n, "file", mailbox.JournalKeyFile)
+	}
+	return key, nil
+}

@@ -1,0 +1,60 @@
+package mailbox_test
+
+import (
+	"context"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/directbridge/directbridge/mailbox"
+)
+
+// TestTrackedMessages: what the delivery tracker follows survives
+// reopening the store, whole (recipients in order, with their NOTIFY);
+// an untracked message is gone, and one sent before the bound asked for
+// is dropped.
+func TestTrackedMessages(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	st, err := mailbox.OpenStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().Truncate(time.Millisecond).UTC()
+	a := mailbox.TrackedMessage{SmtpID: "id-a", Username: "alice@direct.example", Sender: "alice@direct.example",
+		MessageID: "<a@client.example>", EnvID: "env-a", SentAt: now.Add(-time.Hour),
+		Recipients: []mailbox.TrackedRecipient{{Address: "bob@direct.example"}, {Address: "doc@remote.example", Notify: "NEVER"}}}
+	b := mailbox.TrackedMessage{SmtpID: "id-b", Username: "alice@direct.example", Sender: "alice@direct.example",
+		SentAt: now, Recipients: []mailbox.TrackedRecipient{{Address: "carol@direct.example", Notify: "SUCCESS,FAILURE"}}}
+	old := mailbox.TrackedMessage{SmtpID: "id-old", Username: "alice@direct.example", Sender: "alice@direct.example",
+		SentAt: now.Add(-48 * time.Hour), Recipients: []mailbox.TrackedRecipient{{Address: "bob@direct.example"}}}
+	gone := mailbox.TrackedMessage{SmtpID: "id-gone", Username: "alice@direct.example", Sender: "alice@direct.example",
+		SentAt: now, Recipients: []mailbox.TrackedRecipient{{Address: "bob@direct.example"}}}
+	for _, m := range []mailbox.TrackedMessage{b, a, old, gone} {
+		if err := st.TrackMessage(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := st.UntrackMessage(ctx, "id-gone"); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.UntrackMessage(ctx, "never-tracked"); err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	if st, err = mailbox.OpenStore(dir); err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	got, err := st.TrackedMessages(ctx, now.Add(-24*time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []mailbox.TrackedMessage{a, b}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("after reopening:\n got %+v\nwant %+v", got, want)
+	}
+	// The old one was dropped, not only left out.
+	if got, _ := st.TrackedMessages(ctx, now.Add(-72*time.Hour)); len(got) != 2 {
+		t.Errorf("%d messages with a wider bound; the one older than the first bound should be gone", len(got))
+	}
+}
