@@ -329,17 +329,33 @@ func (st *Store) notePendingFlags(ctx context.Context, dest string, m *Folder, m
 	if mb == nil {
 		return nil
 	}
+	// Twins (copies of one message: the same Message-ID and size) are
+	// told apart only by their order, so each twin gets an entry, even
+	// one without flags: the copies are matched to the entries in order,
+	// and a twin without flags must not let its copy take the flags of
+	// the next one.
+	type twin struct {
+		id   string
+		size int
+	}
+	seen := map[twin]int{}
+	for _, msg := range msgs {
+		if meta, _ := m.MetaOf(msg); MetaKnown(meta) {
+			seen[twin{meta.MsgID, meta.Size}]++
+		}
+	}
 	var pf []mailbox.PendingFlag
 	for _, msg := range msgs {
 		fl, ok := mb.Flags(msg.UID)
 		kept := KeptOf(fl)
 		meta, _ := m.MetaOf(msg)
-		if !ok || len(kept) == 0 || !MetaKnown(meta) || meta.MsgID == "" || meta.Size < 0 {
+		if !ok || !MetaKnown(meta) || meta.MsgID == "" || meta.Size < 0 ||
+			len(kept) == 0 && seen[twin{meta.MsgID, meta.Size}] < 2 {
 			continue
 		}
 		pf = append(pf, mailbox.PendingFlag{MsgID: meta.MsgID, Size: meta.Size, Flags: flagStrings(kept)})
 	}
-	if len(pf) == 0 {
+	if !slices.ContainsFunc(pf, func(p mailbox.PendingFlag) bool { return len(p.Flags) > 0 }) {
 		return nil
 	}
 	ids, err := st.cfg.State.AddPendingFlags(ctx, m.user, dest, pf)
