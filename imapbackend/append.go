@@ -6,6 +6,7 @@ import (
 	"github.com/emersion/go-imap/v2"
 
 	"github.com/directbridge/directbridge/mimeconv"
+	"github.com/directbridge/directbridge/restclient"
 )
 
 // Append stores a message (APPEND, RFC 9051 §6.3.12) with one
@@ -49,14 +50,20 @@ func (s *session) Append(mailbox string, r imap.LiteralReader, options *imap.App
 		return nil, err
 	}
 	// The literal's size is known and within APPENDLIMIT: the budget
-	// takes it whole (msgbudget), and it is read into one buffer of
-	// exactly that size.
+	// takes the size of the request that will carry it (msgbudget counts
+	// encoded bytes: SaveRawMessages writes it base64, a third larger,
+	// restclient.SaveSize), and it is read into one buffer of exactly
+	// its size.
 	size := r.Size()
-	if !s.srv.cfg.Messages.Take(size) {
+	encoded, err := restclient.SaveSize(s.auth, size)
+	if err != nil {
+		return nil, imapError(err)
+	}
+	if !s.srv.cfg.Messages.Take(encoded) {
 		s.srv.cfg.Logger.Info("imap append refused: message bytes in flight at the bound", "user", s.auth.Username, "size", size)
 		return nil, errMessagesBusy
 	}
-	defer s.srv.cfg.Messages.Return(size)
+	defer s.srv.cfg.Messages.Return(encoded)
 	raw := make([]byte, size)
 	if _, err := io.ReadFull(r, raw); err != nil {
 		return nil, imapError(err)

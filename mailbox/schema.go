@@ -136,5 +136,14 @@ CREATE TABLE tracked (
 );
 CREATE INDEX tracked_by_age ON tracked (sent_at);
 `,
+	}, {
+		version: 9,
+		name:    "submissions answered, and retries owed",
+		// Existing entries are taken as not answered: a retry of their
+		// bytes is still recognised as one (smtpbackend/journal.go).
+		sql: `
+ALTER TABLE submissions ADD COLUMN answered INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE submissions ADD COLUMN deferred INTEGER NOT NULL DEFAULT 0;
+`,
 	},
 }

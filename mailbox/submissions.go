@@ -43,6 +43,21 @@ type Submission struct {
 	// UpdatedAt is when the entry last changed: for an unknown outcome,
 	// when the bridge stopped waiting for the answer.
 	UpdatedAt time.Time
+	// Answered is set once the 250 reply of this attempt (state sent) was
+	// written to the client (AnswerSubmission), and cleared by a new
+	// attempt. The client then knows the message went: identical bytes
+	// that carry nothing to say they are the same message (no Message-ID)
+	// are a second submission, not a retry (see smtpbackend/journal.go).
+	// Unset, the client may never have seen the 250 (the connection
+	// broke, the bridge was killed), so they are a retry.
+	Answered bool
+	// Deferred counts the submissions of these bytes the bridge told to
+	// try again later (4xx) whose retries have not come yet: each
+	// submission that comes takes one (TakeDeferred). Such a client never
+	// saw a 250, so its retry is one even when another connection's 250
+	// was written since. It survives new attempts (BeginSubmission): the
+	// clients told to wait still are.
+	Deferred int
 }
 
 // Submissions is the send journal.
@@ -70,6 +85,21 @@ type Submissions interface {
 	// submission of key was sent (state sent, rec's smtpId) and rec in the
 	// sent records (RecordSent): one write per message sent.
 	CompleteSubmission(ctx context.Context, key string, rec SentRecord) error
+	// AnswerSubmission records that the 250 reply of the submission of
+	// key, sent under smtpID, was written to the client (Answered). It
+	// changes the entry only while it is still that attempt, in state
+	// sent with that smtpId: a later attempt is not marked by an earlier
+	// one's reply.
+	AnswerSubmission(ctx context.Context, key, smtpID string) error
+	// DeferSubmission counts one more submission of key told to try again
+	// later (Deferred). It leaves UpdatedAt alone: the hold of an unknown
+	// outcome is counted from it.
+	DeferSubmission(ctx context.Context, key string) error
+	// TakeDeferred takes one of the submissions counted by
+	// DeferSubmission, for a submission of key that may be its retry, and
+	// reports whether there was one. Of concurrent takers of the last
+	// one, one gets it.
+	TakeDeferred(ctx context.Context, key string) (bool, error)
 	// ForgetSubmission drops an entry: the provider certainly did not
 	// take the message.
 	ForgetSubmission(ctx context.Context, key string) error
@@ -130,10 +160,10 @@ func (s *Store) ClaimSubmission(ctx context.Context, sub Submission) (Submission
 	for range claimAttempts {
 		// A live entry is left alone; an expired one not purged yet is
 		// taken over, as a new entry would be.
-		res, err := s.stmts.Exec(ctx, `INSERT INTO submissions (key, username, state, smtp_id, match, first_at, updated_at)
-			VALUES (?, ?, ?, '', ?, ?, ?)
+		res, err := s.stmts.Exec(ctx, `INSERT INTO submissions (key, username, state, smtp_id, match, first_at, updated_at, answered, deferred)
+			VALUES (?, ?, ?, '', ?, ?, ?, 0, 0)
 			ON CONFLICT (key) DO UPDATE SET state = excluded.state, smtp_id = '', match = excluded.match,
-				first_at = excluded.first_at, updated_at = excluded.updated_at
+				first_at = excluded.first_at, updated_at = excluded.updated_at, answered = 0, deferred = 0
 			WHERE submissions.first_at < ?`, sub.Key, strings.ToLower(sub.Username), SubmissionSending, sub.Match,
 			sub.FirstAt.UnixMilli(), now.UnixMilli(), now.Add(-SubmissionTTL).UnixMilli())
 		if err != nil {
@@ -167,7 +197,7 @@ func (s *Store) BeginSubmission(ctx context.Context, prev, sub Submission) (bool
 	// first_at, so an entry that changed since prev was read does not
 	// match, and of two retries that read the same entry the second
 	// finds it changed by the first.
-	res, err := s.stmts.Exec(ctx, `UPDATE submissions SET state = ?, smtp_id = '', match = ?, first_at = ?, updated_at = ?
+	res, err := s.stmts.Exec(ctx, `UPDATE submissions SET state = ?, smtp_id = '', match = ?, first_at = ?, updated_at = ?, answered = 0
 		WHERE key = ? AND state = ? AND first_at = ? AND updated_at = ?`,
 		SubmissionSending, sub.Match, sub.FirstAt.UnixMilli(), now.UnixMilli(),
 		sub.Key, prev.State, prev.FirstAt.UnixMilli(), prev.UpdatedAt.UnixMilli())
@@ -209,6 +239,36 @@ func (s *Store) CompleteSubmission(ctx context.Context, key string, rec SentReco
 	return nil
 }
 
+func (s *Store) AnswerSubmission(ctx context.Context, key, smtpID string) error {
+	// updated_at changes too: it is part of the entry's version, which
+	// BeginSubmission compares.
+	_, err := s.stmts.Exec(ctx, `UPDATE submissions SET answered = 1, updated_at = ? WHERE key = ? AND state = ? AND smtp_id = ?`,
+		time.Now().UnixMilli(), key, SubmissionSent, smtpID)
+	if err != nil {
+		return fmt.Errorf("mailbox: journal: %w", err)
+	}
+	return nil
+}
+
+func (s *Store) DeferSubmission(ctx context.Context, key string) error {
+	if _, err := s.stmts.Exec(ctx, `UPDATE submissions SET deferred = deferred + 1 WHERE key = ?`, key); err != nil {
+		return fmt.Errorf("mailbox: journal: %w", err)
+	}
+	return nil
+}
+
+func (s *Store) TakeDeferred(ctx context.Context, key string) (bool, error) {
+	res, err := s.stmts.Exec(ctx, `UPDATE submissions SET deferred = deferred - 1 WHERE key = ? AND deferred > 0`, key)
+	if err != nil {
+		return false, fmt.Errorf("mailbox: journal: %w", err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return false, fmt.Errorf("mailbox: journal: %w", err)
+	}
+	return n == 1, nil
+}
+
 func (s *Store) ForgetSubmission(ctx context.Context, key string) error {
 	if _, err := s.stmts.Exec(ctx, `DELETE FROM submissions WHERE key = ?`, key); err != nil {
 		return fmt.Errorf("mailbox: journal: %w", err)
@@ -219,9 +279,9 @@ func (s *Store) ForgetSubmission(ctx context.Context, key string) error {
 func (s *Store) FindSubmission(ctx context.Context, key string) (Submission, bool, error) {
 	var sub Submission
 	var first, updated int64
-	err := s.stmts.QueryRow(ctx, `SELECT key, username, state, smtp_id, match, first_at, updated_at FROM submissions
+	err := s.stmts.QueryRow(ctx, `SELECT key, username, state, smtp_id, match, first_at, updated_at, answered, deferred FROM submissions
 		WHERE key = ? AND first_at >= ?`, key, time.Now().Add(-SubmissionTTL).UnixMilli()).
-		Scan(&sub.Key, &sub.Username, &sub.State, &sub.SmtpID, &sub.Match, &first, &updated)
+		Scan(&sub.Key, &sub.Username, &sub.State, &sub.SmtpID, &sub.Match, &first, &updated, &sub.Answered, &sub.Deferred)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Submission{}, false, nil
 	}

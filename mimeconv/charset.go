@@ -137,15 +137,29 @@ func normLabel(cs string) string {
 // of this file. It always returns a valid UTF-8 reading; the error, a
 // *CharsetError, says that reading lost something.
 func decodeText(cs string, b []byte) (string, error) {
+	return decodeTextLines(cs, b, false)
+}
+
+// decodeTextLines is decodeText, with CRLF line breaks made LF in the
+// same pass when lf is set: a body of tens of megabytes is then copied
+// once, not decoded and copied again.
+func decodeTextLines(cs string, b []byte, lf bool) (string, error) {
 	label := normLabel(cs)
 	switch charsetFamilies[label] {
 	case familyUTF8, familyASCII:
 		if utf8.Valid(b) {
+			if lf {
+				return crlfToLF(b), nil
+			}
 			return string(b), nil
 		}
-		return decodeWindows1252(b), nil
+		return decodeWindows1252Lines(b, lf), nil
 	case familyWin1252:
-		return decodeWindows1252(b), nil
+		return decodeWindows1252Lines(b, lf), nil
+	}
+	if lf {
+		s, err := decodeTextLines(cs, b, false)
+		return strings.ReplaceAll(s, "\r\n", "\n"), err
 	}
 	r, err := charset.Reader(label, bytes.NewReader(b))
 	if err != nil {
@@ -191,11 +205,29 @@ var windows1252High = [32]rune{
 }
 
 // decodeWindows1252 decodes Windows-1252 (see windows1252High).
-func decodeWindows1252(b []byte) string {
-	var sb strings.Builder
-	sb.Grow(len(b) + len(b)/4)
-	for _, c := range b {
+func decodeWindows1252(b []byte) string { return decodeWindows1252Lines(b, false) }
+
+// decodeWindows1252Lines is decodeWindows1252, with CRLF made LF when lf
+// is set. The result's length is counted first, so it is built in one
+// allocation of its size (growing by doubling held up to three times it).
+func decodeWindows1252Lines(b []byte, lf bool) string {
+	n := 0
+	for i, c := range b {
 		switch {
+		case lf && c == '\r' && i+1 < len(b) && b[i+1] == '\n':
+		case c < 0x80:
+			n++
+		case c < 0xA0:
+			n += utf8.RuneLen(windows1252High[c-0x80])
+		default:
+			n += 2
+		}
+	}
+	var sb strings.Builder
+	sb.Grow(n)
+	for i, c := range b {
+		switch {
+		case lf && c == '\r' && i+1 < len(b) && b[i+1] == '\n':
 		case c < 0x80:
 			sb.WriteByte(c)
 		case c < 0xA0:
@@ -204,6 +236,23 @@ func decodeWindows1252(b []byte) string {
 			sb.WriteRune(rune(c))
 		}
 	}
+	return sb.String()
+}
+
+// crlfToLF is b as a string with CRLF made LF, in one allocation.
+func crlfToLF(b []byte) string {
+	var sb strings.Builder
+	sb.Grow(len(b) - bytes.Count(b, []byte("\r\n")))
+	for {
+		i := bytes.Index(b, []byte("\r\n"))
+		if i < 0 {
+			break
+		}
+		sb.Write(b[:i])
+		sb.WriteByte('\n')
+		b = b[i+2:]
+	}
+	sb.Write(b)
 	return sb.String()
 }
 

@@ -80,9 +80,10 @@ func (w *walker) leaf(e *Part) {
 	if (mt == "text/plain" || mt == "text/html") && !isAttachment(e.Header) && !w.bodyChosen {
 		w.bodyChosen = true
 		w.p.HTMLBody = mt == "text/html"
-		text, err := e.DecodeText()
+		data, _ := e.Decoded()
+		text, err := decodeTextLines(e.Params["charset"], data, true)
 		w.lost("body", err)
-		w.p.Body = strings.ReplaceAll(text, "\r\n", "\n")
+		w.p.Body = text
 		return
 	}
 	w.lost("attachment name", err)

@@ -55,3 +55,44 @@ func TestReaderTakesAsBytesArrive(t *testing.T) {
 		t.Errorf("in use %d after Close", b.InUse())
 	}
 }
+
+// TestReserveCountsTheEncodedSize: once a message's request size is
+// known, the reader holds that much, never less than it read; a message
+// alone in flight gets it whatever its size, one beside others is
+// refused past the bound, and Close gives it all back.
+func TestReserveCountsTheEncodedSize(t *testing.T) {
+	b := New(8 << 20)
+	r := b.NewReader(bytes.NewReader(make([]byte, 3<<20)))
+	if _, err := io.Copy(io.Discard, r); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Reserve(1 << 20); err != nil || b.InUse() != 3<<20 {
+		t.Fatalf("a request smaller than the bytes read: %v, %d in use; want the 3 MiB read kept", err, b.InUse())
+	}
+	if err := r.Reserve(20 << 20); err != nil || b.InUse() != 20<<20 {
+		t.Fatalf("a request of 20 MiB, alone in flight: %v, %d in use; want it taken", err, b.InUse())
+	}
+	r.Close()
+	if b.InUse() != 0 {
+		t.Fatalf("%d in use after Close", b.InUse())
+	}
+
+	if !b.Take(2 << 20) { // another message in flight
+		t.Fatal("take")
+	}
+	r = b.NewReader(bytes.NewReader(make([]byte, 1<<20)))
+	if _, err := io.Copy(io.Discard, r); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Reserve(6 << 20); err != nil {
+		t.Fatalf("6 MiB beside 2 MiB in a budget of 8: %v", err)
+	}
+	if err := r.Reserve(7 << 20); !errors.Is(err, ErrSpent) || b.InUse() != 8<<20 {
+		t.Fatalf("7 MiB beside 2 MiB: %v, %d in use; want ErrSpent and nothing more taken", err, b.InUse())
+	}
+	r.Close()
+	b.Return(2 << 20)
+	if b.InUse() != 0 {
+		t.Fatalf("%d in use at the end", b.InUse())
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -54,14 +55,24 @@ func newRawBody(auth any, raws [][]byte) (*rawBody, error) {
 }
 
 func (b *rawBody) Len() int64 {
-	n := len(rawOpen) + len(b.authJSON) + len(rawMessages) + len(rawEnd)
+	sizes := make([]int64, len(b.raws))
 	for i, r := range b.raws {
-		n += len(rawMsgOpen) + base64.StdEncoding.EncodedLen(len(r)) + len(rawMsgClose)
+		sizes[i] = int64(len(r))
+	}
+	return rawBodyLen(len(b.authJSON), sizes)
+}
+
+// rawBodyLen is the length of a rawBody whose auth JSON is authLen bytes
+// long, for messages of the given sizes.
+func rawBodyLen(authLen int, sizes []int64) int64 {
+	n := int64(len(rawOpen) + authLen + len(rawMessages) + len(rawEnd))
+	for i, size := range sizes {
+		n += int64(len(rawMsgOpen)) + 4*((size+2)/3) + int64(len(rawMsgClose)) // base64.StdEncoding.EncodedLen, in int64
 		if i > 0 {
 			n++
 		}
 	}
-	return int64(n)
+	return n
 }
 
 func (b *rawBody) Open() io.Reader {
@@ -115,96 +126,133 @@ func (r *base64Reader) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-// Attachments travel in a send request as base64 text inside the JSON.
-// Encoding the request whole would copy every attachment into the
-// encoder's buffer, and that buffer into the request: for a 50 MB message
-// 150 MB more while it is sent. Instead each large attachment's content
-// is swapped for a unique token before encoding, and the request is
-// written as the encoded JSON with the contents put back in place of the
-// tokens (holeyBody). This gives the very bytes json would have written
-// because base64 text needs no JSON escaping; content that is not plain
-// base64 is left to the encoder.
+// A send request carries the whole message as JSON strings: the body,
+// the subject, header values and each attachment's base64 text. Encoding
+// it whole (json.Marshal) would hold the message once more in the
+// encoder's buffer, up to six times its size for text JSON must escape,
+// and could tell the request's size only after building it. Instead each
+// long string is cut out of the request and replaced by a unique token
+// (holes.cut); the rest, a few hundred bytes, is encoded by encoding/json
+// as any request, and the request is written as that skeleton with each
+// token's place filled by its string, escaped as it is written
+// (splicedBody, jsonStringReader). The bytes are the very ones json would
+// have written, and their number is counted before any is written.
 
-// minHole is the smallest content worth cutting out.
-const minHole = 4 << 10
+// minHole is the shortest string cut out of a request: shorter ones cost
+// more as parts of a splicedBody than as bytes of its skeleton.
+const minHole = 256
 
-// holes are the attachment contents cut out of a request.
+// holes are the strings cut out of one request.
 type holes struct {
-	token    string
-	contents []string // by order of appearance in the request
+	min   int    // the shortest string cut; at least 1 (see cut)
+	token string // the random prefix of every token
+	strs  []string
 }
 
-// cutAttachments returns a copy of atts with each large base64 content
-// replaced by a token, and the contents cut out. atts is not changed.
-func cutAttachments(atts []directapi.Attachment) ([]directapi.Attachment, *holes) {
-	h := &holes{}
-	var out []directapi.Attachment
-	for i, a := range atts {
-		if len(a.Content) < minHole || !isBase64Text(a.Content) {
-			continue
-		}
-		if out == nil {
-			out = slices.Clone(atts)
-			var r [12]byte
-			rand.Read(r[:])
-			h.token = "directbridge-hole-" + hex.EncodeToString(r[:]) + "-"
-		}
-		out[i].Content = h.token + strconv.Itoa(len(h.contents))
-		h.contents = append(h.contents, a.Content)
-	}
-	if out == nil {
-		return atts, nil
-	}
-	return out, h
+// newHoles returns holes that cut strings of minLen bytes or more.
+func newHoles(minLen int) *holes {
+	var r [12]byte
+	rand.Read(r[:])
+	return &holes{min: max(minLen, 1), token: "directbridge-hole-" + hex.EncodeToString(r[:]) + "-"}
 }
 
-// isBase64Text reports whether s is standard base64 text, which JSON
-// writes as it stands.
-func isBase64Text(s string) bool {
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !('A' <= c && c <= 'Z' || 'a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '+' || c == '/' || c == '=') {
-			return false
-		}
+// cut returns a token in place of s when s is long enough, else s. An
+// empty string is never cut: omitempty fields must stay empty.
+func (h *holes) cut(s string) string {
+	if len(s) < h.min {
+		return s
 	}
-	return true
+	h.strs = append(h.strs, s)
+	return h.token + strconv.Itoa(len(h.strs)-1)
 }
 
-// fill returns the body of the request whose JSON (with the tokens) is
-// encoded.
-func (h *holes) fill(encoded []byte) (body, error) {
-	if h == nil {
-		return jsonBody(encoded), nil
+// message returns m with its strings cut; m's slices are not changed.
+func (h *holes) message(m directapi.Message) directapi.Message {
+	m.Sender, m.Subject, m.Body = h.cut(m.Sender), h.cut(m.Subject), h.cut(m.Body)
+	m.Recipients = slices.Clone(m.Recipients)
+	for i := range m.Recipients {
+		m.Recipients[i].Email = h.cut(m.Recipients[i].Email)
 	}
-	var parts []string
-	rest := string(encoded)
-	for i, content := range h.contents {
-		tok := h.token + strconv.Itoa(i) + `"` // the quote: token 1 is not token 10
-		at := strings.Index(rest, tok)
+	m.AttachmentList = slices.Clone(m.AttachmentList)
+	for i := range m.AttachmentList {
+		a := &m.AttachmentList[i]
+		a.Content, a.ContentType, a.Filename = h.cut(a.Content), h.cut(a.ContentType), h.cut(a.Filename)
+	}
+	return m
+}
+
+// headers returns hs with their strings cut; hs is not changed.
+func (h *holes) headers(hs []directapi.MessageHeader) []directapi.MessageHeader {
+	hs = slices.Clone(hs)
+	for i := range hs {
+		hs[i].Name, hs[i].Value = h.cut(hs[i].Name), h.cut(hs[i].Value)
+	}
+	return hs
+}
+
+// messageWithHeader returns m with its strings cut (message, headers).
+func (h *holes) messageWithHeader(m directapi.MessageWithHeader) directapi.MessageWithHeader {
+	return directapi.MessageWithHeader{Message: h.message(m.Message), Headers: h.headers(m.Headers)}
+}
+
+// body returns the request body of v, a request whose strings h cut.
+func (h *holes) body(v any) (*splicedBody, error) {
+	skeleton, err := encodeJSON(v)
+	if err != nil {
+		return nil, err
+	}
+	return h.splice(string(skeleton))
+}
+
+// splice cuts the encoded skeleton at every token, in the order json
+// wrote them, which need not be the order they were cut in.
+func (h *holes) splice(skeleton string) (*splicedBody, error) {
+	b := &splicedBody{strs: make([]string, 0, len(h.strs))}
+	found := make([]bool, len(h.strs))
+	rest := skeleton
+	for {
+		at := strings.Index(rest, `"`+h.token)
 		if at < 0 {
-			return nil, fmt.Errorf("attachment %d not found in the encoded request", i+1)
+			break
 		}
-		parts = append(parts, rest[:at], content)
-		rest = rest[at+len(tok)-1:]
+		digits := rest[at+1+len(h.token):]
+		end := strings.IndexByte(digits, '"')
+		i, err := strconv.Atoi(digits[:max(end, 0)])
+		if end < 0 || err != nil || i < 0 || i >= len(h.strs) || found[i] {
+			return nil, errors.New("a string cut out of the request is not found in it once")
+		}
+		found[i] = true
+		b.parts = append(b.parts, rest[:at])
+		b.strs = append(b.strs, h.strs[i])
+		rest = digits[end+1:]
 	}
-	return holeyBody(append(parts, rest)), nil
+	if len(b.strs) != len(h.strs) {
+		return nil, fmt.Errorf("%d of %d strings cut out of the request not found in it", len(h.strs)-len(b.strs), len(h.strs))
+	}
+	b.parts = append(b.parts, rest)
+	for _, p := range b.parts {
+		b.n += int64(len(p))
+	}
+	for _, s := range b.strs {
+		b.n += jsonStringLen(s, false)
+	}
+	return b, nil
 }
 
-// holeyBody is a request written as the concatenation of its parts.
-type holeyBody []string
-
-func (b holeyBody) Len() int64 {
-	var n int64
-	for _, p := range b {
-		n += int64(len(p))
-	}
-	return n
+// splicedBody is a request written as parts[0], strs[0] as a JSON
+// string, parts[1], strs[1], …, parts[len(strs)].
+type splicedBody struct {
+	parts []string
+	strs  []string
+	n     int64 // counted once: Len is asked before each attempt
 }
 
-func (b holeyBody) Open() io.Reader {
-	rs := make([]io.Reader, len(b))
-	for i, p := range b {
-		rs[i] = strings.NewReader(p)
+func (b *splicedBody) Len() int64 { return b.n }
+
+func (b *splicedBody) Open() io.Reader {
+	rs := make([]io.Reader, 0, 4*len(b.strs)+1)
+	for i, s := range b.strs {
+		rs = append(rs, strings.NewReader(b.parts[i]), strings.NewReader(`"`), &jsonStringReader{s: s}, strings.NewReader(`"`))
 	}
-	return io.MultiReader(rs...)
+	return io.MultiReader(append(rs, strings.NewReader(b.parts[len(b.strs)]))...)
 }

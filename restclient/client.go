@@ -198,7 +198,7 @@ type request struct {
 	method  string
 	url     string // fully built and escaped
 	body    any    // nil for no body
-	payload body   // the body already encoded, instead of body
+	payload body   // the body, encoded or written as it is sent, instead of body
 	class   retryClass
 }
 

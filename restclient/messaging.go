@@ -40,18 +40,14 @@ func joinURL(base, op string, segments ...string) (string, error) {
 }
 
 // send performs one of the four send operations. req holds the message
-// with its attachments cut out (cutAttachments), put back as the request
-// is written.
-func (c *Client) send(ctx context.Context, op string, req any, cut *holes) (string, error) {
+// with its long strings cut out into h (holes), written back in place,
+// escaped, as the request is sent: the request is never held whole.
+func (c *Client) send(ctx context.Context, op string, req any, h *holes) (string, error) {
 	u, err := c.msgURL(op, op)
 	if err != nil {
 		return "", err
 	}
-	encoded, err := encodeJSON(req)
-	if err != nil {
-		return "", fmt.Errorf("restclient: %s: encoding request: %w", op, err)
-	}
-	payload, err := cut.fill(encoded)
+	payload, err := h.body(req)
 	if err != nil {
 		return "", fmt.Errorf("restclient: %s: encoding request: %w", op, err)
 	}
@@ -66,16 +62,14 @@ func (c *Client) send(ctx context.Context, op string, req any, cut *holes) (stri
 // provider files an unread copy in INBOX.Sent. It is never retried once the
 // request may have reached the provider; see OutcomeUnknown.
 func (c *Client) Send(ctx context.Context, auth directapi.Authentication, msg directapi.Message) (string, error) {
-	var cut *holes
-	msg.AttachmentList, cut = cutAttachments(msg.AttachmentList)
-	return c.send(ctx, "Send", directapi.SendRequest{Authentication: auth, Message: msg}, cut)
+	h := newHoles(minHole)
+	return c.send(ctx, "Send", directapi.SendRequest{Authentication: auth, Message: h.message(msg)}, h)
 }
 
 // SendWithHeader sends msg with custom headers (operation 2).
 func (c *Client) SendWithHeader(ctx context.Context, auth directapi.Authentication, msg directapi.MessageWithHeader) (string, error) {
-	var cut *holes
-	msg.AttachmentList, cut = cutAttachments(msg.AttachmentList)
-	return c.send(ctx, "SendWithHeader", directapi.SendRequestWithHeader{Authentication: auth, Message: msg}, cut)
+	h := newHoles(minHole)
+	return c.send(ctx, "SendWithHeader", directapi.SendRequestWithHeader{Authentication: auth, Message: h.messageWithHeader(msg)}, h)
 }
 
 // Forward forwards the messages with the given UIDs of folder to recipients
@@ -422,17 +416,15 @@ func (c *Client) saveBatches(ctx context.Context, folder string, n int, body fun
 
 // SendWithTuser is Send on behalf of auth.DirectAddr (operation 32).
 func (c *Client) SendWithTuser(ctx context.Context, auth directapi.AuthenticationWithTuser, msg directapi.Message) (string, error) {
-	var cut *holes
-	msg.AttachmentList, cut = cutAttachments(msg.AttachmentList)
-	return c.send(ctx, "SendWithTuser", directapi.SendWithTuserRequest{Authentication: auth, Message: msg}, cut)
+	h := newHoles(minHole)
+	return c.send(ctx, "SendWithTuser", directapi.SendWithTuserRequest{Authentication: auth, Message: h.message(msg)}, h)
 }
 
 // SendWithHeaderWithTuser is SendWithHeader on behalf of auth.DirectAddr
 // (operation 33).
 func (c *Client) SendWithHeaderWithTuser(ctx context.Context, auth directapi.AuthenticationWithTuser, msg directapi.MessageWithHeader) (string, error) {
-	var cut *holes
-	msg.AttachmentList, cut = cutAttachments(msg.AttachmentList)
-	return c.send(ctx, "SendWithHeaderWithTuser", directapi.SendWithHeaderWithTuserRequest{Authentication: auth, Message: msg}, cut)
+	h := newHoles(minHole)
+	return c.send(ctx, "SendWithHeaderWithTuser", directapi.SendWithHeaderWithTuserRequest{Authentication: auth, Message: h.messageWithHeader(msg)}, h)
 }
 
 // GetMessageStatusWithTuser is GetMessageStatus for a T-user (operation 34).

@@ -3,6 +3,7 @@ package restclient
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/directbridge/directbridge/directapi"
@@ -217,20 +218,56 @@ func (a adapter) Save(ctx context.Context, auth upstream.Auth, folder string, ra
 }
 
 func (a adapter) Send(ctx context.Context, auth upstream.Auth, tuser string, msg directapi.MessageWithHeader, withHeaders bool) (string, error) {
-	var id string
-	var err error
+	op, req, h := sendRequest(auth, tuser, msg, withHeaders)
+	id, err := a.c.send(ctx, op, req, h)
+	return id, classify("Send", change, err)
+}
+
+// sendRequest is the operation and request the adapter's Send makes for
+// its arguments (the message's long strings cut into h), shared with
+// SendSize so that the size told is that of the request sent.
+func sendRequest(auth upstream.Auth, tuser string, msg directapi.MessageWithHeader, withHeaders bool) (op string, req any, h *holes) {
+	h = newHoles(minHole)
 	tauth := directapi.AuthenticationWithTuser{Username: auth.Username, Password: auth.Password, DirectAddr: tuser}
 	switch {
 	case tuser == "" && withHeaders:
-		id, err = a.c.SendWithHeader(ctx, auth, msg)
+		return "SendWithHeader", directapi.SendRequestWithHeader{Authentication: auth, Message: h.messageWithHeader(msg)}, h
 	case tuser == "":
-		id, err = a.c.Send(ctx, auth, msg.Message)
+		return "Send", directapi.SendRequest{Authentication: auth, Message: h.message(msg.Message)}, h
 	case withHeaders:
-		id, err = a.c.SendWithHeaderWithTuser(ctx, tauth, msg)
+		return "SendWithHeaderWithTuser", directapi.SendWithHeaderWithTuserRequest{Authentication: tauth, Message: h.messageWithHeader(msg)}, h
 	default:
-		id, err = a.c.SendWithTuser(ctx, tauth, msg.Message)
+		return "SendWithTuser", directapi.SendWithTuserRequest{Authentication: tauth, Message: h.message(msg.Message)}, h
 	}
-	return id, classify("Send", change, err)
+}
+
+// SendSize is the exact length in bytes of the request body that
+// Upstream's Send writes for these arguments, counted without writing
+// it: a pass over the message's strings, which are escaped as JSON needs
+// (a control character takes six bytes). A front compares it with the
+// provider's request limit, and counts it in its budget of message
+// bytes, before the message goes out (smtpbackend, DATA). It fails only
+// when the request cannot be encoded at all.
+func SendSize(auth upstream.Auth, tuser string, msg directapi.MessageWithHeader, withHeaders bool) (int64, error) {
+	op, req, h := sendRequest(auth, tuser, msg, withHeaders)
+	b, err := h.body(req)
+	if err != nil {
+		return 0, fmt.Errorf("restclient: %s: encoding request: %w", op, err)
+	}
+	return b.Len(), nil
+}
+
+// SaveSize is the exact length in bytes of the request body that
+// Upstream's Save writes for messages of the given sizes in one batch
+// (SaveRawMessages: each message base64 encoded, a third larger). A front
+// counts it in its budget of message bytes before the message is read
+// (imapbackend, APPEND).
+func SaveSize(auth upstream.Auth, sizes ...int64) (int64, error) {
+	head, err := encodeJSON(auth)
+	if err != nil {
+		return 0, fmt.Errorf("restclient: SaveRawMessages: encoding request: %w", err)
+	}
+	return rawBodyLen(len(head)-1, sizes), nil // less encodeJSON's newline, as newRawBody
 }
 
 func (a adapter) Forward(ctx context.Context, auth upstream.Auth, folder string, uids []int64, recipients []directapi.Recipient) (string, error) {

@@ -798,8 +798,14 @@ func TestTuser(t *testing.T) {
 			t.Errorf("bob's copies %d; reply %q", len(got), reply)
 		}
 	}
-	check("SendWithTuser", false)
+	// A T-user's message always carries a Message-ID, the bridge's when
+	// the client gave none, so that a lost answer can be looked up by its
+	// status (journal.go): both go through SendWithHeaderWithTuser.
+	check("SendWithHeaderWithTuser", false)
 	check("SendWithHeaderWithTuser", true)
+	if n := h.sb.Calls("SendWithTuser"); n != 0 {
+		t.Errorf("SendWithTuser called %d times; a T-user's message carries a Message-ID", n)
+	}
 	if n := h.sb.Calls("Send") + h.sb.Calls("SendWithHeader"); n != 0 {
 		t.Errorf("mailbox send operations called %d times for a T-user", n)
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/directbridge/directbridge/mailbox"
 	"github.com/directbridge/directbridge/mimeconv"
+	"github.com/directbridge/directbridge/msgbudget"
 	"github.com/directbridge/directbridge/upstream"
 )
 
@@ -50,13 +51,39 @@ func authReply(err error) *smtp.SMTPError {
 	}
 }
 
-// dataReply maps a failure to take a message: conversion or the provider.
+// ErrTooBigEncoded is the class of a TooBigError (errors.Is).
+var ErrTooBigEncoded = errors.New("smtpbackend: message too big for the provider once encoded")
+
+// TooBigError refuses a message under SIZE whose send request would pass
+// the provider's request limit: JSON writes some text larger (a control
+// character as six bytes, a quote as two), so SIZE, derived from the
+// limit for ordinary mail, cannot promise it. Retrying the same bytes
+// fails the same way, so the answer is permanent (552 5.3.4, RFC 3463
+// §3.4: message too big for system). It holds sizes only.
+type TooBigError struct {
+	RequestBytes, MaxRequestBytes int64
+}
+
+func (e *TooBigError) Error() string {
+	return fmt.Sprintf("the send request would be %d bytes, more than the provider's %d", e.RequestBytes, e.MaxRequestBytes)
+}
+
+// Is makes errors.Is(err, ErrTooBigEncoded) true.
+func (e *TooBigError) Is(target error) bool { return target == ErrTooBigEncoded }
+
+// dataReply maps a failure to take a message: its size once encoded, the
+// budget of message bytes in flight, conversion, or the provider.
 func dataReply(err error) *smtp.SMTPError {
 	var se *smtp.SMTPError
 	var ce *ConvertError
+	var tb *TooBigError
 	switch {
 	case errors.As(err, &se):
 		return se
+	case errors.As(err, &tb):
+		return reply(552, smtp.EnhancedCode{5, 3, 4}, fmt.Sprintf("Message too big for the provider once encoded: its request would be %d bytes, the provider takes at most %d", tb.RequestBytes, tb.MaxRequestBytes))
+	case errors.Is(err, msgbudget.ErrSpent):
+		return reply(452, smtp.EnhancedCode{4, 3, 1}, "Too many messages in progress; try again later")
 	case errors.Is(err, errUndecided):
 		return reply(451, smtp.EnhancedCode{4, 4, 0}, "An earlier attempt of this message may have been delivered and its outcome is not known yet; try again in a few minutes")
 	case errors.Is(err, ErrFromMismatch):

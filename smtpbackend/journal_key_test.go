@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"database/sql"
 	"encoding/hex"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -107,7 +108,10 @@ func TestJournalKeyedAcrossRestart(t *testing.T) {
 	h := newHarness(t, func(c *smtpbackend.Config) { c.Store = smtpbackend.WithJournalKey(st, key) })
 	sends := func() int { return h.sb.Calls("Send") + h.sb.Calls("SendWithHeader") }
 	subject := h.subject("keyed journal")
-	raw := simple(subject, "Potassium 6.8 mmol/L, please call the patient.\n")
+	// With a Message-ID: identical bytes whose 250 was written are a
+	// retry only when they carry one (journal.go).
+	raw := simple(subject, "Potassium 6.8 mmol/L, please call the patient.\n",
+		fmt.Sprintf("Message-ID: <keyed-%d@client.example>", h.seq.Add(1)))
 
 	c := h.login(t, aliceAddr)
 	first := mustSubmit(t, c, aliceAddr, []string{bobAddr}, raw)

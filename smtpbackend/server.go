@@ -24,6 +24,9 @@ import (
 // Defaults of Config.
 const (
 	DefaultMaxMessageBytes = 50 << 20 // Direct messages carry C-CDA documents and XDM packages
+	// DefaultMaxRequestBytes is the bridge's default provider request
+	// limit (DIRECTBRIDGE_API_MAX_REQUEST_BYTES), the sandbox's own.
+	DefaultMaxRequestBytes = 64 << 20
 	DefaultMaxRecipients   = 100
 	// DefaultReadTimeout is RFC 5321 §4.5.3.2's five minutes for commands;
 	// DATA blocks arrive well within it.
@@ -64,8 +67,16 @@ type Config struct {
 	// non-loopback listeners. Loopback listeners always offer it.
 	AllowInsecureAuth bool
 	MaxMessageBytes   int64
+	// MaxRequestBytes is the largest request body the provider accepts
+	// (DIRECTBRIDGE_API_MAX_REQUEST_BYTES); 0 means
+	// DefaultMaxRequestBytes. A message under MaxMessageBytes whose send
+	// request would be larger (JSON writes a control character as six
+	// bytes) is refused at DATA with 552 5.3.4, its size counted without
+	// encoding it, rather than built and refused by the provider.
+	MaxRequestBytes int64
 	// Messages bounds the bytes of DATA held at once (shared with the
-	// IMAP front); nil means no bound.
+	// IMAP front), counted by their encoded size once known
+	// (msgbudget.Reader.Reserve); nil means no bound.
 	Messages      *msgbudget.Budget
 	MaxRecipients int
 	// Connections bounds what a client gets before it authenticates:
@@ -113,6 +124,13 @@ type Server struct {
 	// shutdown gives them txGrace to get there.
 	inTx atomic.Int64
 
+	// answering marks the journal entries whose 250 go-smtp is writing
+	// (replyconn.go); tuserIDsReplaced is set once the provider was seen
+	// to give a T-user's message another Message-ID than it carried
+	// (journal.go: its retries then cannot be found by their status).
+	answering        answersInFlight
+	tuserIDsReplaced atomic.Bool
+
 	mu      sync.Mutex
 	servers []*smtp.Server
 	conns   map[*smtp.Conn]struct{}
@@ -130,6 +148,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.MaxMessageBytes <= 0 {
 		cfg.MaxMessageBytes = DefaultMaxMessageBytes
+	}
+	if cfg.MaxRequestBytes <= 0 {
+		cfg.MaxRequestBytes = DefaultMaxRequestBytes
 	}
 	if cfg.MaxRecipients <= 0 {
 		cfg.MaxRecipients = DefaultMaxRecipients
@@ -172,7 +193,7 @@ func New(cfg Config) (*Server, error) {
 // (RFC 3207) on l until Shutdown. AUTH is offered only after STARTTLS,
 // except on loopback or when AllowInsecureAuth is set.
 func (s *Server) ServeSubmission(l net.Listener) error {
-	return s.serve(s.countConns(s.guard(l)), false)
+	return s.serve(watchReplies(s.countConns(s.guard(l))), false)
 }
 
 // ServeImplicitTLS serves submission over implicit TLS (RFC 8314 §3.3) on l.
@@ -180,7 +201,7 @@ func (s *Server) ServeImplicitTLS(l net.Listener) error {
 	if s.cfg.TLSConfig == nil {
 		return errors.New("smtpbackend: implicit TLS needs a TLS configuration")
 	}
-	return s.serve(tls.NewListener(s.countConns(s.guard(l)), s.cfg.TLSConfig), true)
+	return s.serve(tls.NewListener(watchReplies(s.countConns(s.guard(l))), s.cfg.TLSConfig), true)
 }
 
 func (s *Server) serve(l net.Listener, implicitTLS bool) error {

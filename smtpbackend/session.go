@@ -3,10 +3,12 @@ package smtpbackend
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/mail"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -19,6 +21,7 @@ import (
 	"github.com/directbridge/directbridge/internal/readall"
 	"github.com/directbridge/directbridge/mailbox"
 	"github.com/directbridge/directbridge/msgbudget"
+	"github.com/directbridge/directbridge/restclient"
 )
 
 // session is one SMTP connection.
@@ -38,6 +41,13 @@ type session struct {
 	envID  string
 	size   int64 // the SIZE announced in MAIL FROM (RFC 1870), 0 if none
 	notify map[string]delivery.Notify
+
+	// answer is the 250 Data returned, until go-smtp has written it
+	// (replyconn.go); ended is set by Logout, after which none is kept.
+	// Logout may come from another goroutine, while Data runs.
+	answerMu sync.Mutex
+	answer   *pendingAnswer
+	ended    bool
 }
 
 var _ smtp.AuthSession = (*session)(nil)
@@ -139,6 +149,7 @@ func (ss *session) Mail(from string, opts *smtp.MailOptions) (err error) {
 	if !strings.EqualFold(strings.TrimSpace(from), ss.sender()) {
 		return senderRefused(ss.sender())
 	}
+	ss.settleAnswer(false) // go-smtp's Reset would have settled it: unknown
 	ss.rcpts, ss.envID, ss.notify, ss.size = nil, "", nil, 0
 	ss.endTx()
 	if opts != nil {
@@ -206,7 +217,7 @@ func (ss *session) Data(r io.Reader) (err error) {
 		switch {
 		case errors.Is(err, msgbudget.ErrSpent):
 			ss.s.log.Info("smtp data refused: message bytes in flight at the bound", "user", ss.username, "size", len(raw))
-			return reply(452, smtp.EnhancedCode{4, 3, 1}, "Too many messages in progress; try again later")
+			return dataReply(err)
 		case stalled.Load():
 			// Nothing came for DataIdle: a dead client, or go-smtp
 			// missed the end of data after a bare CR (datastall.go).
@@ -225,9 +236,18 @@ func (ss *session) Data(r io.Reader) (err error) {
 		ss.s.log.Info("smtp message refused", "user", ss.username, "size", len(raw), "reason", errReason(err))
 		return dataReply(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), ss.s.cfg.SendTimeout)
+	// Before admit sizes the request: a T-user's message may gain its
+	// Message-ID here (journal.go).
+	att := ss.prepare(raw, sub)
+	if err := ss.admit(held, sub); err != nil {
+		ss.s.log.Info("smtp message refused", "user", ss.username, "size", len(raw), "reason", errReason(err))
+		return dataReply(err)
+	}
+	// The send ends by the attempt's start plus SendTimeout, the time the
+	// journal counts the hold of an attempt still sending from.
+	ctx, cancel := context.WithDeadline(context.Background(), att.at.Add(ss.s.cfg.SendTimeout))
 	defer cancel()
-	smtpID, err := ss.send(ctx, raw, sub)
+	smtpID, err := ss.send(ctx, att, sub)
 	if err != nil {
 		ss.s.log.Warn("smtp send failed", "user", ss.username, "recipients", len(ss.rcpts), "size", len(raw),
 			"duration", time.Since(start), "err", err)
@@ -241,20 +261,51 @@ func (ss *session) Data(r io.Reader) (err error) {
 	}
 	ss.s.log.Info("smtp message sent", "user", ss.username, "recipients", len(ss.rcpts), "size", len(raw),
 		"smtp_id", smtpID, "duration", time.Since(start))
+	ss.awaitAnswer(att.key, smtpID, sub)
 	return reply(250, smtp.EnhancedCode{2, 0, 0}, "OK: queued as "+smtpID)
+}
+
+// admit decides, before the message is encoded, whether its send
+// request may be built: its exact size (restclient.SendSize, the same
+// arguments send passes to the provider) must be within the provider's
+// request limit, or the message is refused for good (ErrTooBigEncoded,
+// 552 5.3.4); and the budget of message bytes in flight must take that
+// size (msgbudget.ErrSpent, 452 4.3.1, try later). Counting is one pass
+// over the message's text; nothing of the request is built.
+func (ss *session) admit(held *msgbudget.Reader, sub *Submission) error {
+	auth := directapi.Authentication{Username: ss.username, Password: ss.password}
+	size, err := restclient.SendSize(auth, ss.directAddr, sub.Message, sub.UseHeaders())
+	if err != nil {
+		return fmt.Errorf("smtpbackend: sizing the send request: %w", err)
+	}
+	if size > ss.s.cfg.MaxRequestBytes {
+		return &TooBigError{RequestBytes: size, MaxRequestBytes: ss.s.cfg.MaxRequestBytes}
+	}
+	if err := held.Reserve(size); err != nil {
+		return fmt.Errorf("smtpbackend: a send request of %d bytes: %w", size, err)
+	}
+	return nil
 }
 
 // errReason gives a loggable reason without message content.
 func errReason(err error) string {
 	var ce *ConvertError
-	if errors.As(err, &ce) {
+	var tb *TooBigError
+	switch {
+	case errors.As(err, &ce):
 		return ce.Reason
+	case errors.As(err, &tb):
+		return tb.Error()
+	case errors.Is(err, msgbudget.ErrSpent):
+		return "message bytes in flight at the bound"
 	}
 	return "unconvertible"
 }
 
-// Reset ends the transaction.
+// Reset ends the transaction. After DATA go-smtp calls it once the reply
+// is written (or failed), so it settles the 250 Data returned.
 func (ss *session) Reset() {
+	ss.settleAnswer(true)
 	ss.rcpts, ss.envID, ss.notify, ss.size = nil, "", nil, 0
 	ss.endTx()
 }
@@ -281,6 +332,7 @@ func notifyOf(ns []smtp.DSNNotify) delivery.Notify {
 // clearing them here would race with a Data still running on a connection
 // that a shutdown closes.
 func (ss *session) Logout() error {
+	ss.endAnswers()
 	ss.endTx()
 	ss.s.mu.Lock()
 	delete(ss.s.conns, ss.conn)
