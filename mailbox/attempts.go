@@ -102,12 +102,15 @@ func (s *Store) EndAttempt(ctx context.Context, id int64) error {
 }
 
 func (s *Store) UndecidedAttempts(ctx context.Context, username, key, owner string) ([]Attempt, error) {
-	if _, err := s.stmts.Exec(ctx, `DELETE FROM attempts WHERE created_at < ?`, time.Now().Add(-AttemptTTL).UnixMilli()); err != nil {
-		return nil, fmt.Errorf("mailbox: attempts: %w", err)
+	now := time.Now()
+	if last := s.attemptsPurgedAt.Load(); now.UnixMilli()-last > time.Minute.Milliseconds() && s.attemptsPurgedAt.CompareAndSwap(last, now.UnixMilli()) {
+		if _, err := s.stmts.Exec(ctx, `DELETE FROM attempts WHERE created_at < ?`, now.Add(-AttemptTTL).UnixMilli()); err != nil {
+			return nil, fmt.Errorf("mailbox: attempts: %w", err)
+		}
 	}
 	rows, err := s.stmts.Query(ctx, `SELECT id, username, key, owner, state, mark, created_at, updated_at FROM attempts
-		WHERE username = ? AND key = ? AND (state = ? OR owner <> ?) ORDER BY id`,
-		strings.ToLower(username), key, AttemptUnknown, owner)
+		WHERE username = ? AND key = ? AND (state = ? OR owner <> ?) AND created_at >= ? ORDER BY id`,
+		strings.ToLower(username), key, AttemptUnknown, owner, now.Add(-AttemptTTL).UnixMilli())
 	if err != nil {
 		return nil, fmt.Errorf("mailbox: attempts: %w", err)
 	}

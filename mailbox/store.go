@@ -23,6 +23,10 @@ import (
 type Store struct {
 	db       *sql.DB
 	purgedAt atomic.Int64 // Unix ms of the last purge of expired submissions
+	// attemptsPurgedAt is the Unix ms of the last purge of expired
+	// attempts (attempts.go): at most once a minute, not a write per
+	// APPEND.
+	attemptsPurgedAt atomic.Int64
 	// sentRetention is how long sent records are kept (SetSentRetention).
 	sentRetention atomic.Int64
 	// stmts keeps every statement prepared: parsing SQL is most of a
