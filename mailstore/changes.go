@@ -67,6 +67,11 @@ func (m *Folder) addCopies(ctx context.Context, newUIDs []imap.UID, src []copied
 	}
 	add := make([]seqview.NewMessage, 0, len(newUIDs))
 	var changes []seqview.FlagChange
+	for _, u := range newUIDs {
+		// A copy, not an APPEND's message: no arrival may claim it
+		// (arrivals.go, unclaimed).
+		delete(m.unclaimed, u)
+	}
 	for i, u := range newUIDs {
 		if msg := m.byUID[u]; msg != nil {
 			fl, ok := m.mb.Flags(u)
