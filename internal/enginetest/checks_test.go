@@ -26,11 +26,30 @@ func (r *run) checkAnswer(rec *record, allowed ...imap.ResponseCode) {
 		return
 	case no && code == imap.ResponseCodeUnavailable && rec.faulted:
 		return
+	case no && code == imap.ResponseCodeUnavailable && r.repeatsUndecided(rec):
+		// The same COPY as one whose outcome a fault left unknown: the
+		// bridge cannot tell it from that one's retry, and answers it
+		// from the destination, "try later" while the copies may still
+		// come (mailstore/attempts.go).
+		return
 	case !no && !isIMAPError(rec.err):
 		r.fail("%v: the connection failed: %v", rec, rec.err)
 		return
 	}
 	r.fail("%v: answered with a NO or BAD it has no reason for", rec)
+}
+
+// repeatsUndecided reports a COPY of the same messages of the same folder
+// to the same destination as an earlier one by the same user that a fault
+// left unanswered (NO).
+func (r *run) repeatsUndecided(rec *record) bool {
+	if rec.cmd != "COPY" {
+		return false
+	}
+	return slices.ContainsFunc(r.model.all(), func(o *record) bool {
+		return o != rec && o.cmd == "COPY" && o.faulted && !o.ok() && o.user == rec.user && o.folder == rec.folder &&
+			o.dest == rec.dest && slices.Equal(o.uids, rec.uids) && o.start < rec.start
+	})
 }
 
 func isIMAPError(err error) bool {
