@@ -176,19 +176,31 @@ func LastRead(c net.Conn) time.Time {
 
 // find returns the Conn under c.
 func find(c net.Conn) *Conn {
+	x, _ := Under[*Conn](c)
+	return x
+}
+
+// Under finds the connection of type T under c, through TLS and the
+// wrappers that have an Unwrap() net.Conn method (a few levels at most),
+// for the layers that wrap accepted connections and must find their own
+// wrapper again from what the protocol library hands them.
+func Under[T net.Conn](c net.Conn) (T, bool) {
 	for range 6 {
+		if x, ok := c.(T); ok {
+			return x, true
+		}
 		switch x := c.(type) {
-		case *Conn:
-			return x
 		case *tls.Conn:
 			c = x.NetConn()
 		case interface{ Unwrap() net.Conn }:
 			c = x.Unwrap()
 		default:
-			return nil
+			var zero T
+			return zero, false
 		}
 	}
-	return nil
+	var zero T
+	return zero, false
 }
 
 // Authenticated lifts the stranger's limits of the connection under c

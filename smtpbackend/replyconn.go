@@ -2,11 +2,12 @@ package smtpbackend
 
 import (
 	"context"
-	"crypto/tls"
 	"net"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/directbridge/directbridge/connguard"
 )
 
 // Whether a 250 reached the client decides what identical bytes without a
@@ -98,19 +99,8 @@ func (c *replyConn) writtenSince(m replyMark) bool {
 // wrappers (Unwrap), or nil: a connection not accepted through
 // watchReplies never has its replies recorded as written.
 func findReplyConn(c net.Conn) *replyConn {
-	for range 6 {
-		switch x := c.(type) {
-		case *replyConn:
-			return x
-		case *tls.Conn:
-			c = x.NetConn()
-		case interface{ Unwrap() net.Conn }:
-			c = x.Unwrap()
-		default:
-			return nil
-		}
-	}
-	return nil
+	x, _ := connguard.Under[*replyConn](c)
+	return x
 }
 
 // pendingAnswer is a 250 that Data returned and go-smtp has yet to
