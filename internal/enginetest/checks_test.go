@@ -108,7 +108,7 @@ func (r *run) checkFetch(s *session, rec *record) {
 			case !slices.Contains(m.flags, imap.FlagSeen):
 				r.fail("%v: UID %d answered without \\Seen, though BODY[] sets it", rec, u)
 			case !in.readOver(rec.start, rec.end, true) && !r.appendedSeen(in):
-				r.fail("%v: UID %d answered \\Seen but not read at the provider at any moment of it (%s)", rec, u, in.readHistory())
+				r.fail("%v: UID %d answered \\Seen but not read at the provider at any moment of it: %s", rec, u, in.ancestry())
 			}
 		}
 		for _, u := range rec.uids {

@@ -86,6 +86,21 @@ func (in *instance) readHistory() string {
 	return strings.Join(parts, ", ")
 }
 
+// ancestry tells where the message came from, each source with its
+// origin and read history, for failure messages about read state (a copy
+// starts as its source was).
+func (in *instance) ancestry() string {
+	var parts []string
+	for ; in != nil; in = in.src {
+		part := fmt.Sprintf("%s by %s at clock %d (%s)", in.key, in.origin.Op, in.created, in.readHistory())
+		if in.behindRead {
+			part += " read behind the bridge's back"
+		}
+		parts = append(parts, part)
+	}
+	return strings.Join(parts, " <- ")
+}
+
 // liveOver reports whether the message was there from before from until
 // after to.
 func (in *instance) liveOver(from, to int64) bool {
