@@ -342,3 +342,67 @@ func TestCopyThenExpungeIsAMove(t *testing.T) {
 		t.Errorf("INBOX.Trash has %d messages after COPY + EXPUNGE; want 0 (the move left a copy behind)", n)
 	}
 }
+
+// TestConcurrentExpungeSharesRemoval: several connections that expunge
+// the same messages at once (each sees \Deleted on them, as in imaptest's
+// stress) are all answered OK, each with the messages' EXPUNGEs, and the
+// provider is asked once: a second DeleteMessagesByUIDs for UIDs being
+// removed would be refused whole and cost a listing and a retry. The
+// messages reach the Trash once each.
+func TestConcurrentExpungeSharesRemoval(t *testing.T) {
+	e := newEnv(t, options{})
+	const n = 6
+	for i := range n {
+		e.deliver(alice, "INBOX", testMessage("gone"+strconv.Itoa(i)))
+	}
+	var conns []*watcher
+	for range 4 {
+		w := e.watch(alice, alicePW)
+		mustSelectFolder(t, w.Client, "INBOX")
+		conns = append(conns, w)
+	}
+	storeFlags(t, conns[0].Client, imap.SeqSetNum(1, 2, 3, 4, 5, 6), imap.StoreFlagsAdd, true, `\Deleted`)
+	for _, w := range conns {
+		if err := w.Noop().Wait(); err != nil { // every view shows \Deleted
+			t.Fatal(err)
+		}
+		w.take()
+	}
+	// The removal takes long enough for every EXPUNGE to arrive during it.
+	e.sandbox.InjectFault("DeleteMessagesByUIDs", sandbox.Fault{Latency: 150 * time.Millisecond})
+	e.sandbox.ResetCalls()
+	var wg sync.WaitGroup
+	errs := make([]error, len(conns))
+	answered := make([][]uint32, len(conns))
+	for i, w := range conns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			answered[i], errs[i] = w.Expunge().Collect()
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("EXPUNGE of connection %d: %v", i, err)
+		}
+		if err := conns[i].Noop().Wait(); err != nil {
+			t.Fatal(err)
+		}
+		// Each connection is told of every message once: in its
+		// EXPUNGE's answer or, if another removed them first, right
+		// after (RFC 9051 §7.5.1).
+		if exp, _, _ := conns[i].take(); len(answered[i])+len(exp) != n {
+			t.Errorf("connection %d got %d+%d EXPUNGE responses; want %d", i, len(answered[i]), len(exp), n)
+		}
+	}
+	if calls := e.sandbox.Calls("DeleteMessagesByUIDs"); calls != 1 {
+		t.Errorf("%d DeleteMessagesByUIDs calls for one removal expunged by %d connections (%v); want 1", calls, len(conns), e.sandbox.CallCounts())
+	}
+	if got := e.count(alice, "INBOX"); got != 0 {
+		t.Errorf("INBOX keeps %d messages; want 0", got)
+	}
+	if got := e.count(alice, "INBOX.Trash"); got != n {
+		t.Errorf("INBOX.Trash holds %d messages; want %d, each once", got, n)
+	}
+}

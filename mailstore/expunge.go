@@ -2,6 +2,7 @@ package mailstore
 
 import (
 	"context"
+	"slices"
 
 	"github.com/emersion/go-imap/v2"
 
@@ -16,9 +17,11 @@ const TrashFolder = "INBOX.Trash"
 // and UID EXPUNGE, RFC 9051 §6.4.3, RFC 4315 §2.1): forever are removed
 // for good, toTrash go to INBOX.Trash (the provider's Delete without
 // deleteForever), one provider call each. Messages that vanished at the
-// provider meanwhile are taken as expunged (mutateExisting). The removed
-// messages leave the mirror, and every view gets their EXPUNGE; a mirror
-// of the Trash is refreshed so that its watchers see the arrivals.
+// provider meanwhile are taken as expunged (mutateExisting), and so are
+// those another command is removing the same way at the same moment: it
+// is waited for, not raced (removals.go). The removed messages leave the
+// mirror before Expunge returns, and every view gets their EXPUNGE; a
+// mirror of the Trash is refreshed so that its watchers see the arrivals.
 //
 // It returns the UIDs removed. When the removal for good fails, failed
 // holds those of forever that may still be there, for the caller to try
@@ -29,38 +32,30 @@ func (m *Folder) Expunge(ctx context.Context, auth upstream.Auth, forever, toTra
 	if err := m.Gone(); err != nil {
 		return nil, nil, err
 	}
-	validity := m.Validity()
-	c := m.store.cfg.Provider
 	if len(forever) > 0 {
-		gone, err := m.mutateExisting(ctx, auth, forever, func(u []int64) error {
-			return c.Delete(ctx, auth, m.name, u, true)
-		})
+		gone, err := m.removeAtProvider(ctx, auth, forever, true)
+		removed = gone
 		if err != nil {
 			m.resync(ctx, "after a failed expunge")
-			return nil, forever, err
+			failed = slices.DeleteFunc(slices.Clone(forever), func(u imap.UID) bool { return slices.Contains(gone, u) })
+			return removed, failed, err
 		}
-		removed = gone
 	}
-	var moved []imap.UID
 	if len(toTrash) > 0 {
 		// The Trash's copy keeps the read state: an appended message
 		// asked \Seen is marked read before it goes (arrivals.go).
 		m.markAppendedReadOf(ctx, toTrash)
-		moved, err = m.mutateExisting(ctx, auth, toTrash, func(u []int64) error {
-			return c.Delete(ctx, auth, m.name, u, false)
-		})
+		moved, err := m.removeAtProvider(ctx, auth, toTrash, false)
+		removed = append(removed, moved...)
 		if err != nil {
-			m.remove(ctx, validity, removed)
 			m.resync(ctx, "after a failed expunge")
-			return nil, nil, err
+			return removed, nil, err
 		}
-	}
-	removed = append(removed, moved...)
-	m.remove(ctx, validity, removed)
-	if len(moved) > 0 {
-		// Connections watching the Trash see the messages arrive.
-		if tm := m.store.peek(m.user, TrashFolder); tm != nil {
-			tm.resync(ctx, "of the Trash after an expunge")
+		if len(moved) > 0 {
+			// Connections watching the Trash see the messages arrive.
+			if tm := m.store.peek(m.user, TrashFolder); tm != nil {
+				tm.resync(ctx, "of the Trash after an expunge")
+			}
 		}
 	}
 	return removed, nil, nil

@@ -87,6 +87,9 @@ type Folder struct {
 	// the copies with no flags, so the one that adds them shows these;
 	// one that started after the write read them itself and drops them.
 	carried map[imap.UID]carriedFlags
+	// removing are the UIDs a DeleteMessagesByUIDs under way removes,
+	// which other EXPUNGEs wait for rather than race (removals.go).
+	removing map[imap.UID]*removal
 	// flight is the refresh under way, if any; lastStart is when the
 	// last successful one started.
 	flight    *refreshFlight
