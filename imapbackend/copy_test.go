@@ -515,3 +515,64 @@ func TestMoveIntoRecreatedFolder(t *testing.T) {
 		t.Fatalf("COPYUID %d %v after UIDVALIDITY %d UIDNEXT %d", data.UIDValidity, dst, again.UIDValidity, again.UIDNext)
 	}
 }
+
+// TestMoveOnKeepsFlagsInTransit: a message moved into a folder shows
+// there (a refresh lists it) before its MOVE has written its flags; a
+// second connection that moves it on at that moment must carry them, not
+// leave them to a message no longer there (the engine's model test found
+// a keyword lost along a chain of moves).
+func TestMoveOnKeepsFlagsInTransit(t *testing.T) {
+	e := newEnv(t, options{pollInterval: 20 * time.Millisecond})
+	e.createFolder(alice, "INBOX.Work")
+	u := imap.UID(e.deliver(alice, "INBOX", testMessage("travels")))
+	first := e.login(alice, alicePW)
+	mustSelectFolder(t, first, "INBOX")
+	storeFlags(t, first, imap.UIDSetNum(u), imap.StoreFlagsAdd, true, "$Travels", `\Flagged`)
+	second := e.watch(alice, alicePW)
+	mustSelectFolder(t, second.Client, "INBOX.Work")
+
+	// The first MOVE finds its copy's UID slowly (its metadata search),
+	// so the copy is listed in INBOX.Work while its flags are unwritten.
+	e.sandbox.InjectFault("SearchMessagesMetadataByReceivedDate", sandbox.Fault{Latency: 400 * time.Millisecond, Times: 1})
+	moved := make(chan error, 1)
+	go func() {
+		_, err := first.Move(imap.UIDSetNum(u), "INBOX.Work").Wait()
+		moved <- err
+	}()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if err := second.Noop().Wait(); err != nil {
+			t.Fatal(err)
+		}
+		if _, exists, _ := second.take(); len(exists) > 0 && exists[len(exists)-1] > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the moved message never showed in INBOX.Work")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	data, err := second.Move(imap.SeqSetNum(1), "INBOX").Wait()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := <-moved; err != nil {
+		t.Fatal(err)
+	}
+	if data == nil || data.UIDValidity == 0 {
+		t.Fatal("no COPYUID for the second MOVE")
+	}
+	back := uidsOf(t, data.DestUIDs)[0]
+	if err := first.Noop().Wait(); err != nil {
+		t.Fatal(err)
+	}
+	msgs, err := first.Fetch(imap.UIDSetNum(back), &imap.FetchOptions{Flags: true, UID: true}).Collect()
+	if err != nil || len(msgs) != 1 {
+		t.Fatalf("FETCH of UID %d: %v %v", back, msgs, err)
+	}
+	for _, want := range []imap.Flag{"$Travels", imap.FlagFlagged} {
+		if !slices.Contains(msgs[0].Flags, want) {
+			t.Errorf("the message moved on shows %v; %s lost in transit", msgs[0].Flags, want)
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/emersion/go-imap/v2"
@@ -423,27 +424,38 @@ func (st *Store) releasePending(ids []int64, since time.Time) {
 	}
 }
 
+// intoMark is a transfer into a folder under way: its copies get UIDs
+// above prev; done closes when it has placed them (or given up).
+type intoMark struct {
+	prev int64
+	done chan struct{}
+}
+
 // transferInto notes a transfer into dest (whose largest UID was prev)
 // under way, until the returned function is called.
 // The returned function may be called more than once.
 func (st *Store) transferInto(user, dest string, prev int64) (done func()) {
-	k, mark := mirrorKey(user, dest), &prev
+	k, mark := mirrorKey(user, dest), &intoMark{prev: prev, done: make(chan struct{})}
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	if st.into == nil {
-		st.into = map[string]map[*int64]bool{}
+		st.into = map[string]map[*intoMark]bool{}
 	}
 	if st.into[k] == nil {
-		st.into[k] = map[*int64]bool{}
+		st.into[k] = map[*intoMark]bool{}
 	}
 	st.into[k][mark] = true
+	var once sync.Once
 	return func() {
-		st.mu.Lock()
-		defer st.mu.Unlock()
-		delete(st.into[k], mark)
-		if len(st.into[k]) == 0 {
-			delete(st.into, k)
-		}
+		once.Do(func() {
+			st.mu.Lock()
+			defer st.mu.Unlock()
+			delete(st.into[k], mark)
+			if len(st.into[k]) == 0 {
+				delete(st.into, k)
+			}
+			close(mark.done)
+		})
 	}
 }
 
@@ -453,12 +465,41 @@ func (st *Store) transferInto(user, dest string, prev int64) (done func()) {
 func (st *Store) transferFloor(user, folder string) (floor int64, ok bool) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	for prev := range st.into[mirrorKey(user, folder)] {
-		if !ok || *prev+1 < floor {
-			floor, ok = *prev+1, true
+	for mark := range st.into[mirrorKey(user, folder)] {
+		if !ok || mark.prev+1 < floor {
+			floor, ok = mark.prev+1, true
 		}
 	}
 	return floor, ok
+}
+
+// awaitTransfersInto waits, within ctx, for the transfers under way into
+// the folder that may have made any of uids (ascending): a copy whose
+// flags its transfer has yet to write must not be copied or moved on
+// without them (the flags would go to a message no longer there). A
+// transfer waits here before it notes its own (transferInto), so no two
+// wait for each other.
+func (st *Store) awaitTransfersInto(ctx context.Context, user, folder string, uids []imap.UID) error {
+	if len(uids) == 0 {
+		return nil
+	}
+	top := int64(uids[len(uids)-1])
+	st.mu.Lock()
+	var wait []chan struct{}
+	for mark := range st.into[mirrorKey(user, folder)] {
+		if mark.prev < top {
+			wait = append(wait, mark.done)
+		}
+	}
+	st.mu.Unlock()
+	for _, done := range wait {
+		select {
+		case <-done:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
 }
 
 // pendingState tells whether a transfer of this process still runs for

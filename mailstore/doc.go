@@ -17,7 +17,9 @@
 //   - COPY, MOVE: Folder.Transfer — the provider's Copy or Move, the moved
 //     messages out of the mirror, COPYUID when the new UIDs are certain
 //     (transfer.go, copies.go). A lost answer whose work is done succeeds.
-//   - EXPUNGE, UID EXPUNGE, CLOSE: Folder.Expunge (expunge.go).
+//   - EXPUNGE, UID EXPUNGE, CLOSE: Folder.Expunge (expunge.go); several
+//     sessions removing the same messages at once share one call
+//     (removals.go).
 //   - STORE: Store.ApplyFlags — \Seen at the provider, the other flags as
 //     changes applied to the set kept at that moment (a +FLAGS never
 //     undoes another session's), shown to the other sessions (flags.go).
@@ -88,6 +90,13 @@
 //     ever, and every command on the folder with it.
 //  5. A refresh waits only for provider calls, within its context: the
 //     saves asked before its listing (awaitSaves) are provider calls too.
+//  6. Commands may wait for another command's provider call instead of
+//     racing it, within their own context: an EXPUNGE for the removal of
+//     the same messages under way (removals.go), a COPY or MOVE for the
+//     transfers under way into its source folder whose copies it names
+//     (Store.awaitTransfersInto; it waits before noting its own transfer,
+//     so two never wait for each other). Neither is waited for under a
+//     lock, nor inside a refresh.
 //
 // Refreshes are versioned rather than locked out: every change a command
 // applies to the mirror raises its version, and a refresh whose provider

@@ -41,7 +41,7 @@ type Store struct {
 	// (mirrorKey), with the largest UID the destination had before
 	// each: new UIDs above it may be their copies, whose flags they
 	// place themselves (copies.go, pendingFlagsFor).
-	into      map[string]map[*int64]bool
+	into      map[string]map[*intoMark]bool
 	startedAt time.Time
 	owner     string // this process in the journal of attempts (attempts.go)
 

@@ -55,6 +55,11 @@ func (m *Folder) Transfer(ctx context.Context, auth upstream.Auth, uids []imap.U
 	if err := m.Gone(); err != nil {
 		return Transferred{}, err
 	}
+	// A copy that a transfer under way into this folder made is moved
+	// on with its flags: that transfer writes them first.
+	if err := st.awaitTransfersInto(ctx, m.user, m.name, slices.Sorted(slices.Values(uids))); err != nil {
+		return Transferred{}, err
+	}
 	srcValidity := m.Validity()
 	began := time.Now()
 	// The destination's largest UID, from what the bridge knows of it.
