@@ -9,6 +9,7 @@ import (
 	"crypto/x509"
 	"math/big"
 	"net"
+	"net/http"
 	"net/http/httptest"
 	"testing"
 	"time"
@@ -54,6 +55,9 @@ type options struct {
 	// requestTimeout bounds each provider request (restclient's default
 	// when 0).
 	requestTimeout time.Duration
+	// wrap, when set, stands between the bridge and the sandbox (to see
+	// the requests as sent).
+	wrap func(http.Handler) http.Handler
 }
 
 func newEnv(t testing.TB, o options) *env {
@@ -73,7 +77,11 @@ func newEnv(t testing.TB, o options) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hs := httptest.NewServer(srv)
+	var h http.Handler = srv
+	if o.wrap != nil {
+		h = o.wrap(srv)
+	}
+	hs := httptest.NewServer(h)
 	c, err := restclient.New(restclient.Options{BaseURL: hs.URL, MaxRetries: -1, RequestTimeout: o.requestTimeout})
 	if err != nil {
 		t.Fatal(err)

@@ -442,12 +442,11 @@ func (m *Folder) dropUnmarkedLocked(uids []imap.UID) {
 // count, and a wrong APPENDUID would make the client take the delivered
 // message for its own.
 func (m *Folder) confirmOrder(ctx context.Context, auth upstream.Auth, pending []*arrival, newUIDs []imap.UID) bool {
-	details, err := m.store.cfg.Provider.MetadataReceived(ctx, auth, m.name, pending[0].sent.Add(-metaSkew), time.Now().Add(metaSkew))
+	details, err := m.receivedSince(ctx, auth, pending[0].sent, newUIDs)
 	if err != nil {
 		m.store.cfg.Logger.Warn("imap append: reading new messages failed", "user", m.user, "err", err)
 		return false
 	}
-	m.fillMeta(details)
 	byUID := make(map[int64]directapi.MessageDetail, len(details))
 	for _, d := range details {
 		byUID[d.UID] = d
@@ -462,6 +461,9 @@ func (m *Folder) confirmOrder(ctx context.Context, auth upstream.Auth, pending [
 		if !ok || d.Size >= 0 && d.Size != a.size || a.msgID != "" && d.MsgID != a.msgID {
 			return false
 		}
+	}
+	for i, u := range newUIDs {
+		m.store.clock.learn(pending[i].sent, pending[i].at, byUID[int64(u)].ReceivedDate.Time)
 	}
 	return true
 }
@@ -511,12 +513,21 @@ func (m *Folder) pairByContent(ctx context.Context, auth upstream.Auth, pending 
 // them was saved (APPENDs are received when saved), not the messages
 // whole, which may be many.
 func (m *Folder) pairByMetadata(ctx context.Context, auth upstream.Auth, pending []*arrival, newUIDs []imap.UID, pairs map[int]imap.UID) {
-	details, err := m.store.cfg.Provider.MetadataReceived(ctx, auth, m.name, pending[0].at.Add(-metaSkew), time.Now().Add(metaSkew))
+	paired := make(map[imap.UID]bool, len(pairs))
+	for _, u := range pairs {
+		paired[u] = true
+	}
+	var unpaired []imap.UID
+	for _, u := range newUIDs {
+		if !paired[u] {
+			unpaired = append(unpaired, u)
+		}
+	}
+	details, err := m.receivedSince(ctx, auth, pending[0].sent, unpaired)
 	if err != nil {
 		m.store.cfg.Logger.Warn("imap append: reading new messages failed", "user", m.user, "err", err)
 		return
 	}
-	m.fillMeta(details)
 	free := make(map[int64]bool, len(newUIDs))
 	for _, u := range newUIDs {
 		free[int64(u)] = true
@@ -537,6 +548,11 @@ func (m *Folder) pairByMetadata(ctx context.Context, auth upstream.Auth, pending
 		if len(match) == 1 {
 			pairs[i] = imap.UID(match[0])
 			delete(free, match[0])
+			for _, d := range details {
+				if d.UID == match[0] {
+					m.store.clock.learn(a.sent, a.at, d.ReceivedDate.Time)
+				}
+			}
 		}
 	}
 }

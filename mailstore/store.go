@@ -30,6 +30,7 @@ type Store struct {
 	memos   map[string]*readMemo // read state of forgotten mirrors (readmemo.go)
 	bodies  *Bodies              // the raw-message cache
 	bg      *background          // pollers, timers and read-ahead, ended by Close
+	clock   providerClock        // the provider's clock offset (provclock.go)
 	// pendingRun are the pending-flag entries of transfers still running
 	// in this process (copies.go): a refresh leaves them to the transfer.
 	// pendingFreed are those whose transfer ended without placing their

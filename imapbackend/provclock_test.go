@@ -1,0 +1,96 @@
+package imapbackend_test
+
+import (
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/emersion/go-imap/v2"
+
+	"github.com/directbridge/directbridge/sandbox"
+)
+
+// TestAppendConfirmNarrowsToProviderClock: the metadata search that
+// confirms an APPEND's UID asks for the seconds around the save in the
+// provider's clock, learnt from the messages saved before, not for ten
+// minutes of mail (every message of which the provider parses and the
+// bridge decodes); here the provider's clock is three minutes ahead, and
+// after one jump of another ninety seconds the wide search still finds
+// the message. Every APPEND is answered with its own message's UID.
+func TestAppendConfirmNarrowsToProviderClock(t *testing.T) {
+	var skew atomic.Int64
+	skew.Store(int64(3 * time.Minute))
+	var mu sync.Mutex
+	var widths []time.Duration
+	e := newEnv(t, options{
+		sandbox: func(o *sandbox.Options) {
+			o.Clock = func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }
+		},
+		wrap: func(h http.Handler) http.Handler {
+			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if _, rest, ok := strings.Cut(r.URL.Path, "/SearchMessagesMetadataByReceivedDate/"); ok {
+					parts := strings.Split(rest, "/")
+					begin, _ := strconv.ParseInt(parts[len(parts)-2], 10, 64)
+					end, _ := strconv.ParseInt(parts[len(parts)-1], 10, 64)
+					mu.Lock()
+					widths = append(widths, time.Duration(end-begin)*time.Millisecond)
+					mu.Unlock()
+				}
+				h.ServeHTTP(w, r)
+			})
+		},
+	})
+	c := e.login(alice, alicePW)
+	mustSelectFolder(t, c, "INBOX")
+	check := func(i int) {
+		t.Helper()
+		subject := "saved" + strconv.Itoa(i)
+		data, err := appendMsg(c, "INBOX", testMessage(subject))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if data.UID == 0 {
+			t.Fatalf("APPEND %d: no APPENDUID", i)
+		}
+		if ids := e.msgIDs(alice, "INBOX", []imap.UID{data.UID}); ids[data.UID] != "<"+subject+"@direct.example>" {
+			t.Fatalf("APPEND %d answered UID %d, which holds %q", i, data.UID, ids[data.UID])
+		}
+	}
+	for i := range 4 {
+		check(i)
+	}
+	mu.Lock()
+	before := slices.Clone(widths)
+	mu.Unlock()
+	if len(before) < 2 {
+		t.Fatalf("%d metadata searches for 4 APPENDs; want one each", len(before))
+	}
+	if before[0] < 5*time.Minute {
+		t.Errorf("the first search spans %v; with the provider's clock unknown it must span minutes", before[0])
+	}
+	for i, w := range before[1:] {
+		if w > time.Minute {
+			t.Errorf("search %d spans %v once the provider's clock was learnt; want seconds", i+2, w)
+		}
+	}
+	// The provider's clock jumps: the narrow search misses, the wide
+	// one finds the message, and the next narrow ones follow the jump.
+	skew.Add(int64(90 * time.Second))
+	for i := 4; i < 8; i++ {
+		check(i)
+	}
+	mu.Lock()
+	after := widths[len(before):]
+	mu.Unlock()
+	if len(after) > 4+1 {
+		t.Errorf("%d searches for 4 APPENDs after the clock jumped; want at most one extra", len(after))
+	}
+	if last := after[len(after)-1]; last > time.Minute {
+		t.Errorf("after the jump the searches stay wide (%v)", last)
+	}
+}
