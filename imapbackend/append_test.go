@@ -522,3 +522,71 @@ func storeUIDFlags(t *testing.T, c *imapclient.Client, uid imap.UID, op imap.Sto
 		t.Fatal(err)
 	}
 }
+
+// TestConcurrentAppendsPairedBySize: saves made at once may be numbered
+// by the provider in either order; when their sizes tell them apart (or
+// their bytes are the same), the metadata read that confirms a pairing
+// pairs them, without downloading what was just uploaded (imaptest's
+// messages have no Message-ID). Each APPENDUID names the message its
+// APPEND saved, with its flags.
+func TestConcurrentAppendsPairedBySize(t *testing.T) {
+	e := newEnv(t, options{})
+	raw := func(i int) string {
+		if i >= 4 {
+			i = 4 // the last two are the same bytes
+		}
+		return "From: bob@direct.example\r\nSubject: size " + strconv.Itoa(i) + "\r\n\r\n" + strings.Repeat("x", 10+i) + "\r\n"
+	}
+	// Each save takes long enough for all of them to overlap, and the
+	// listing that finds them comes after the provider stored them all
+	// (it stores a save at the end of its latency).
+	e.sandbox.InjectFault("SaveRawMessages", sandbox.Fault{Latency: 100 * time.Millisecond, Times: 6})
+	e.sandbox.InjectFault("GetUIDs", sandbox.Fault{Latency: 60 * time.Millisecond})
+	e.sandbox.ResetCalls()
+	type result struct {
+		i   int
+		uid imap.UID
+		err error
+	}
+	results := make(chan result, 6)
+	for i := range 6 {
+		cl := e.login(alice, alicePW)
+		go func() {
+			data, err := appendMsg(cl, "INBOX", raw(i), imap.Flag("$n"+strconv.Itoa(i)))
+			var uid imap.UID
+			if data != nil {
+				uid = data.UID
+			}
+			results <- result{i, uid, err}
+		}()
+	}
+	got := map[imap.UID]int{}
+	for range 6 {
+		r := <-results
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		if r.uid == 0 {
+			t.Fatalf("APPEND %d: no APPENDUID", r.i)
+		}
+		got[r.uid] = r.i
+	}
+	if n := e.sandbox.Calls("GetRawMessagesByUIDs"); n != 0 {
+		t.Errorf("%d downloads to pair saves whose sizes differ (%v); want 0", n, e.sandbox.CallCounts())
+	}
+	c := e.login(alice, alicePW)
+	mustSelectFolder(t, c, "INBOX")
+	body := &imap.FetchItemBodySection{Peek: true}
+	for uid, i := range got {
+		msgs, err := c.Fetch(imap.UIDSetNum(uid), &imap.FetchOptions{Flags: true, BodySection: []*imap.FetchItemBodySection{body}}).Collect()
+		if err != nil || len(msgs) != 1 {
+			t.Fatalf("FETCH UID %d: %v", uid, err)
+		}
+		if b := string(msgs[0].FindBodySection(body)); b != raw(i) {
+			t.Errorf("APPEND %d answered UID %d, which holds %q", i, uid, b)
+		}
+		if !slices.Contains(msgs[0].Flags, imap.Flag("$n"+strconv.Itoa(i))) && i < 4 {
+			t.Errorf("UID %d (APPEND %d) has flags %v", uid, i, msgs[0].Flags)
+		}
+	}
+}

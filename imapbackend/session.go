@@ -198,9 +198,10 @@ func (s *session) Poll(w *imapserver.UpdateWriter, allowExpunge bool) error {
 	}
 	if !appended && s.sel.Expecting() {
 		// Appends are waiting to be found: show them now (one refresh
-		// for all of them, shared by every connection).
+		// for all of them, shared by every connection), or at the next
+		// command when a refresh is under way already.
 		ctx, cancel := s.ctx()
-		if err := s.sel.Discover(ctx); err != nil {
+		if err := s.sel.ShowArrivals(ctx); err != nil {
 			s.srv.cfg.Logger.Warn("imap refresh after append failed", "user", s.auth.Username, "err", err)
 		}
 		cancel()

@@ -27,7 +27,8 @@ import (
 // selected the EXISTS the client expects (RFC 9051 §6.3.12): that costs
 // a light refresh after the save (GetUIDs), which concurrent APPENDs
 // share, and the new messages' metadata that confirms the pairing
-// (confirmOrder: one SearchMessagesMetadataByReceivedDate). Without wantUID the refresh comes at the next command of any
+// (orderConfirmed, pairBySize: one SearchMessagesMetadataByReceivedDate).
+// Without wantUID the refresh comes at the next command of any
 // connection on the folder other than APPEND, from the poller, or
 // appendSettle after the last APPEND, whichever is first, shared by every
 // APPEND made meanwhile.
@@ -161,6 +162,23 @@ func (m *Folder) FindArrivals(ctx context.Context) error {
 	return m.Discover(ctx)
 }
 
+// ShowArrivals is FindArrivals for the update a session gets after each
+// command (RFC 9051 §7: the server may send them at any time): when a
+// refresh is under way it does not wait, for that refresh shows what it
+// finds to every view, and the session sees it at its next command.
+// Under a stream of APPENDs from other connections (imaptest's ten
+// clients) waiting would queue every command of the folder behind a
+// refresh of its own, one after the other.
+func (m *Folder) ShowArrivals(ctx context.Context) error {
+	m.mu.Lock()
+	busy := m.flight != nil
+	m.mu.Unlock()
+	if busy {
+		return nil
+	}
+	return m.FindArrivals(ctx)
+}
+
 // Expecting reports arrivals not found yet.
 func (m *Folder) Expecting() bool {
 	m.mu.Lock()
@@ -201,9 +219,10 @@ func (m *Folder) placed(a *arrival) imap.UID {
 //
 // Only arrivals saved before the refresh started are paired: those are
 // certainly among the UIDs it read; later ones wait for the next refresh.
-// Pairing is by order when there are as many new UIDs as such arrivals
-// and the saves did not overlap; otherwise (concurrent APPENDs, or mail
-// came in as well) by content, then by Message-ID and size. Arrivals not
+// With as many new UIDs as such arrivals, one read of their metadata
+// pairs them: by order when the saves did not overlap, by size and bytes
+// when they did (pairBySize); otherwise (mail came in as well, or the
+// metadata does not tell) by content, then by Message-ID and size. Arrivals not
 // placed wait up to arrivalTTL. Failures are logged: the messages are
 // saved, and only their flags are at stake.
 func (m *Folder) placeArrivals(ctx context.Context, newUIDs []imap.UID, started time.Time, w *mailbox.RefreshWrite) (placed map[imap.UID]bool, commit func()) {
@@ -222,17 +241,47 @@ func (m *Folder) placeArrivals(ctx context.Context, newUIDs []imap.UID, started 
 		}
 	}
 	pairs := map[int]imap.UID{} // index in pending -> UID
-	if len(newUIDs) == len(pending) && sequential(pending) && pending[len(pending)-1].at.Before(started) &&
-		!slices.ContainsFunc(pending, func(a *arrival) bool { return a.uncertain }) &&
-		m.confirmOrder(ctx, auth, pending, newUIDs) {
-		for i, u := range newUIDs {
+	// As many new UIDs as saves answered: one read of their metadata
+	// pairs them by order (saves one after the other, answered before
+	// the refresh began) or by size (saves at once); downloading them to
+	// compare bytes is the last resort.
+	var details []directapi.MessageDetail
+	read := false
+	// Saves asked after the refresh began may be in its listing or not;
+	// the others are (unless expunged meanwhile): with fewer new UIDs
+	// than saves answered, those are the ones to pair.
+	saves := pending
+	if len(newUIDs) < len(pending) {
+		saves = slices.DeleteFunc(slices.Clone(pending), func(a *arrival) bool { return !a.sent.Before(started) })
+	}
+	index := func(k int) int { return slices.Index(pending, saves[k]) } // in pending
+	if n := len(newUIDs); n == len(saves) && n > 0 &&
+		!slices.ContainsFunc(pending, func(a *arrival) bool { return a.uncertain }) {
+		var err error
+		details, err = m.receivedSince(ctx, auth, saves[0].sent, newUIDs)
+		read = err == nil
+		if err != nil {
+			m.store.cfg.Logger.Warn("imap append: reading new messages failed", "user", m.user, "err", err)
+		} else if sequential(saves) && saves[n-1].at.Before(started) && orderConfirmed(saves, newUIDs, details) {
+			for k, u := range newUIDs {
+				pairs[index(k)] = u
+			}
+		} else {
+			for k, u := range pairBySize(saves, newUIDs, details) {
+				pairs[index(k)] = u
+			}
+		}
+		for i, u := range pairs {
+			m.store.clock.learn(pending[i].sent, pending[i].at, detailOf(details, u).ReceivedDate.Time)
+		}
+	}
+	if len(pairs) < len(pending) {
+		for i, u := range m.pairByContent(ctx, auth, pending, newUIDs, pairs) {
 			pairs[i] = u
 		}
-	} else {
-		pairs = m.pairByContent(ctx, auth, pending, newUIDs)
-		if len(pairs) < len(pending) {
-			m.pairByMetadata(ctx, auth, pending, newUIDs, pairs)
-		}
+	}
+	if len(pairs) < len(pending) {
+		m.pairByMetadata(ctx, auth, pending, newUIDs, pairs, details, read)
 	}
 	var readUIDs []imap.UID
 	placed = make(map[imap.UID]bool, len(pairs))
@@ -434,38 +483,101 @@ func (m *Folder) dropUnmarkedLocked(uids []imap.UID) {
 	m.unmarked = slices.DeleteFunc(m.unmarked, func(u imap.UID) bool { return drop[u] })
 }
 
-// confirmOrder checks a pairing by order against the new messages'
-// metadata (one SearchMessagesMetadataByReceivedDate from the first save
-// on, no bodies): each must have its arrival's size and Message-ID. As
-// many new UIDs as saves is not enough: a message delivered at the same
-// moment while another client removed the one saved gives the same
+// orderConfirmed checks a pairing by order against the new messages'
+// metadata (details): each must have its arrival's size and Message-ID.
+// As many new UIDs as saves is not enough: a message delivered at the
+// same moment while another client removed the one saved gives the same
 // count, and a wrong APPENDUID would make the client take the delivered
 // message for its own.
-func (m *Folder) confirmOrder(ctx context.Context, auth upstream.Auth, pending []*arrival, newUIDs []imap.UID) bool {
-	details, err := m.receivedSince(ctx, auth, pending[0].sent, newUIDs)
-	if err != nil {
-		m.store.cfg.Logger.Warn("imap append: reading new messages failed", "user", m.user, "err", err)
-		return false
-	}
-	byUID := make(map[int64]directapi.MessageDetail, len(details))
-	for _, d := range details {
-		byUID[d.UID] = d
-	}
+func orderConfirmed(pending []*arrival, newUIDs []imap.UID, details []directapi.MessageDetail) bool {
 	for i, u := range newUIDs {
-		d, ok := byUID[int64(u)]
-		a := pending[i]
+		d := detailOf(details, u)
 		// Without a Message-ID only the size confirms (a download of the
 		// new messages to compare bytes would cost an APPEND of 20 MB
 		// another 20 MB and more); copies placed by COPY/MOVE are never
 		// among the candidates (addCopies takes them out of unclaimed).
-		if !ok || d.Size >= 0 && d.Size != a.size || a.msgID != "" && d.MsgID != a.msgID {
+		if d == nil || !sameMeta(pending[i], d) {
 			return false
 		}
 	}
-	for i, u := range newUIDs {
-		m.store.clock.learn(pending[i].sent, pending[i].at, byUID[int64(u)].ReceivedDate.Time)
-	}
 	return true
+}
+
+// sameMeta reports whether the provider's metadata d fits the arrival a:
+// its size (when the provider gives one) and its Message-ID (when the
+// message has one).
+func sameMeta(a *arrival, d *directapi.MessageDetail) bool {
+	return (d.Size < 0 || d.Size == a.size) && (a.msgID == "" || d.MsgID == a.msgID)
+}
+
+// detailOf returns the metadata of uid in details, or nil.
+func detailOf(details []directapi.MessageDetail, uid imap.UID) *directapi.MessageDetail {
+	for i := range details {
+		if details[i].UID == int64(uid) {
+			return &details[i]
+		}
+	}
+	return nil
+}
+
+// pairBySize pairs saves made at once (whose order the provider may have
+// numbered either way) with as many new UIDs, by metadata, when that is
+// as certain as a pairing by order: the saves fall into groups of the
+// same bytes, and each group's size and Message-ID fit exactly as many
+// new messages as the group has saves. Within a group any pairing
+// serves, the bytes being the same (paired in the order saved). Saves of
+// different bytes with the same size and Message-ID, or a new message
+// that fits no group, pair nothing here.
+func pairBySize(pending []*arrival, newUIDs []imap.UID, details []directapi.MessageDetail) map[int]imap.UID {
+	type group struct {
+		first *arrival
+		saves []int      // indexes in pending
+		uids  []imap.UID // new UIDs that fit, ascending
+	}
+	var groups []*group
+	for i, a := range pending {
+		var g *group
+		for _, h := range groups {
+			if h.first.size == a.size && h.first.msgID == a.msgID {
+				if !bytes.Equal(h.first.raw, a.raw) {
+					return nil // alike in metadata, not in bytes
+				}
+				g = h
+				break
+			}
+		}
+		if g == nil {
+			g = &group{first: a}
+			groups = append(groups, g)
+		}
+		g.saves = append(g.saves, i)
+	}
+	for _, u := range newUIDs {
+		d := detailOf(details, u)
+		if d == nil || d.Size < 0 {
+			return nil
+		}
+		fits := 0
+		for _, g := range groups {
+			if sameMeta(g.first, d) {
+				g.uids = append(g.uids, u)
+				fits++
+			}
+		}
+		if fits != 1 {
+			return nil
+		}
+	}
+	pairs := make(map[int]imap.UID, len(pending))
+	for _, g := range groups {
+		if len(g.uids) != len(g.saves) {
+			return nil
+		}
+		for k, i := range g.saves {
+			pairs[i] = g.uids[k]
+		}
+	}
+	return pairs
 }
 
 // maxContentPairing bounds the new messages downloaded to pair arrivals by
@@ -480,9 +592,14 @@ const maxContentPairing = BatchSize
 // of them serves, as their bytes are the same. A provider that rewrites
 // what it saves (adds a header, say) pairs nothing here, and the caller
 // falls back to the metadata.
-func (m *Folder) pairByContent(ctx context.Context, auth upstream.Auth, pending []*arrival, newUIDs []imap.UID) map[int]imap.UID {
+func (m *Folder) pairByContent(ctx context.Context, auth upstream.Auth, pending []*arrival, newUIDs []imap.UID, paired map[int]imap.UID) map[int]imap.UID {
 	pairs := map[int]imap.UID{}
-	if len(newUIDs) > maxContentPairing {
+	taken := make(map[imap.UID]bool, len(pending))
+	for _, u := range paired {
+		taken[u] = true
+	}
+	newUIDs = slices.DeleteFunc(slices.Clone(newUIDs), func(u imap.UID) bool { return taken[u] })
+	if len(newUIDs) == 0 || len(newUIDs) > maxContentPairing {
 		return pairs
 	}
 	m.mu.Lock()
@@ -493,8 +610,10 @@ func (m *Folder) pairByContent(ctx context.Context, auth upstream.Auth, pending 
 		m.store.cfg.Logger.Warn("imap append: reading new messages failed", "user", m.user, "err", err)
 		return pairs
 	}
-	taken := make(map[imap.UID]bool, len(pending))
 	for i, a := range pending {
+		if _, ok := paired[i]; ok {
+			continue
+		}
 		for _, u := range newUIDs {
 			if raw, ok := got[u]; ok && !taken[u] && len(raw) == len(a.raw) && bytes.Equal(raw, a.raw) {
 				pairs[i] = u
@@ -509,10 +628,11 @@ func (m *Folder) pairByContent(ctx context.Context, auth upstream.Auth, pending 
 // pairByMetadata pairs the arrivals pairs lacks, where that cannot be
 // wrong: one arrival and one new message with its Message-ID and size
 // (clients that append the same message twice at once get their flags
-// from no one). It reads the metadata of what arrived since the first of
-// them was saved (APPENDs are received when saved), not the messages
-// whole, which may be many.
-func (m *Folder) pairByMetadata(ctx context.Context, auth upstream.Auth, pending []*arrival, newUIDs []imap.UID, pairs map[int]imap.UID) {
+// from no one). It uses the metadata placeArrivals read (read) when that
+// lists every UID not paired, else reads the metadata of what arrived
+// since the first of them was saved (APPENDs are received when saved),
+// not the messages whole, which may be many.
+func (m *Folder) pairByMetadata(ctx context.Context, auth upstream.Auth, pending []*arrival, newUIDs []imap.UID, pairs map[int]imap.UID, details []directapi.MessageDetail, read bool) {
 	paired := make(map[imap.UID]bool, len(pairs))
 	for _, u := range pairs {
 		paired[u] = true
@@ -523,10 +643,12 @@ func (m *Folder) pairByMetadata(ctx context.Context, auth upstream.Auth, pending
 			unpaired = append(unpaired, u)
 		}
 	}
-	details, err := m.receivedSince(ctx, auth, pending[0].sent, unpaired)
-	if err != nil {
-		m.store.cfg.Logger.Warn("imap append: reading new messages failed", "user", m.user, "err", err)
-		return
+	if !read || !holdsAll(details, unpaired) {
+		var err error
+		if details, err = m.receivedSince(ctx, auth, pending[0].sent, unpaired); err != nil {
+			m.store.cfg.Logger.Warn("imap append: reading new messages failed", "user", m.user, "err", err)
+			return
+		}
 	}
 	free := make(map[int64]bool, len(newUIDs))
 	for _, u := range newUIDs {
