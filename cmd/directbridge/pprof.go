@@ -13,6 +13,8 @@ import (
 	"net/http"
 	_ "net/http/pprof"
 	"os"
+	"runtime"
+	"time"
 )
 
 func init() {
@@ -24,6 +26,11 @@ func init() {
 		slog.Error("DIRECTBRIDGE_PPROF_ADDR must be a loopback address", "addr", addr)
 		return
 	}
+	// Where commands wait (locks, channels) rather than spend CPU:
+	// /debug/pprof/block and /debug/pprof/mutex, sampled finely enough
+	// to tell one wait from another under imaptest's stress.
+	runtime.SetBlockProfileRate(int(100 * time.Microsecond))
+	runtime.SetMutexProfileFraction(10)
 	go func() {
 		if err := http.ListenAndServe(addr, nil); err != nil {
 			slog.Error("pprof listener", "err", err)
