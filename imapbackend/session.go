@@ -158,7 +158,7 @@ func (s *session) Select(name string, options *imap.SelectOptions) (*imap.Select
 	if err != nil {
 		return nil, err
 	}
-	if err := m.FindArrivals(ctx); err != nil {
+	if err := m.ShowArrivals(ctx); err != nil {
 		s.srv.store.Release(m)
 		return nil, imapError(err)
 	}

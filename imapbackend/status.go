@@ -55,7 +55,7 @@ func (s *session) statusOf(ctx context.Context, folder string, o *imap.StatusOpt
 		return nil, err
 	}
 	defer s.srv.store.Release(m)
-	if err := m.FindArrivals(ctx); err != nil {
+	if err := m.ShowArrivals(ctx); err != nil {
 		return nil, imapError(err)
 	}
 	if o.Size || o.DeletedStorage {

@@ -162,13 +162,16 @@ func (m *Folder) FindArrivals(ctx context.Context) error {
 	return m.Discover(ctx)
 }
 
-// ShowArrivals is FindArrivals for the update a session gets after each
-// command (RFC 9051 §7: the server may send them at any time): when a
-// refresh is under way it does not wait, for that refresh shows what it
-// finds to every view, and the session sees it at its next command.
-// Under a stream of APPENDs from other connections (imaptest's ten
-// clients) waiting would queue every command of the folder behind a
-// refresh of its own, one after the other.
+// ShowArrivals is FindArrivals for SELECT, STATUS and the update a
+// session gets after each command: when a refresh is under way it does
+// not wait, for that refresh shows what it finds to every view (RFC 9051
+// §7: the server may send updates at any time), and the session sees it
+// at its next command. The arrivals waiting are other connections'
+// APPENDs still being answered (an APPEND answers once its UID is
+// found), which may be counted on either side of this command. Under a
+// stream of APPENDs from other connections (imaptest's ten clients)
+// waiting would queue every command of the folder behind a refresh of
+// its own, one after the other.
 func (m *Folder) ShowArrivals(ctx context.Context) error {
 	m.mu.Lock()
 	busy := m.flight != nil
