@@ -590,3 +590,69 @@ func TestConcurrentAppendsPairedBySize(t *testing.T) {
 		}
 	}
 }
+
+// TestAppendGoneArrivalClaimsNoStranger: an APPEND of a message without
+// Message-ID whose message another client removes before the bridge
+// found its UID is answered without APPENDUID; a message of the same
+// size copied in later is not taken for it (it would get the APPEND's
+// flags): without a Message-ID the subject and date must agree too.
+func TestAppendGoneArrivalClaimsNoStranger(t *testing.T) {
+	e := newEnv(t, options{})
+	e.createFolder(alice, "INBOX.Work")
+	msg := func(subject string) string {
+		return "From: bob@direct.example\r\nSubject: " + subject + "\r\nDate: Mon, 02 Jan 2026 15:04:05 +0000\r\n\r\nsame length body\r\n"
+	}
+	e.deliver(alice, "INBOX.Work", msg("bbbb")) // the same size as "aaaa"
+	c := e.login(alice, alicePW)
+	mustSelectFolder(t, c, "INBOX")
+	// The bridge lists the folder late; meanwhile another client removes
+	// the message just saved.
+	e.sandbox.InjectFault("GetUIDs", sandbox.Fault{Latency: 300 * time.Millisecond, Times: 2})
+	done := make(chan *imap.AppendData, 1)
+	go func() {
+		data, err := appendMsg(c, "INBOX", msg("aaaa"), "$Appended")
+		if err != nil {
+			t.Error(err)
+		}
+		done <- data
+	}()
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		// (Not GetUIDs: its delay is the bridge's.)
+		ds, err := e.client.GetMessageMetaData(context.Background(), auth(alice), "INBOX")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ds) == 1 {
+			if err := e.client.DeleteMessagesByUIDs(context.Background(), auth(alice), "INBOX", []int64{ds[0].UID}, true); err != nil {
+				t.Fatal(err)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the APPEND's message never reached the provider")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if data := <-done; data != nil && data.UID != 0 {
+		t.Fatalf("APPEND answered APPENDUID %d for a message another client removed", data.UID)
+	}
+	e.sandbox.ClearFaults()
+	// A message of the same size comes in by COPY.
+	other := e.login(alice, alicePW)
+	mustSelectFolder(t, other, "INBOX.Work")
+	cd, err := other.Copy(imap.SeqSetNum(1), "INBOX").Wait()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Noop().Wait(); err != nil {
+		t.Fatal(err)
+	}
+	msgs, err := c.Fetch(imap.SeqSet{{Start: 1, Stop: 0}}, &imap.FetchOptions{UID: true, Flags: true}).Collect()
+	if err != nil || len(msgs) != 1 {
+		t.Fatalf("FETCH: %d messages, %v", len(msgs), err)
+	}
+	if slices.Contains(msgs[0].Flags, imap.Flag("$Appended")) {
+		t.Errorf("the copied message (UID %d, COPYUID %v) shows the removed APPEND's flags %v", msgs[0].UID, cd, msgs[0].Flags)
+	}
+}

@@ -53,6 +53,10 @@ type arrival struct {
 	at    time.Time // when it answered
 	msgID string
 	size  int
+	// subject and date identify a message without Message-ID in the
+	// provider's metadata beside its size (sameMeta).
+	subject string
+	date    time.Time
 	seen  bool
 	kept  []imap.Flag
 	raw   []byte        // the bytes saved, for the cache once the UID is known
@@ -507,10 +511,21 @@ func orderConfirmed(pending []*arrival, newUIDs []imap.UID, details []directapi.
 }
 
 // sameMeta reports whether the provider's metadata d fits the arrival a:
-// its size (when the provider gives one) and its Message-ID (when the
-// message has one).
+// its size (when the provider gives one) and its Message-ID, or, for a
+// message without one, its subject and date as the provider lists them:
+// size alone would take another message of the same size (delivered, or
+// copied in, while the one saved was removed by another client) for it,
+// and give it the APPEND's UID and flags. A provider that lists these
+// otherwise pairs nothing here; the bytes then decide (pairByContent).
 func sameMeta(a *arrival, d *directapi.MessageDetail) bool {
-	return (d.Size < 0 || d.Size == a.size) && (a.msgID == "" || d.MsgID == a.msgID)
+	if d.Size >= 0 && d.Size != a.size {
+		return false
+	}
+	if a.msgID != "" {
+		return d.MsgID == a.msgID
+	}
+	diff := d.SentDate.Sub(a.date)
+	return d.Subject == a.subject && d.SentDate.IsZero() == a.date.IsZero() && diff < time.Second && diff > -time.Second
 }
 
 // detailOf returns the metadata of uid in details, or nil.
@@ -758,6 +773,11 @@ func (m *Folder) Append(ctx context.Context, auth upstream.Auth, raw []byte, msg
 		return 0, err // without the journal a lost answer could not be told
 	}
 	a := &arrival{sent: time.Now(), msgID: msgID, size: len(raw), seen: seen, kept: kept, raw: raw}
+	if msgID == "" {
+		if p, err := mimeconv.Parse(raw, mimeconv.ParseOptions{SkipBodies: true}); err == nil {
+			a.subject, a.date = p.Subject, p.SentDate
+		}
+	}
 	m.saving(a)
 	err = st.cfg.Provider.Save(ctx, auth, m.name, [][]byte{raw})
 	unknown := errors.Is(err, upstream.ErrUnknownOutcome)
