@@ -57,12 +57,12 @@ type arrival struct {
 	// provider's metadata beside its size (sameMeta).
 	subject string
 	date    time.Time
-	seen  bool
-	kept  []imap.Flag
-	raw   []byte        // the bytes saved, for the cache once the UID is known
-	uid   imap.UID      // set (under the mirror's mu) when a refresh placed it
-	tries int           // refreshes that listed its message (if not expunged) and could not pair it
-	done  chan struct{} // closed when SaveRawMessages answered
+	seen    bool
+	kept    []imap.Flag
+	raw     []byte        // the bytes saved, for the cache once the UID is known
+	uid     imap.UID      // set (under the mirror's mu) when a refresh placed it
+	tries   int           // refreshes that listed its message (if not expunged) and could not pair it
+	done    chan struct{} // closed when SaveRawMessages answered
 	// uncertain: the save's answer was lost, so the message may not be
 	// there; only its bytes found in the folder place it (never the
 	// order of new UIDs, which could be another message's).
