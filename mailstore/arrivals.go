@@ -269,12 +269,8 @@ func (m *Folder) placeArrivals(ctx context.Context, newUIDs []imap.UID, started 
 		read = err == nil
 		if err != nil {
 			m.store.cfg.Logger.Warn("imap append: reading new messages failed", "user", m.user, "err", err)
-		} else if sequential(saves) && saves[n-1].at.Before(started) && orderConfirmed(saves, newUIDs, details) {
-			for k, u := range newUIDs {
-				pairs[index(k)] = u
-			}
 		} else {
-			for k, u := range pairBySize(saves, newUIDs, details) {
+			for k, u := range pairByRead(saves, newUIDs, details, started) {
 				pairs[index(k)] = u
 			}
 		}
@@ -488,6 +484,26 @@ func (m *Folder) dropUnmarkedLocked(uids []imap.UID) {
 		drop[u] = true
 	}
 	m.unmarked = slices.DeleteFunc(m.unmarked, func(u imap.UID) bool { return drop[u] })
+}
+
+// pairByRead pairs saves (answered, oldest first) with as many new UIDs
+// by their metadata: by order when each save was asked after the one
+// before was answered and all were answered before the refresh started,
+// else by size (pairBySize). Indexes are in saves; nil or partial when
+// the metadata does not tell.
+func pairByRead(saves []*arrival, newUIDs []imap.UID, details []directapi.MessageDetail, started time.Time) map[int]imap.UID {
+	n := len(saves)
+	if n == 0 || n != len(newUIDs) {
+		return nil
+	}
+	if sequential(saves) && saves[n-1].at.Before(started) && orderConfirmed(saves, newUIDs, details) {
+		pairs := make(map[int]imap.UID, n)
+		for k, u := range newUIDs {
+			pairs[k] = u
+		}
+		return pairs
+	}
+	return pairBySize(saves, newUIDs, details)
 }
 
 // orderConfirmed checks a pairing by order against the new messages'

@@ -31,13 +31,21 @@ import (
 // provider, one clock.
 
 // clockSlack widens a narrow search for the provider's rounding of
-// received dates (some keep seconds) and for the estimate's own error.
-const clockSlack = 2 * time.Second
+// received dates (some keep seconds) and for the estimate's own error;
+// fineSlack is the same for a provider seen to keep milliseconds, whose
+// narrow search can then be a few hundred milliseconds wide (on a busy
+// folder, a handful of messages rather than every one of the last
+// seconds).
+const (
+	clockSlack = 2 * time.Second
+	fineSlack  = 200 * time.Millisecond
+)
 
 // providerClock is the estimate of the provider's clock offset.
 type providerClock struct {
 	mu     sync.Mutex
 	known  bool
+	fine   bool          // a received date with milliseconds was seen
 	offset time.Duration // the provider's clock minus the bridge's
 	spread time.Duration // half the width of the last evidence
 }
@@ -52,6 +60,7 @@ func (c *providerClock) learn(sent, answered, received time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.known, c.offset, c.spread = true, lo+(hi-lo)/2, (hi-lo)/2
+	c.fine = c.fine || received.Nanosecond() != 0
 }
 
 // window is the received dates, in the provider's clock, of messages
@@ -63,7 +72,11 @@ func (c *providerClock) window(from, to time.Time) (begin, end time.Time, ok boo
 	if !c.known {
 		return time.Time{}, time.Time{}, false
 	}
-	slack := clockSlack + c.spread
+	slack := clockSlack
+	if c.fine {
+		slack = fineSlack
+	}
+	slack += c.spread
 	return from.Add(c.offset - slack), to.Add(c.offset + slack), true
 }
 

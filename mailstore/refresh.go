@@ -136,6 +136,14 @@ func (m *Folder) doRefresh(ctx context.Context, started time.Time, light bool) e
 		}
 	}
 
+	// A light refresh for arrivals may find them without a listing
+	// (discover.go).
+	if light && loaded {
+		if done, err := m.discoverBySearch(ctx, started); done || err != nil {
+			return err
+		}
+	}
+
 	c := m.store.cfg.Provider
 	// The two reads go out together: a refresh costs one round trip of
 	// time, not two. A light one reads the UIDs only.

@@ -1,0 +1,147 @@
+package mailstore
+
+import (
+	"context"
+	"slices"
+	"time"
+
+	"github.com/emersion/go-imap/v2"
+
+	"github.com/directbridge/directbridge/mailbox"
+	"github.com/directbridge/directbridge/seqview"
+)
+
+// An APPEND needs its message's UID (APPENDUID, RFC 4315 §3) and the
+// EXISTS of its folder (RFC 9051 §6.3.12). A light refresh finds them by
+// listing the folder (GetUIDs) and confirming the pairing with the new
+// messages' metadata (SearchMessagesMetadataByReceivedDate): two round
+// trips one after the other, and a listing of the whole folder, dear on
+// a large one, for every APPEND. Once the provider's clock is known
+// (provclock.go), the metadata of what was received since the oldest
+// arrival alone tells the new UIDs: discoverBySearch places the arrivals
+// from it, in one round trip.
+//
+// It applies only where it is as certain as the listing: the UIDs above
+// those the mirror knows that the answer holds run on from the mirror's
+// UIDNEXT without a hole, each is paired with an arrival (pairByRead), and
+// no transfer into the folder is under way. A hole may be a message the
+// search does not show (a copy keeps its source's received date) or one
+// removed meanwhile, which only a listing tells apart; a UID paired with
+// no arrival is mail that came in as well. Then it does nothing, and the
+// refresh lists the folder as before. It never removes anything from the
+// mirror: removals are the business of the listing refreshes (polls,
+// commands that change the folder).
+
+// discoverBySearch places the arrivals waiting from the provider's
+// metadata, for a light refresh that started at started. done is false
+// when it did nothing (the caller lists the folder).
+func (m *Folder) discoverBySearch(ctx context.Context, started time.Time) (done bool, err error) {
+	m.mu.Lock()
+	if !m.loaded || m.mb == nil || m.gone != nil || len(m.pending) == 0 || len(m.unclaimed) > 0 ||
+		slices.ContainsFunc(m.pending, func(a *arrival) bool { return a.uncertain }) {
+		m.mu.Unlock()
+		return false, nil
+	}
+	first, auth, uidNext, validity := m.pending[0], m.auth, m.uidNext, m.validity
+	m.mu.Unlock()
+	begin, end, ok := m.store.clock.window(first.sent, started)
+	if !ok {
+		return false, nil
+	}
+	if _, busy := m.store.transferFloor(m.user, m.name); busy {
+		return false, nil // copies may be coming, whose UIDs only a listing shows
+	}
+	asked := time.Now()
+	details, err := m.store.cfg.Provider.MetadataReceived(ctx, auth, m.name, begin, end)
+	if err != nil {
+		return false, err
+	}
+	// A save asked before the search may be in its answer: its arrival
+	// is needed to pair it (later ones are not waited for).
+	if err := m.awaitSaves(ctx, asked); err != nil {
+		return false, err
+	}
+	var newUIDs []imap.UID
+	for _, d := range details {
+		if d.UID >= int64(uidNext) && d.UID <= MaxUID {
+			newUIDs = append(newUIDs, imap.UID(d.UID))
+		}
+	}
+	slices.Sort(newUIDs)
+	for i, u := range newUIDs {
+		if u != uidNext+imap.UID(i) {
+			return false, nil // a hole, or the same UID twice
+		}
+	}
+	m.mu.Lock()
+	pending := slices.Clone(m.pending)
+	stale := m.uidNext != uidNext || len(m.unclaimed) > 0
+	m.mu.Unlock()
+	if stale || len(newUIDs) == 0 || len(newUIDs) != len(pending) {
+		return false, nil
+	}
+	pairs := pairByRead(pending, newUIDs, details, started)
+	if len(pairs) != len(pending) {
+		return false, nil
+	}
+	// What the listing refresh writes for arrivals: their kept flags and
+	// the largest UID, in one transaction, before anyone sees them.
+	w := mailbox.RefreshWrite{MaxUID: uint32(newUIDs[len(newUIDs)-1])}
+	var readUIDs []imap.UID
+	shown := make(map[imap.UID][]imap.Flag, len(pairs))
+	for i, u := range pairs {
+		a := pending[i]
+		m.store.clock.learn(a.sent, a.at, detailOf(details, u).ReceivedDate.Time)
+		if len(a.kept) > 0 {
+			if w.Flags == nil {
+				w.Flags = map[uint32][]string{}
+			}
+			w.Flags[uint32(u)] = flagStrings(a.kept)
+		}
+		shown[u] = withSeen(canonicalFlags(flagStrings(a.kept)), a.seen)
+		if a.seen {
+			readUIDs = append(readUIDs, u)
+		}
+	}
+	if err := m.store.cfg.State.WriteRefresh(ctx, m.user, m.name, validity, w); err != nil {
+		return false, err
+	}
+	m.commitArrivals(pending, pairs, readUIDs, started)
+	m.addArrivals(newUIDs, shown)
+	return true, nil
+}
+
+// addArrivals shows placed arrivals (newUIDs ascending, with the flags
+// to show) in the mirror, as a listing refresh would have: noted as put
+// in by the bridge (added), so that a refresh whose listing was read
+// before does not take them for expunged.
+func (m *Folder) addArrivals(newUIDs []imap.UID, shown map[imap.UID][]imap.Flag) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.dropped || m.gone != nil || !m.loaded {
+		return
+	}
+	m.version++
+	if m.added == nil {
+		m.added = map[imap.UID]uint64{}
+	}
+	var add []seqview.NewMessage
+	for _, u := range newUIDs {
+		if m.byUID[u] != nil {
+			continue
+		}
+		if _, gone := m.removed[u]; gone {
+			continue
+		}
+		sv := m.savedAt[u]
+		m.byUID[u] = &Message{UID: u, saved: sv.at, meta: sv.meta}
+		delete(m.savedAt, u)
+		m.added[u] = m.version
+		add = append(add, seqview.NewMessage{UID: u, Flags: shown[u]})
+	}
+	if err := m.mb.Add(add...); err != nil {
+		m.store.cfg.Logger.Warn("imap append: showing the new messages failed", "user", m.user, "err", err)
+		return
+	}
+	m.raiseUIDNextLocked(newUIDs) // written with the arrivals' flags already
+}
