@@ -25,9 +25,11 @@ import (
 // The IMAP front asks for the UID at once (wantUID) so that its answer
 // carries APPENDUID (RFC 4315 §3), and for the folder the connection has
 // selected the EXISTS the client expects (RFC 9051 §6.3.12): that costs
-// a light refresh after the save (GetUIDs), which concurrent APPENDs
-// share, and the new messages' metadata that confirms the pairing
-// (orderConfirmed, pairBySize: one SearchMessagesMetadataByReceivedDate).
+// a light refresh after the save, which concurrent APPENDs share: the
+// new messages' metadata (one SearchMessagesMetadataByReceivedDate),
+// which alone places them when it tells all (discover.go), else a
+// listing (GetUIDs) and the metadata confirming the pairing
+// (orderConfirmed, pairBySize).
 // Without wantUID the refresh comes at the next command of any
 // connection on the folder other than APPEND, from the poller, or
 // appendSettle after the last APPEND, whichever is first, shared by every
