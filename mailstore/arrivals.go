@@ -267,7 +267,7 @@ func (m *Folder) placeArrivals(ctx context.Context, newUIDs []imap.UID, started 
 	if n := len(newUIDs); n == len(saves) && n > 0 &&
 		!slices.ContainsFunc(pending, func(a *arrival) bool { return a.uncertain }) {
 		var err error
-		details, err = m.receivedSince(ctx, auth, saves[0].sent, newUIDs)
+		details, err = m.receivedSince(ctx, auth, earliestSent(saves), newUIDs)
 		read = err == nil
 		if err != nil {
 			m.store.cfg.Logger.Warn("imap append: reading new messages failed", "user", m.user, "err", err)
@@ -681,7 +681,7 @@ func (m *Folder) pairByMetadata(ctx context.Context, auth upstream.Auth, pending
 	}
 	if !read || !holdsAll(details, unpaired) {
 		var err error
-		if details, err = m.receivedSince(ctx, auth, pending[0].sent, unpaired); err != nil {
+		if details, err = m.receivedSince(ctx, auth, earliestSent(pending), unpaired); err != nil {
 			m.store.cfg.Logger.Warn("imap append: reading new messages failed", "user", m.user, "err", err)
 			return
 		}

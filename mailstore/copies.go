@@ -560,8 +560,8 @@ func (m *Folder) pendingFlagsFor(ctx context.Context, auth upstream.Auth, added 
 	// Message-ID and size, another copy of the same message, say.
 	m.mu.Lock()
 	listedAt := m.lastStart
-	if m.lastLight.After(listedAt) {
-		listedAt = m.lastLight
+	if m.lastListed.After(listedAt) {
+		listedAt = m.lastListed
 	}
 	m.mu.Unlock()
 	live := pend[:0]

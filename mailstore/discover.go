@@ -42,23 +42,25 @@ func (m *Folder) discoverBySearch(ctx context.Context, started time.Time) (done 
 		m.mu.Unlock()
 		return false, nil
 	}
-	first, auth, uidNext, validity := m.pending[0], m.auth, m.uidNext, m.validity
+	auth, uidNext, validity := m.auth, m.uidNext, m.validity
+	since := earliestSent(m.pending)
 	m.mu.Unlock()
-	begin, end, ok := m.store.clock.window(first.sent, started)
+	begin, end, ok := m.store.clock.window(since, started)
 	if !ok {
 		return false, nil
 	}
 	if _, busy := m.store.transferFloor(m.user, m.name); busy {
 		return false, nil // copies may be coming, whose UIDs only a listing shows
 	}
-	asked := time.Now()
 	details, err := m.store.cfg.Provider.MetadataReceived(ctx, auth, m.name, begin, end)
 	if err != nil {
-		return false, err
+		// The listing may still work (a search refused or rate limited).
+		m.store.cfg.Logger.Warn("imap append: reading new messages failed", "user", m.user, "err", err)
+		return false, nil
 	}
-	// A save asked before the search may be in its answer: its arrival
-	// is needed to pair it (later ones are not waited for).
-	if err := m.awaitSaves(ctx, asked); err != nil {
+	// A save asked before the answer came may be in it: its arrival is
+	// needed to pair it.
+	if err := m.awaitSaves(ctx, time.Now()); err != nil {
 		return false, err
 	}
 	var newUIDs []imap.UID
@@ -75,7 +77,11 @@ func (m *Folder) discoverBySearch(ctx context.Context, started time.Time) (done 
 	}
 	m.mu.Lock()
 	pending := slices.Clone(m.pending)
-	stale := m.uidNext != uidNext || len(m.unclaimed) > 0
+	// Anything that changed meanwhile is for the listing: an arrival
+	// whose save's answer was lost (only its bytes may place it), a
+	// folder gone, UIDs shown by another way.
+	stale := m.uidNext != uidNext || len(m.unclaimed) > 0 || m.gone != nil ||
+		slices.ContainsFunc(pending, func(a *arrival) bool { return a.uncertain })
 	m.mu.Unlock()
 	if stale || len(newUIDs) == 0 || len(newUIDs) != len(pending) {
 		return false, nil
@@ -109,6 +115,18 @@ func (m *Folder) discoverBySearch(ctx context.Context, started time.Time) (done 
 	m.commitArrivals(pending, pairs, readUIDs, started)
 	m.addArrivals(newUIDs, shown)
 	return true, nil
+}
+
+// earliestSent is when the first of the saves of as was asked (they are
+// in the order answered).
+func earliestSent(as []*arrival) time.Time {
+	t := as[0].sent
+	for _, a := range as[1:] {
+		if a.sent.Before(t) {
+			t = a.sent
+		}
+	}
+	return t
 }
 
 // addArrivals shows placed arrivals (newUIDs ascending, with the flags

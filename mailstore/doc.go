@@ -48,8 +48,12 @@
 //   - Polling (poll.go): one poller per held folder, paced so that polls
 //     together take at most the budget's poll share.
 //   - UID discovery: the provider answers APPEND, COPY and MOVE without
-//     the new UIDs; arrivals.go pairs saved messages with them (by order,
-//     content or Message-ID) and copies.go pairs copies (COPYUID).
+//     the new UIDs; arrivals.go pairs saved messages with them (by order
+//     or size confirmed by their metadata, Message-ID or else subject and
+//     date; by content as the last resort), discover.go places them from
+//     that metadata alone when it tells all (no listing), provclock.go
+//     narrows the metadata search to the moment of the save, and
+//     copies.go pairs copies (COPYUID).
 //   - Metadata (meta.go): loaded for the messages that lack it only,
 //     never by listing the folder again once it was listed.
 //   - Raw messages (bodies.go, cache.go): an in-memory cache (never disk:

@@ -16,7 +16,8 @@ const TrashFolder = "INBOX.Trash"
 // Expunge removes messages of the folder, in one engine operation (EXPUNGE
 // and UID EXPUNGE, RFC 9051 §6.4.3, RFC 4315 §2.1): forever are removed
 // for good, toTrash go to INBOX.Trash (the provider's Delete without
-// deleteForever), one provider call each. Messages that vanished at the
+// deleteForever), one provider call each (or none, for messages another
+// command is removing the same way). Messages that vanished at the
 // provider meanwhile are taken as expunged (mutateExisting), and so are
 // those another command is removing the same way at the same moment: it
 // is waited for, not raced (removals.go). The removed messages leave the

@@ -70,7 +70,8 @@ type Folder struct {
 	// not bring them back, nor take them for a renumbering.
 	removed map[imap.UID]uint64
 	// added holds UIDs this bridge put into the mirror itself (copies,
-	// arrivals.go) at the version it did, until a refresh that started
+	// arrivals.go; arrivals placed without a listing, discover.go) at the
+	// version it did, until a refresh that started
 	// later lists them: an earlier refresh's answer lacks them but must
 	// not take them for expunged.
 	added map[imap.UID]uint64
@@ -94,7 +95,11 @@ type Folder struct {
 	// last successful one started.
 	flight    *refreshFlight
 	lastStart time.Time
-	lastLight time.Time // when the last light refresh (discover) started
+	lastLight time.Time // when the last light refresh (Discover) started
+	// lastListed is when the last light refresh that listed the folder
+	// started (one that placed arrivals from their metadata alone,
+	// discover.go, did not list it).
+	lastListed time.Time
 	// metaAt is when metadata was last listed for the folder (whole or
 	// by received date): messages that arrived since are found with
 	// SearchMessagesMetadataByReceivedDate from it on (meta.go).

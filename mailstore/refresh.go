@@ -80,13 +80,26 @@ func (m *Folder) refresh(ctx context.Context, notBefore time.Time, light bool) e
 		m.flight = f
 		m.mu.Unlock()
 
-		f.err = m.doRefresh(ctx, f.started, f.light)
+		// A light refresh for arrivals may find them without a listing
+		// (discover.go).
+		listed := true
+		if f.light {
+			var done bool
+			done, f.err = m.discoverBySearch(ctx, f.started)
+			listed = !done && f.err == nil
+		}
+		if listed {
+			f.err = m.doRefresh(ctx, f.started, f.light)
+		}
 		m.mu.Lock()
 		m.flight = nil
 		switch {
 		case f.err != nil:
 		case f.light:
 			m.lastLight = f.started
+			if listed {
+				m.lastListed = f.started
+			}
 		default:
 			m.lastStart = f.started
 		}
@@ -132,14 +145,6 @@ func (m *Folder) doRefresh(ctx context.Context, started time.Time, light bool) e
 	if !loaded {
 		var err error
 		if state, err = m.store.cfg.State.Folder(ctx, m.user, m.name); err != nil {
-			return err
-		}
-	}
-
-	// A light refresh for arrivals may find them without a listing
-	// (discover.go).
-	if light && loaded {
-		if done, err := m.discoverBySearch(ctx, started); done || err != nil {
 			return err
 		}
 	}

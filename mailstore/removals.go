@@ -2,6 +2,7 @@ package mailstore
 
 import (
 	"context"
+	"fmt"
 	"slices"
 
 	"github.com/emersion/go-imap/v2"
@@ -23,7 +24,9 @@ import (
 // responses reach every view); what it failed to remove the waiter tries
 // again itself. A claim to the Trash is not shared with a removal for
 // good, nor the other way round: a message a connection copied away must
-// not end in the Trash as well (imapbackend's copiedAway).
+// not end in the Trash as well (imapbackend's copiedAway); two removals of
+// different kinds of one message race as before (the loser's request is
+// refused and retried without it, mutateExisting).
 
 // removal is one DeleteMessagesByUIDs under way (its retries included).
 type removal struct {
@@ -76,6 +79,11 @@ func (m *Folder) removeAtProvider(ctx context.Context, auth upstream.Auth, uids 
 				}
 			}
 		}
+	}
+	if len(uids) > 0 {
+		// Every round waited for another's removal of these, and each
+		// failed: they may still be there.
+		return removed, fmt.Errorf("%w: removing messages another command failed to remove", upstream.ErrTemporary)
 	}
 	return removed, nil
 }
