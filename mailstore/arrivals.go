@@ -114,14 +114,7 @@ func (m *Folder) awaitSaves(ctx context.Context, listed time.Time) error {
 		}
 	}
 	m.mu.Unlock()
-	for _, done := range wait {
-		select {
-		case <-done:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-	return nil
+	return awaitAll(ctx, wait)
 }
 
 // expect notes an arrival and makes sure a refresh comes soon.

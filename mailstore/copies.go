@@ -492,14 +492,7 @@ func (st *Store) awaitTransfersInto(ctx context.Context, user, folder string, ui
 		}
 	}
 	st.mu.Unlock()
-	for _, done := range wait {
-		select {
-		case <-done:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-	return nil
+	return awaitAll(ctx, wait)
 }
 
 // pendingState tells whether a transfer of this process still runs for

@@ -223,3 +223,16 @@ func (l *ctxMutex) Lock(ctx context.Context) error {
 
 // Unlock lets the mutex go; it must be held.
 func (l *ctxMutex) Unlock() { <-l.ch }
+
+// awaitAll waits until every channel of done is closed, or returns ctx's
+// error when ctx ends first (doc.go: every wait has a deadline).
+func awaitAll(ctx context.Context, done []chan struct{}) error {
+	for _, ch := range done {
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
