@@ -576,3 +576,69 @@ func TestMoveOnKeepsFlagsInTransit(t *testing.T) {
 		}
 	}
 }
+
+// TestCopyAnswerLostCopyShownMeanwhile: a COPY whose answer is lost
+// while the provider has made the copy, and while other mail comes in
+// (so the bridge cannot tell the copy is its own: NO [UNAVAILABLE]); a
+// connection watching the destination is shown the copy before the COPY
+// gives up. The copy must still get the flags written down for it, at
+// the next refresh, not keep none for ever (model seed 785: a session
+// then copied it onward without them).
+func TestCopyAnswerLostCopyShownMeanwhile(t *testing.T) {
+	e := newEnv(t, options{pollInterval: 50 * time.Millisecond})
+	e.createFolder(alice, "INBOX.Work")
+	e.deliver(alice, "INBOX.Work", testMessage("carried"))
+	c := e.login(alice, alicePW)
+	mustSelectFolder(t, c, "INBOX.Work")
+	storeFlags(t, c, imap.SeqSetNum(1), imap.StoreFlagsAdd, true, "$Carried")
+	watcher := e.watch(alice, alicePW)
+	mustSelectFolder(t, watcher.Client, "INBOX")
+
+	// The provider copies after 400 ms and drops the connection 400 ms
+	// later instead of answering.
+	e.sandbox.InjectFault("CopyMessagesByUIDs", sandbox.Fault{Latency: 800 * time.Millisecond, After: true, Reset: true, Times: 1})
+	copied := make(chan error, 1)
+	go func() {
+		_, err := c.Copy(imap.SeqSetNum(1), "INBOX").Wait()
+		copied <- err
+	}()
+	// Meanwhile mail comes in, and the watcher is shown the copy.
+	time.Sleep(100 * time.Millisecond)
+	e.deliver(alice, "INBOX", testMessage("other mail"))
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		if err := watcher.Noop().Wait(); err != nil {
+			t.Fatal(err)
+		}
+		if d, err := watcher.Status("INBOX", &imap.StatusOptions{NumMessages: true}).Wait(); err == nil && d.NumMessages != nil && *d.NumMessages >= 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the copy was never shown")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := <-copied; err == nil {
+		t.Skip("the COPY was confirmed (the copy told apart after all); nothing left to recover")
+	}
+	// The next refreshes give the copy its flags.
+	deadline = time.Now().Add(3 * time.Second)
+	for {
+		if err := watcher.Noop().Wait(); err != nil {
+			t.Fatal(err)
+		}
+		msgs, err := watcher.Fetch(imap.SeqSet{{Start: 1, Stop: 0}}, &imap.FetchOptions{Flags: true, Envelope: true}).Collect()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range msgs {
+			if m.Envelope != nil && m.Envelope.Subject == "carried" && slices.Contains(m.Flags, imap.Flag("$Carried")) {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the copy made while its COPY's answer was lost never got its flags: %v", msgs)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

@@ -116,7 +116,11 @@ func (m *Folder) Transfer(ctx context.Context, auth upstream.Auth, uids []imap.U
 		// Whatever happens, the entries left are for a refresh to
 		// recover (copies not paired, an answer lost): from now on, or
 		// from the hold on when the outcome is unknown (releasePending).
-		defer func() { st.holdPending(pending, false) }()
+		defer func() {
+			if st.holdPending(pending, false) {
+				st.recheckShown(m.user, dest, prev)
+			}
+		}()
 	}
 	// The provider's copies are read as their sources are when it makes
 	// them: the call is one step with the folder's \Seen changes
@@ -137,7 +141,9 @@ func (m *Folder) Transfer(ctx context.Context, auth upstream.Auth, uids []imap.U
 	if errors.Is(err, upstream.ErrUnknownOutcome) {
 		// The provider may still make the copies, late: the flags
 		// written down wait for them through the hold.
-		st.releasePending(pending, time.Now().Add(st.cfg.AttemptHold))
+		if st.releasePending(pending, time.Now().Add(st.cfg.AttemptHold)) {
+			st.recheckShown(m.user, dest, prev)
+		}
 	}
 	if attempt != 0 {
 		if err = st.decideAttempt(ctx, attempt, err); errors.Is(err, ErrOutcomeUnknown) {
