@@ -50,9 +50,7 @@ func (st *Store) placeCopies(ctx context.Context, auth upstream.Auth, dest strin
 	if newUIDs == nil {
 		log.Info("imap copy: new UIDs not paired", "user", auth.Username, "copied", len(src))
 		leave()
-		if st.holdPending(pending, false) {
-			st.recheckShown(auth.Username, dest, prev)
-		}
+		st.holdPending(pending, false)
 		if dm != nil {
 			dm.resync(ctx, "after a copy")
 		}
@@ -396,9 +394,10 @@ func (st *Store) forgetPending(ids []int64) {
 
 // holdPending marks pending-flag entries as belonging to a transfer of
 // this process that is still running (on), or no longer (off).
-func (st *Store) holdPending(ids []int64, on bool) (released bool) {
+func (st *Store) holdPending(ids []int64, on bool) {
 	if !on {
-		return st.releasePending(ids, time.Now())
+		st.releasePending(ids, time.Now())
+		return
 	}
 	st.mu.Lock()
 	defer st.mu.Unlock()
@@ -408,46 +407,20 @@ func (st *Store) holdPending(ids []int64, on bool) (released bool) {
 	for _, id := range ids {
 		st.pendingRun[id] = true
 	}
-	return false
 }
 
 // releasePending hands entries of a transfer that ended to the refreshes
 // of the destination, from since on: at once, or, when the transfer's
 // outcome is unknown (the provider may still carry it out, late), after
 // the hold (Config.AttemptHold), so that copies made late still get them.
-//
-// It reports whether it released any: the transfer did not place its
-// copies' flags itself.
-func (st *Store) releasePending(ids []int64, since time.Time) (released bool) {
+func (st *Store) releasePending(ids []int64, since time.Time) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	for _, id := range ids {
 		if st.pendingRun[id] {
 			delete(st.pendingRun, id)
 			st.pendingFreed[id] = since
-			released = true
 		}
-	}
-	return released
-}
-
-// recheckShown asks the destination's next refresh to look for the
-// copies of a transfer that ended without placing their flags (its
-// entries released) among the messages the mirror shows already, not
-// only among new ones: a copy the provider made while the transfer still
-// waited for its answer (one lost, or late) may have been shown by a
-// refresh meanwhile, which left its flags to the transfer (transferFloor
-// in pendingFlagsFor); without this it would never get them, and a
-// session copying it onward would copy it without them (model seed 785).
-func (st *Store) recheckShown(user, dest string, prev int64) {
-	dm := st.peek(user, dest)
-	if dm == nil || prev < 0 || prev >= MaxUID {
-		return
-	}
-	dm.mu.Lock()
-	defer dm.mu.Unlock()
-	if from := imap.UID(prev + 1); dm.recheckFrom == 0 || from < dm.recheckFrom {
-		dm.recheckFrom = from
 	}
 }
 

@@ -88,11 +88,6 @@ type Folder struct {
 	// the copies with no flags, so the one that adds them shows these;
 	// one that started after the write read them itself and drops them.
 	carried map[imap.UID]carriedFlags
-	// recheckFrom, when set, is the lowest UID a transfer that ended
-	// without placing its copies' flags may have given a copy the mirror
-	// shows already: the next refresh looks for them there too
-	// (Store.recheckShown, pendingFlagsFor).
-	recheckFrom imap.UID
 	// removing are the UIDs a DeleteMessagesByUIDs under way removes,
 	// which other EXPUNGEs wait for rather than race (removals.go).
 	removing map[imap.UID]*removal

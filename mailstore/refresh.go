@@ -197,18 +197,11 @@ func (m *Folder) doRefresh(ctx context.Context, started time.Time, light bool) e
 
 	m.mu.Lock()
 	stillUnread := 0
-	var added, shown []imap.UID
-	recheck := m.recheckFrom
+	var added []imap.UID
 	for _, u := range uids {
 		if fl, ok := m.mb.Flags(u); ok {
 			if !HasSeen(fl) {
 				stillUnread++
-			}
-			// Shown already, perhaps a copy whose transfer ended
-			// without flagging it (Store.recheckShown); not one the
-			// bridge put in itself with its flags.
-			if _, mine := m.added[u]; recheck != 0 && u >= recheck && !mine {
-				shown = append(shown, u)
 			}
 		} else if _, gone := m.removed[u]; !gone && u >= m.uidNext {
 			added = append(added, u)
@@ -239,8 +232,7 @@ func (m *Folder) doRefresh(ctx context.Context, started time.Time, light bool) e
 		}
 	}
 	kept := map[uint32][]string{}
-	var given map[imap.UID][]imap.Flag // flags written down for copies shown already
-	if len(added) > 0 || len(placed) > 0 || len(shown) > 0 {
+	if len(added) > 0 || len(placed) > 0 {
 		// Flags stored for a UID before the mirror saw it (COPY and MOVE
 		// set them on the new UIDs) show at once. Only UIDs from the
 		// lowest new one on: the folder's other flags are in the mirror
@@ -251,9 +243,6 @@ func (m *Folder) doRefresh(ctx context.Context, started time.Time, light bool) e
 		}
 		for u := range placed {
 			from = min(from, u)
-		}
-		if len(shown) > 0 {
-			from = min(from, shown[0])
 		}
 		if kept, err = m.store.cfg.State.FlagsFrom(ctx, m.user, m.name, validity, uint32(from)); err != nil {
 			return err
@@ -269,22 +258,8 @@ func (m *Folder) doRefresh(ctx context.Context, started time.Time, light bool) e
 				copies = append(copies, u)
 			}
 		}
-		for _, u := range shown {
-			if _, ok := placed[u]; !ok {
-				copies = append(copies, u)
-			}
-		}
-		slices.Sort(copies)
 		if err := m.pendingFlagsFor(ctx, auth, copies, kept, &w); err != nil {
 			m.store.cfg.Logger.Warn("imap refresh: flags written down before a copy", "user", m.user, "err", err)
-		}
-		for _, u := range shown {
-			if fl, ok := w.Flags[uint32(u)]; ok {
-				if given == nil {
-					given = map[imap.UID][]imap.Flag{}
-				}
-				given[u] = canonicalFlags(fl)
-			}
 		}
 	}
 	if n := len(uids); n > 0 && uids[n-1] >= uidNext {
@@ -295,16 +270,7 @@ func (m *Folder) doRefresh(ctx context.Context, started time.Time, light bool) e
 	}
 	commitArrivals()
 	m.noteUnclaimed(added, placed)
-	if _, busy := m.store.transferFloor(m.user, m.name); recheck != 0 && !busy {
-		// Looked at (a transfer under way would have kept its UIDs
-		// from pendingFlagsFor: then the next refresh looks again).
-		m.mu.Lock()
-		if m.recheckFrom == recheck {
-			m.recheckFrom = 0
-		}
-		m.mu.Unlock()
-	}
-	return m.apply(ctx, v0, readGen, uids, unreadSet, kept, placed, given)
+	return m.apply(ctx, v0, readGen, uids, unreadSet, kept, placed)
 }
 
 // noteUnclaimed keeps the UIDs added that no arrival claimed while
@@ -483,9 +449,8 @@ func (m *Folder) saveUIDNext(ctx context.Context, largest uint32) error {
 // for: when commands changed the mirror since, their changes stand and
 // the read state of the answers is not applied (the next refresh brings
 // it). keptFlags is the stored flags of the folder, read when new
-// messages were expected; given are flags written down for copies the
-// mirror showed already, added to them.
-func (m *Folder) apply(ctx context.Context, v0, readGen uint64, uids []imap.UID, unreadSet map[imap.UID]bool, keptFlags map[uint32][]string, placed map[imap.UID]bool, given map[imap.UID][]imap.Flag) error {
+// messages were expected.
+func (m *Folder) apply(ctx context.Context, v0, readGen uint64, uids []imap.UID, unreadSet map[imap.UID]bool, keptFlags map[uint32][]string, placed map[imap.UID]bool) error {
 	m.mu.Lock()
 	changed := m.version != v0
 	if changed {
@@ -563,12 +528,6 @@ func (m *Folder) apply(ctx context.Context, v0, readGen uint64, uids []imap.UID,
 				delete(m.savedAt, u)
 				changes = append(changes, seqview.FlagChange{UID: u, Op: imap.StoreFlagsAdd,
 					Flags: withSeen(canonicalFlags(keptFlags[uint32(u)]), seen)})
-			}
-			if fl, ok := given[u]; ok {
-				// Flags written down for a copy shown before they
-				// were found (Store.recheckShown): added to what it
-				// shows, as the store added them.
-				changes = append(changes, seqview.FlagChange{UID: u, Op: imap.StoreFlagsAdd, Flags: fl})
 			}
 			if unreadSet != nil {
 				op := imap.StoreFlagsAdd

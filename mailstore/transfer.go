@@ -116,11 +116,7 @@ func (m *Folder) Transfer(ctx context.Context, auth upstream.Auth, uids []imap.U
 		// Whatever happens, the entries left are for a refresh to
 		// recover (copies not paired, an answer lost): from now on, or
 		// from the hold on when the outcome is unknown (releasePending).
-		defer func() {
-			if st.holdPending(pending, false) {
-				st.recheckShown(m.user, dest, prev)
-			}
-		}()
+		defer func() { st.holdPending(pending, false) }()
 	}
 	// The provider's copies are read as their sources are when it makes
 	// them: the call is one step with the folder's \Seen changes
@@ -141,9 +137,7 @@ func (m *Folder) Transfer(ctx context.Context, auth upstream.Auth, uids []imap.U
 	if errors.Is(err, upstream.ErrUnknownOutcome) {
 		// The provider may still make the copies, late: the flags
 		// written down wait for them through the hold.
-		if st.releasePending(pending, time.Now().Add(st.cfg.AttemptHold)) {
-			st.recheckShown(m.user, dest, prev)
-		}
+		st.releasePending(pending, time.Now().Add(st.cfg.AttemptHold))
 	}
 	if attempt != 0 {
 		if err = st.decideAttempt(ctx, attempt, err); errors.Is(err, ErrOutcomeUnknown) {
