@@ -152,17 +152,9 @@ func (m *Folder) settled(life context.Context) {
 	}
 }
 
-// FindArrivals refreshes the folder if appends wait to be found: STATUS
-// and SELECT show them.
-func (m *Folder) FindArrivals(ctx context.Context) error {
-	if !m.Expecting() {
-		return nil
-	}
-	return m.Discover(ctx)
-}
-
-// ShowArrivals is FindArrivals for SELECT, STATUS and the update a
-// session gets after each command: when a refresh is under way it does
+// ShowArrivals refreshes the folder when appends wait to be found, for
+// SELECT, STATUS and the update a session gets after each command; when
+// a refresh is under way it does
 // not wait, for that refresh shows what it finds to every view (RFC 9051
 // §7: the server may send updates at any time), and the session sees it
 // at its next command. The arrivals waiting are other connections'
@@ -175,10 +167,10 @@ func (m *Folder) ShowArrivals(ctx context.Context) error {
 	m.mu.Lock()
 	busy := m.flight != nil
 	m.mu.Unlock()
-	if busy {
+	if busy || !m.Expecting() {
 		return nil
 	}
-	return m.FindArrivals(ctx)
+	return m.Discover(ctx)
 }
 
 // Expecting reports arrivals not found yet.
