@@ -3,6 +3,7 @@ package imapbackend_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -574,5 +575,79 @@ func TestMoveOnKeepsFlagsInTransit(t *testing.T) {
 		if !slices.Contains(msgs[0].Flags, want) {
 			t.Errorf("the message moved on shows %v; %s lost in transit", msgs[0].Flags, want)
 		}
+	}
+}
+
+// TestCopyAnswerLostCopyShownMeanwhile: a COPY whose answer is lost
+// while the provider has made the copy, and while other mail comes in
+// (so the bridge cannot tell the copy is its own: NO [UNAVAILABLE]),
+// while a connection watching the destination refreshes it. The copy
+// must be shown with the flags written down for it, not without them
+// for ever (model seed 785: a refresh showed it while the COPY waited,
+// the refresh after the COPY gave up looked for its copies among new
+// UIDs only, and a session then copied it onward without its flags).
+// Refreshes now hold new UIDs back while a transfer into the folder
+// runs (holdBackLocked).
+func TestCopyAnswerLostCopyShownMeanwhile(t *testing.T) {
+	e := newEnv(t, options{pollInterval: 50 * time.Millisecond})
+	e.createFolder(alice, "INBOX.Work")
+	e.deliver(alice, "INBOX.Work", testMessage("carried"))
+	c := e.login(alice, alicePW)
+	mustSelectFolder(t, c, "INBOX.Work")
+	storeFlags(t, c, imap.SeqSetNum(1), imap.StoreFlagsAdd, true, "$Carried")
+	watcher := e.watch(alice, alicePW)
+	mustSelectFolder(t, watcher.Client, "INBOX")
+
+	// The provider copies after 800 ms and drops the connection 150 ms
+	// later instead of answering; every answer takes 300 ms, so the
+	// watcher's refreshes list the copy before the COPY gives up.
+	e.sandbox.SetLatency(300 * time.Millisecond)
+	e.sandbox.InjectFault("CopyMessagesByUIDs", sandbox.Fault{Latency: 800 * time.Millisecond, After: true, Reset: true, Times: 1})
+	copied := make(chan error, 1)
+	go func() {
+		_, err := c.Copy(imap.SeqSetNum(1), "INBOX").Wait()
+		copied <- err
+	}()
+	// Meanwhile mail comes in, and the watcher refreshes the folder
+	// again and again.
+	time.Sleep(100 * time.Millisecond)
+	e.deliver(alice, "INBOX", testMessage("other mail"))
+	var copyErr error
+	for waiting := true; waiting; {
+		select {
+		case copyErr = <-copied:
+			waiting = false
+		default:
+			if err := watcher.Noop().Wait(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if copyErr == nil {
+		t.Skip("the COPY was confirmed (the copy told apart after all); nothing left to recover")
+	}
+	// The next refreshes give the copy its flags.
+	deadline := time.Now().Add(8 * time.Second)
+	for {
+		if err := watcher.Noop().Wait(); err != nil {
+			t.Fatal(err)
+		}
+		msgs, err := watcher.Fetch(imap.SeqSet{{Start: 1, Stop: 0}}, &imap.FetchOptions{Flags: true, Envelope: true}).Collect()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var seen []string
+		for _, m := range msgs {
+			if m.Envelope != nil && m.Envelope.Subject == "carried" && slices.Contains(m.Flags, imap.Flag("$Carried")) {
+				return
+			}
+			if m.Envelope != nil {
+				seen = append(seen, fmt.Sprintf("%q %v", m.Envelope.Subject, m.Flags))
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the copy made while its COPY's answer was lost never got its flags: %v", seen)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

@@ -95,7 +95,9 @@ func (st *Store) placeCopies(ctx context.Context, auth upstream.Auth, dest strin
 		return dm.addCopies(ctx, newUIDs, src)
 	}()
 	if !shown {
-		// The refresh shows the copies with the flags written above.
+		// The refresh shows the copies with the flags written above,
+		// and what it held back for the transfer (holdBackLocked).
+		leave()
 		dm.resync(ctx, "after a copy")
 	}
 	data := &imap.CopyData{UIDValidity: validity}

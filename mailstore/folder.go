@@ -100,6 +100,10 @@ type Folder struct {
 	// started (one that placed arrivals from their metadata alone,
 	// discover.go, did not list it).
 	lastListed time.Time
+	// heldSince is when refreshes began holding back new UIDs for a
+	// transfer under way into the folder (holdBackLocked); zero when the
+	// last refresh held back none.
+	heldSince time.Time
 	// metaAt is when metadata was last listed for the folder (whole or
 	// by received date): messages that arrived since are found with
 	// SearchMessagesMetadataByReceivedDate from it on (meta.go).

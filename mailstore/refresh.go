@@ -196,6 +196,7 @@ func (m *Folder) doRefresh(ctx context.Context, started time.Time, light bool) e
 	}
 
 	m.mu.Lock()
+	uids = m.holdBackLocked(uids)
 	stillUnread := 0
 	var added []imap.UID
 	for _, u := range uids {
@@ -271,6 +272,50 @@ func (m *Folder) doRefresh(ctx context.Context, started time.Time, light bool) e
 	commitArrivals()
 	m.noteUnclaimed(added, placed)
 	return m.apply(ctx, v0, readGen, uids, unreadSet, kept, placed)
+}
+
+// holdBackMax bounds how long refreshes hold back new UIDs for transfers
+// under way (holdBackLocked): under COPYs into one folder that never
+// pause, mail delivered to it is shown after this at the latest.
+const holdBackMax = 30 * time.Second
+
+// holdBackLocked returns uids (ascending) without the new UIDs a
+// transfer under way into the folder may have given its copies (from
+// its floor on, transferFloor): they are shown once it has ended. A
+// copy is to be shown with its source's flags, which only its transfer
+// knows for certain: shown before, without them, a session could copy
+// it on or change its flags, and a transfer whose answer was lost
+// (its copies then paired by the refresh after it, pendingFlagsFor,
+// among the UIDs new to that refresh) would leave it without its flags
+// for ever (model seed 785). The transfer shows its own copies when it
+// ends (addCopies), or has the refresh after it show them.
+//
+// Nothing is held back while saves wait for their UIDs (an APPEND is
+// answered once its message is placed, and placed means shown), nor for
+// longer than holdBackMax. Only a suffix of new UIDs is held back, and
+// UIDNEXT stays below it: the UIDs shown stay ascending (RFC 3501
+// §2.3.1.1), and a held-back UID shown later is not taken for a
+// renumbering.
+func (m *Folder) holdBackLocked(uids []imap.UID) []imap.UID {
+	floor, busy := m.store.transferFloor(m.user, m.name)
+	if !busy || len(m.pending) > 0 || len(m.inflight) > 0 {
+		m.heldSince = time.Time{}
+		return uids
+	}
+	cut := imap.UID(max(floor, int64(m.uidNext)))
+	i, _ := slices.BinarySearch(uids, cut)
+	if i == len(uids) {
+		m.heldSince = time.Time{} // nothing new from the floor on
+		return uids
+	}
+	now := time.Now()
+	if m.heldSince.IsZero() {
+		m.heldSince = now
+	}
+	if now.Sub(m.heldSince) > holdBackMax {
+		return uids
+	}
+	return uids[:i]
 }
 
 // noteUnclaimed keeps the UIDs added that no arrival claimed while

@@ -144,6 +144,7 @@ func (m *Folder) Transfer(ctx context.Context, auth upstream.Auth, uids []imap.U
 			// Not at the destination yet: the provider may still make
 			// the copies; the flags written down wait for them.
 			log.Warn("imap copy: outcome unknown and the copies not found; a retry is answered from the destination", "user", m.user)
+			leave() // the refresh shows what it holds back for the transfer
 			if dm := st.peek(m.user, dest); dm != nil {
 				dm.resync(ctx, "after a copy whose answer was lost")
 			}
@@ -163,6 +164,7 @@ func (m *Folder) Transfer(ctx context.Context, auth upstream.Auth, uids []imap.U
 			}
 		}
 		// Part may have been done: show what the provider now has.
+		leave() // the refreshes show what they held back for it
 		if move {
 			m.resync(ctx, "after a failed move")
 		}
@@ -184,6 +186,7 @@ func (m *Folder) Transfer(ctx context.Context, auth upstream.Auth, uids []imap.U
 		if err := c.Delete(ctx, auth, m.name, uidList(done), true); err != nil {
 			// The copies are made and the originals still there: the
 			// client sees both after the refresh.
+			leave()
 			m.resync(ctx, "after a failed move within the folder")
 			return Transferred{}, err
 		}
