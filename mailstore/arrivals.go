@@ -809,7 +809,11 @@ func (m *Folder) Append(ctx context.Context, auth upstream.Auth, raw []byte, msg
 	}
 	m.awaitFlight(ctx)
 	if m.placed(a) == 0 {
-		if err := m.Discover(ctx); err != nil {
+		// Any refresh that started once the save was answered lists its
+		// message: one under way, or started meanwhile by another
+		// APPEND, serves, and concurrent APPENDs share one instead of
+		// each queueing a refresh of its own behind it.
+		if err := m.refresh(ctx, a.at, true); err != nil {
 			log.Warn("imap refresh after append failed", "user", m.user, "err", err)
 			return 0, nil // saved: never an error, or the client saves it again
 		}

@@ -29,6 +29,7 @@ import (
 	"github.com/kelseyhightower/envconfig"
 
 	"github.com/directbridge/directbridge/bridge"
+	"github.com/directbridge/directbridge/internal/gctune"
 	"github.com/directbridge/directbridge/sandbox"
 )
 
@@ -240,19 +241,17 @@ func runSandbox(stdout, stderr io.Writer) int {
 	return 0
 }
 
-// gcPercent is the daemon's garbage-collection target when GOGC is not
-// set: the heap may grow 50% over what is live between collections,
-// instead of Go's default 100%. Most of the bridge's memory is caches
-// of pointer-free bytes (raw messages) and metadata, which are cheap to
-// mark, so collecting more often costs little CPU, while at 100% a
-// first sync of a 50,000-message folder left the process 30% larger
-// (BENCHMARKS.md, scenario 4). GOGC and GOMEMLIMIT, when set, are the
+// tuneGC sets the daemon's garbage-collection target when GOGC is not
+// set: after each collection the heap may grow by 64 MiB, or by half
+// of what is live when that is more (package gctune). Go's default
+// share of 100% left the first sync of a 50,000-message folder 30%
+// larger (BENCHMARKS.md, scenario 4), and a share of 50% alone made a
+// small heap under many short commands collect every few megabytes,
+// a tenth of the CPU. GOGC and GOMEMLIMIT, when set, are the
 // operator's and win. Set in the daemon only: a program that embeds the
 // bridge keeps its own.
-const gcPercent = 50
-
 func tuneGC() {
 	if _, set := os.LookupEnv("GOGC"); !set {
-		debug.SetGCPercent(gcPercent)
+		gctune.Start(gctune.Config{Percent: 50, Headroom: 64 << 20, MaxPercent: 800})
 	}
 }
