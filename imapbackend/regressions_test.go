@@ -211,3 +211,36 @@ func TestNonSyncLiteralNeverRunAsCommands(t *testing.T) {
 		t.Errorf("a line of the refused message was run as an IMAP command: INBOX.Injected now exists (%v)", folders)
 	}
 }
+
+// TestFirstLoadCountsAfterListing: a message that comes in unread while
+// a folder's first listing is under way is shown unread. The load read
+// the unread count beside the listing; the count, taken before the
+// message came in, said none, and the load showed every listed message
+// read, one the provider never had read (model seed 827: a FETCH BODY[]
+// then answered \Seen without marking it read).
+func TestFirstLoadCountsAfterListing(t *testing.T) {
+	e := newEnv(t, options{})
+	e.createFolder(alice, "INBOX.Work")
+	c := e.login(alice, alicePW)
+	// The listing is carried out 300 ms after it is asked; the message
+	// comes in meanwhile.
+	e.sandbox.InjectFault("GetUIDs", sandbox.Fault{Latency: 300 * time.Millisecond, Times: 1})
+	delivered := make(chan struct{})
+	go func() {
+		defer close(delivered)
+		time.Sleep(100 * time.Millisecond)
+		e.deliver(alice, "INBOX.Work", testMessage("came in"))
+	}()
+	mustSelectFolder(t, c, "INBOX.Work")
+	<-delivered
+	msgs, err := c.Fetch(imap.SeqSet{{Start: 1, Stop: 0}}, &imap.FetchOptions{Flags: true}).Collect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(msgs) != 1 {
+		t.Fatalf("the listing should hold the message delivered during it: %d messages", len(msgs))
+	}
+	if slices.Contains(msgs[0].Flags, imap.FlagSeen) {
+		t.Fatalf("a message that came in unread during the first listing is shown read: %v", msgs[0].Flags)
+	}
+}

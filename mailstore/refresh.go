@@ -123,7 +123,8 @@ func (m *Folder) refresh(ctx context.Context, notBefore time.Time, light bool) e
 // another unread between two polls) is seen at the next count change.
 //
 // A refresh is one pass (mailstore/doc.go, rule 4): it reads the provider
-// (the listing and the count together), sends the read marking that
+// (the listing and the count together; on a first load the count
+// after the listing), sends the read marking that
 // waits for the messages the listing still has, reads what else it needs
 // (arrivals' bytes, the unread list, flags written down before copies),
 // writes what it learnt to the state store in one transaction, and then
@@ -151,18 +152,32 @@ func (m *Folder) doRefresh(ctx context.Context, started time.Time, light bool) e
 
 	c := m.store.cfg.Provider
 	// The two reads go out together: a refresh costs one round trip of
-	// time, not two. A light one reads the UIDs only.
+	// time, not two. A light one reads the UIDs only. A first load reads
+	// the count after the listing: it has no earlier state to check the
+	// count against, and a count taken before a message came in (unread)
+	// would have the listed message shown read, which it never was (a
+	// later refresh sees the count disagree and asks; see doRefresh).
+	// Counted after, every listed message still unread is counted.
 	var unread int
 	var unreadErr error
-	counted := make(chan struct{})
-	go func() {
-		defer close(counted)
+	readCount := func() {
 		if !light {
 			unread, unreadErr = c.UnreadCount(ctx, auth, m.name)
 		}
-	}()
-	pids, err := c.UIDs(ctx, auth, m.name)
-	<-counted
+	}
+	var pids []int64
+	var err error
+	if loaded {
+		counted := make(chan struct{})
+		go func() {
+			defer close(counted)
+			readCount()
+		}()
+		pids, err = c.UIDs(ctx, auth, m.name)
+		<-counted
+	} else if pids, err = c.UIDs(ctx, auth, m.name); err == nil {
+		readCount()
+	}
 	if err != nil {
 		return err
 	}
