@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/emersion/go-imap/v2"
+	"github.com/emersion/go-imap/v2/imapclient"
 
 	"github.com/directbridge/directbridge/mailstore"
 	"github.com/directbridge/directbridge/sandbox"
@@ -647,6 +648,86 @@ func TestCopyAnswerLostCopyShownMeanwhile(t *testing.T) {
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("the copy made while its COPY's answer was lost never got its flags: %v", seen)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestPairedCopyKeepsTwinsFlags: two COPYs into INBOX at once of two
+// copies of one message (the same bytes, so the same Message-ID and
+// size), one without flags, one with $Twin. The first COPY pairs its
+// copy (COPYUID) but cannot show it yet (mail that came in below it is
+// not listed yet); the second cannot tell its copy from the first's,
+// answers without COPYUID and leaves its written-down flags to the next
+// refresh. That refresh must give $Twin to the second copy, not to the
+// first, which its COPY paired and whose flags are its own (model seed
+// 817: a keyword moved from one copy to its twin).
+func TestPairedCopyKeepsTwinsFlags(t *testing.T) {
+	e := newEnv(t, options{pollInterval: time.Hour})
+	e.createFolder(alice, "INBOX.Work")
+	e.createFolder(alice, "INBOX.Other")
+	twin := testMessage("twin")
+	e.deliver(alice, "INBOX.Work", twin)
+	e.deliver(alice, "INBOX.Other", twin)
+	watcher := e.login(alice, alicePW)
+	mustSelectFolder(t, watcher, "INBOX")
+	a := e.login(alice, alicePW)
+	mustSelectFolder(t, a, "INBOX.Work")
+	b := e.login(alice, alicePW)
+	mustSelectFolder(t, b, "INBOX.Other")
+	storeFlags(t, b, imap.SeqSetNum(1), imap.StoreFlagsAdd, true, "$Twin")
+
+	// B's copy is made 500 ms after it is asked; meanwhile mail comes in
+	// and A copies the flagless twin.
+	e.sandbox.InjectFault("CopyMessagesByUIDs", sandbox.Fault{Latency: 500 * time.Millisecond, Times: 1})
+	bDone := make(chan error, 1)
+	go func() {
+		_, err := b.Copy(imap.SeqSetNum(1), "INBOX").Wait()
+		bDone <- err
+	}()
+	time.Sleep(100 * time.Millisecond)
+	e.deliver(alice, "INBOX", testMessage("came in"))
+	aData, err := a.Copy(imap.SeqSetNum(1), "INBOX").Wait()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := <-bDone; err != nil {
+		t.Fatal(err)
+	}
+	if aData == nil || len(aData.DestUIDs) != 1 {
+		t.Skipf("the first COPY did not pair its copy (%v): nothing to guard", aData)
+	}
+	aUID, _ := aData.DestUIDs.Nums()
+	// The next refresh shows every copy.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if err := watcher.Noop().Wait(); err != nil {
+			t.Fatal(err)
+		}
+		msgs, err := watcher.Fetch(imap.SeqSet{{Start: 1, Stop: 0}}, &imap.FetchOptions{UID: true, Flags: true, Envelope: true}).Collect()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var twins []*imapclient.FetchMessageBuffer
+		for _, m := range msgs {
+			if m.Envelope != nil && m.Envelope.Subject == "twin" {
+				twins = append(twins, m)
+			}
+		}
+		var flagged []imap.UID
+		for _, m := range twins {
+			if slices.Contains(m.Flags, imap.Flag("$Twin")) {
+				flagged = append(flagged, m.UID)
+			}
+		}
+		if slices.Contains(flagged, imap.UID(aUID[0])) {
+			t.Fatalf("the copy the first COPY paired (UID %d, from the flagless twin) took the other's $Twin", aUID[0])
+		}
+		if len(twins) == 2 && len(flagged) == 1 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("copies of the twin: %d, with $Twin: %v; want 2, one", len(twins), flagged)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

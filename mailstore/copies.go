@@ -56,6 +56,7 @@ func (st *Store) placeCopies(ctx context.Context, auth upstream.Auth, dest strin
 		}
 		return nil
 	}
+	st.claim(auth.Username, dest, newUIDs)
 	validity, err := st.folderValidity(ctx, auth, dest, dm)
 	if err != nil {
 		log.Warn("imap copy: state store", "err", err)
@@ -497,6 +498,60 @@ func (st *Store) awaitTransfersInto(ctx context.Context, user, folder string, ui
 	return awaitAll(ctx, wait)
 }
 
+// claimTTL is how long a transfer's claim on its copies' UIDs lasts: by
+// then a refresh has shown them, or they are gone.
+const claimTTL = 10 * time.Minute
+
+// claim notes the UIDs a transfer paired with its copies in folder, and
+// forgets claims past claimTTL.
+func (st *Store) claim(user, folder string, uids []imap.UID) {
+	now := time.Now()
+	k := mirrorKey(user, folder)
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	for fk, set := range st.claimed {
+		for u, at := range set {
+			if now.Sub(at) > claimTTL {
+				delete(set, u)
+			}
+		}
+		if len(set) == 0 {
+			delete(st.claimed, fk)
+		}
+	}
+	if st.claimed == nil {
+		st.claimed = map[string]map[imap.UID]time.Time{}
+	}
+	if st.claimed[k] == nil {
+		st.claimed[k] = map[imap.UID]time.Time{}
+	}
+	for _, u := range uids {
+		st.claimed[k][u] = now
+	}
+}
+
+// unclaimAll forgets the claims on a folder's UIDs (renumbered).
+func (st *Store) unclaimAll(user, folder string) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	delete(st.claimed, mirrorKey(user, folder))
+}
+
+// unclaimedOf returns uids without those a transfer of this process
+// paired with its copies (claim).
+func (st *Store) unclaimedOf(user, folder string, uids []imap.UID) []imap.UID {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	set := st.claimed[mirrorKey(user, folder)]
+	if len(set) == 0 {
+		return uids
+	}
+	return slices.DeleteFunc(slices.Clone(uids), func(u imap.UID) bool {
+		_, ok := set[u]
+		return ok
+	})
+}
+
 // pendingState tells whether a transfer of this process still runs for
 // the entry (held), and otherwise since when the entry waits for a
 // refresh: the end of its transfer (its hold, when the outcome was not
@@ -530,6 +585,12 @@ func (m *Folder) pendingFlagsFor(ctx context.Context, auth upstream.Auth, added 
 	if floor, ok := m.store.transferFloor(m.user, m.name); ok {
 		added = slices.DeleteFunc(slices.Clone(added), func(u imap.UID) bool { return int64(u) >= floor })
 	}
+	// Copies a transfer paired have their flags from it; one not shown
+	// yet (its mirror lacked a UID below them, addCopies) is new to this
+	// refresh, and must not take the flags another transfer wrote down
+	// for a copy of the same message (model seed 817: a keyword moved
+	// from one copy to its twin).
+	added = m.store.unclaimedOf(m.user, m.name, added)
 	if len(added) == 0 {
 		return nil
 	}

@@ -627,4 +627,5 @@ func (m *Folder) renumberedLocked() {
 	m.loaded = false
 	m.dropped = true
 	m.store.drop(m)
+	m.store.unclaimAll(m.user, m.name) // the old UIDs are void
 }

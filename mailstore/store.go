@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/emersion/go-imap/v2"
+
 	"github.com/directbridge/directbridge/directapi"
 	"github.com/directbridge/directbridge/mailbox"
 	"github.com/directbridge/directbridge/upstream"
@@ -42,7 +44,12 @@ type Store struct {
 	// (mirrorKey), with the largest UID the destination had before
 	// each: new UIDs above it may be their copies, whose flags they
 	// place themselves (copies.go, pendingFlagsFor).
-	into      map[string]map[*intoMark]bool
+	into map[string]map[*intoMark]bool
+	// claimed are, per folder (mirrorKey), the UIDs transfers of this
+	// process paired with their copies (placeCopies), with when: their
+	// flags are that transfer's, never another's written down for a
+	// message of the same Message-ID and size (pendingFlagsFor).
+	claimed   map[string]map[imap.UID]time.Time
 	startedAt time.Time
 	owner     string // this process in the journal of attempts (attempts.go)
 
@@ -313,6 +320,7 @@ func (st *Store) dropFolder(user, name string) {
 		if m.user == strings.ToLower(user) && (m.name == name || strings.HasPrefix(m.name, name+".")) {
 			gone = append(gone, m)
 			delete(st.mirrors, k)
+			delete(st.claimed, k) // a folder made again under the name has new UIDs
 		}
 	}
 	st.mu.Unlock()
