@@ -53,7 +53,12 @@
 //     date; by content as the last resort), discover.go places them from
 //     that metadata alone when it tells all (no listing), provclock.go
 //     narrows the metadata search to the moment of the save, and
-//     copies.go pairs copies (COPYUID).
+//     copies.go pairs copies (COPYUID). While a transfer runs, refreshes
+//     of its destination hold back the new UIDs it may have made
+//     (holdBackLocked), so that no copy is shown before its flags are
+//     settled; a copy a transfer paired is claimed, and flags another
+//     transfer wrote down for a copy of the same message never go to it
+//     (pendingFlagsFor).
 //   - Metadata (meta.go): loaded for the messages that lack it only,
 //     never by listing the folder again once it was listed.
 //   - Raw messages (bodies.go, cache.go): an in-memory cache (never disk:
