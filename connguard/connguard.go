@@ -46,14 +46,32 @@ var ErrPreAuthBytes = errors.New("connguard: too much data before authentication
 // for the limits (e.g. "* BYE Too many connections\r\n"). Zero fields
 // of lim take the defaults; lim is not checked (Derive does that).
 func Listener(l net.Listener, lim Limits, refusal string) net.Listener {
+	return ObservedListener(l, lim, refusal, nil)
+}
+
+// Reasons a connection is turned away, for ObservedListener.
+const (
+	Refused   = "refused"   // over a limit when it arrived: refusal written, closed
+	Displaced = "displaced" // a stranger let go for a newcomer (strangers.go)
+)
+
+// ObservedListener is Listener, telling turnedAway (when not nil) of
+// every connection it turns away, with the reason (Refused, Displaced):
+// an operator sees a flood by it, which the users' own figures do not
+// show. turnedAway must not block.
+func ObservedListener(l net.Listener, lim Limits, refusal string, turnedAway func(reason string)) net.Listener {
 	lim = lim.withDefaults(DefaultTotal)
-	return &listener{Listener: l, lim: lim, refusal: []byte(refusal), pool: newPool(lim)}
+	if turnedAway == nil {
+		turnedAway = func(string) {}
+	}
+	return &listener{Listener: l, lim: lim, refusal: []byte(refusal), pool: newPool(lim), turnedAway: turnedAway}
 }
 
 type listener struct {
 	net.Listener
-	lim     Limits
-	refusal []byte
+	lim        Limits
+	refusal    []byte
+	turnedAway func(reason string)
 
 	mu   sync.Mutex
 	pool *pool
@@ -74,9 +92,11 @@ func (l *listener) Accept() (net.Conn, error) {
 		l.mu.Unlock()
 		if displaced != nil {
 			displaced.Conn.Close() // counted out already; its own Close finds it so
+			l.turnedAway(Displaced)
 		}
 		if !ok {
 			go l.refuse(c)
+			l.turnedAway(Refused)
 			continue
 		}
 		gc.Conn.SetReadDeadline(gc.deadline)

@@ -2,8 +2,11 @@ package connguard
 
 import (
 	"bufio"
+	"fmt"
 	"net"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -107,5 +110,60 @@ func TestPreAuthDeadline(t *testing.T) {
 	}
 	if LastRead(sc2).IsZero() {
 		t.Error("LastRead is zero after reading")
+	}
+}
+
+// TestTurnedAwayObserved: ObservedListener tells of every connection it
+// turns away, refused on arrival or displaced for a newcomer, so that a
+// flood shows in the metrics (directbridge_connections_turned_away_total).
+func TestTurnedAwayObserved(t *testing.T) {
+	raw, err := net.Listen("tcp", "[::]:0")
+	if err != nil {
+		t.Skip("no IPv6 listener here:", err)
+	}
+	var mu sync.Mutex
+	turned := map[string]int{}
+	l := ObservedListener(raw, Limits{PerAddress: 2, PerPrefix: 2, PreAuthTotal: 2, Total: 10}, "NO MORE\r\n", func(reason string) {
+		mu.Lock()
+		defer mu.Unlock()
+		turned[reason]++
+	})
+	defer l.Close()
+	conns := serve(t, l)
+	port := raw.Addr().(*net.TCPAddr).Port
+	dial := func(host string) net.Conn {
+		c, err := net.Dial("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
+		if err != nil {
+			t.Skip("cannot dial", host, err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	dial("127.0.0.1")
+	dial("127.0.0.1")
+	<-conns
+	<-conns
+	// A third from the same address: refused.
+	c := dial("127.0.0.1")
+	c.SetReadDeadline(time.Now().Add(2 * time.Second))
+	if line, _ := bufio.NewReader(c).ReadString('\n'); !strings.HasPrefix(line, "NO MORE") {
+		t.Fatalf("a third stranger from one address: %q, want the refusal", line)
+	}
+	// One from another prefix: the room of two is full, the oldest
+	// stranger of the most represented prefix makes way.
+	dial("::1")
+	<-conns
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		mu.Lock()
+		got := fmt.Sprint(turned)
+		mu.Unlock()
+		if got == "map[displaced:1 refused:1]" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("turned away: %s; want one refused, one displaced", got)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

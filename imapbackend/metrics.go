@@ -26,6 +26,10 @@ type Metrics interface {
 	AuthFailed(reason string)
 	// CacheLookup reports a hit or miss of the raw-message cache.
 	CacheLookup(hit bool)
+	// TurnedAway reports a connection the listener's limits on
+	// strangers turned away: reason "refused" (over a limit on arrival)
+	// or "displaced" (let go for a newcomer), see package connguard.
+	TurnedAway(reason string)
 }
 
 type nopMetrics struct{}
@@ -35,6 +39,7 @@ func (nopMetrics) ConnClosed()            {}
 func (nopMetrics) Command(string, string) {}
 func (nopMetrics) AuthFailed(string)      {}
 func (nopMetrics) CacheLookup(bool)       {}
+func (nopMetrics) TurnedAway(string)      {}
 
 // commandResult is the status go-imap answers for a session method's
 // error: backend errors are *imap.Error (errors.go); anything else becomes

@@ -22,6 +22,7 @@ type fakeMetrics struct {
 	authFail map[string]int
 	hits     int
 	misses   int
+	turned   map[string]int
 }
 
 func newFakeMetrics() *fakeMetrics {
@@ -51,6 +52,15 @@ func (m *fakeMetrics) AuthFailed(reason string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.authFail[reason]++
+}
+
+func (m *fakeMetrics) TurnedAway(reason string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.turned == nil {
+		m.turned = map[string]int{}
+	}
+	m.turned[reason]++
 }
 
 func (m *fakeMetrics) CacheLookup(hit bool) {

@@ -296,5 +296,5 @@ func (s *Server) PollStats() (folders int, interval time.Duration) { return s.st
 // guardConns applies the limits on strangers (package connguard); a
 // connection over them gets BYE (RFC 9051 §7.1.5) and is closed.
 func (s *Server) guardConns(l net.Listener) net.Listener {
-	return connguard.Listener(l, s.cfg.Connections, "* BYE Too many connections from your address or in all; try again later\r\n")
+	return connguard.ObservedListener(l, s.cfg.Connections, "* BYE Too many connections from your address or in all; try again later\r\n", s.cfg.Metrics.TurnedAway)
 }

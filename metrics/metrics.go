@@ -52,6 +52,11 @@ const (
 	ReasonUnavailable = "unavailable" // the provider could not be asked
 	ReasonRefused     = "refused"     // too many failures from the client's address (authguard)
 
+	// Why a connection was turned away before it could log in
+	// (package connguard).
+	TurnedRefused   = "refused"   // over a per-address, per-prefix or total limit on arrival
+	TurnedDisplaced = "displaced" // a stranger let go to make room for a newcomer
+
 	// SMTP message results.
 	MessageSent      = "sent"
 	MessageRefused   = "refused"   // answered 5xx: the client must not retry
@@ -91,6 +96,7 @@ type Registry struct {
 	authFailures  *prometheus.CounterVec
 	smtpMessages  *prometheus.CounterVec
 	cacheLookups  *prometheus.CounterVec
+	turnedAway    *prometheus.CounterVec
 
 	imapCmdSet, smtpCmdSet map[string]bool
 }
@@ -142,6 +148,10 @@ func New() *Registry {
 			Namespace: Namespace, Name: "imap_cache_lookups_total",
 			Help: "Lookups in the IMAP front's raw-message memory cache, by result (hit, miss).",
 		}, []string{"result"}),
+		turnedAway: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace, Name: "connections_turned_away_total",
+			Help: "Connections turned away before login by the limits on strangers, by protocol and reason (refused: over a limit on arrival; displaced: let go for a newcomer). A steady rise is a flood or a scan.",
+		}, []string{"protocol", "reason"}),
 		imapCmdSet: set(IMAPCommands),
 		smtpCmdSet: set(SMTPCommands),
 	}
@@ -150,13 +160,16 @@ func New() *Registry {
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		r.connsOpen, r.connsAccepted, r.imapCommands, r.smtpCommands,
 		r.restRequests, r.restRetries, r.restLatency,
-		r.authFailures, r.smtpMessages, r.cacheLookups,
+		r.authFailures, r.smtpMessages, r.cacheLookups, r.turnedAway,
 	)
 	for _, p := range []string{ProtocolIMAP, ProtocolSMTP} {
 		r.connsOpen.WithLabelValues(p)
 		r.connsAccepted.WithLabelValues(p)
 		for _, reason := range []string{ReasonCredentials, ReasonUnavailable} {
 			r.authFailures.WithLabelValues(p, reason)
+		}
+		for _, reason := range []string{TurnedRefused, TurnedDisplaced} {
+			r.turnedAway.WithLabelValues(p, reason)
 		}
 	}
 	for _, res := range []string{MessageSent, MessageRefused, MessageTemporary} {
@@ -268,6 +281,12 @@ func (f front) ConnOpened() {
 
 // ConnClosed counts the end of a connection.
 func (f front) ConnClosed() { f.r.connsOpen.WithLabelValues(f.protocol).Dec() }
+
+// TurnedAway counts a connection turned away before login: reason
+// refused or displaced.
+func (f front) TurnedAway(reason string) {
+	f.r.turnedAway.WithLabelValues(f.protocol, oneOf(reason, TurnedRefused, TurnedDisplaced)).Inc()
+}
 
 // AuthFailed counts a failed login: reason credentials, unavailable or
 // refused.

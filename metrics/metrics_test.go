@@ -87,6 +87,9 @@ func TestFrontRecorders(t *testing.T) {
 	imap.CacheLookup(true)
 	imap.CacheLookup(false)
 	imap.CacheLookup(false)
+	imap.TurnedAway("refused")
+	imap.TurnedAway("displaced")
+	imap.TurnedAway("203.0.113.9")
 
 	smtp.ConnOpened()
 	smtp.Command("DATA", "ok")
@@ -111,6 +114,10 @@ func TestFrontRecorders(t *testing.T) {
 		`directbridge_auth_failures_total{protocol="imap",reason="other"} 1`,
 		`directbridge_auth_failures_total{protocol="smtp",reason="unavailable"} 1`,
 		`directbridge_auth_failures_total{protocol="smtp",reason="credentials"} 0`, // present from the start
+		`directbridge_connections_turned_away_total{protocol="imap",reason="refused"} 1`,
+		`directbridge_connections_turned_away_total{protocol="imap",reason="displaced"} 1`,
+		`directbridge_connections_turned_away_total{protocol="imap",reason="other"} 1`,
+		`directbridge_connections_turned_away_total{protocol="smtp",reason="refused"} 0`, // present from the start
 		`directbridge_imap_cache_lookups_total{result="hit"} 1`,
 		`directbridge_imap_cache_lookups_total{result="miss"} 2`,
 		`directbridge_smtp_commands_total{command="DATA",result="ok"} 1`,
@@ -127,7 +134,7 @@ func TestFrontRecorders(t *testing.T) {
 			t.Errorf("scrape lacks %s", want)
 		}
 	}
-	for _, leak := range []string{"Patients", "bob@", "Subject", "lab results", "VRFY"} {
+	for _, leak := range []string{"Patients", "bob@", "Subject", "lab results", "VRFY", "203.0.113"} {
 		if strings.Contains(body, leak) {
 			t.Errorf("scrape contains %q", leak)
 		}

@@ -18,7 +18,7 @@ import (
 const refusal = "421 4.7.0 Too many connections from your address or in all; try again later\r\n"
 
 func (s *Server) guard(l net.Listener) net.Listener {
-	return connguard.Listener(l, s.cfg.Connections, refusal)
+	return connguard.ObservedListener(l, s.cfg.Connections, refusal, s.metrics.TurnedAway)
 }
 
 // authenticated lifts the stranger's limits of the connection under c.

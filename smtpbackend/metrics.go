@@ -26,6 +26,10 @@ type Metrics interface {
 	// Message reports the fate of a message received in DATA: "sent",
 	// "refused" (5xx) or "temporary" (4xx).
 	Message(result string)
+	// TurnedAway reports a connection the listener's limits on
+	// strangers turned away: reason "refused" (over a limit on arrival)
+	// or "displaced" (let go for a newcomer), see package connguard.
+	TurnedAway(reason string)
 }
 
 type nopMetrics struct{}
@@ -35,6 +39,7 @@ func (nopMetrics) ConnClosed()            {}
 func (nopMetrics) Command(string, string) {}
 func (nopMetrics) AuthFailed(string)      {}
 func (nopMetrics) Message(string)         {}
+func (nopMetrics) TurnedAway(string)      {}
 
 // replyClass classifies the reply go-smtp writes for a session method's
 // result. A *smtp.SMTPError with a 2xx code is a success with a custom

@@ -19,6 +19,7 @@ type fakeMetrics struct {
 	commands map[string]int // "NAME result"
 	authFail map[string]int
 	messages map[string]int
+	turned   map[string]int
 }
 
 var _ smtpbackend.Metrics = (*fakeMetrics)(nil)
@@ -50,6 +51,15 @@ func (m *fakeMetrics) AuthFailed(reason string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.authFail[reason]++
+}
+
+func (m *fakeMetrics) TurnedAway(reason string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.turned == nil {
+		m.turned = map[string]int{}
+	}
+	m.turned[reason]++
 }
 
 func (m *fakeMetrics) Message(result string) {
