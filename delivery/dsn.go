@@ -3,9 +3,11 @@ package delivery
 import (
 	"bytes"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
 	"mime"
+	"slices"
 	"strings"
 	"time"
 
@@ -79,6 +81,27 @@ type report struct {
 	origMsgID    string    // the original's Message-ID, with brackets, for threading
 	headers      []byte    // the original's header section, or nil
 	outcomes     []outcome
+	id           string // the DSN's Message-ID, without brackets (messageID)
+}
+
+// messageID is the Message-ID of the DSN about smtpID's recipients: the
+// same for the same message and recipients, so that a DSN whose filing
+// was interrupted is found in the sender's INBOX by it (Tracker.file)
+// rather than filed twice. The domain is the sender's, as in From.
+func (r report) messageID(smtpID string, recipients []string) string {
+	rs := slices.Clone(recipients)
+	slices.Sort(rs)
+	h := sha256.New()
+	fmt.Fprintf(h, "%s\x00%s", smtpID, strings.Join(rs, "\x00"))
+	return "dsn-" + hex.EncodeToString(h.Sum(nil)[:12]) + "@" + r.domain()
+}
+
+// domain is the DSN's domain: the sender's, else the Reporting-MTA.
+func (r report) domain() string {
+	if _, d, ok := strings.Cut(r.sender, "@"); ok && d != "" {
+		return d
+	}
+	return r.reportingMTA
 }
 
 // compose writes the DSN as an RFC 5322 message with CRLF line ends.
@@ -88,10 +111,7 @@ func (r report) compose(now time.Time) ([]byte, error) {
 		return nil, err
 	}
 	boundary := "=_dsn_" + hex.EncodeToString(rnd[:])
-	domain := r.reportingMTA
-	if _, d, ok := strings.Cut(r.sender, "@"); ok && d != "" {
-		domain = d
-	}
+	domain := r.domain()
 	failed := false
 	for _, o := range r.outcomes {
 		failed = failed || o.action == "failed"
@@ -107,7 +127,11 @@ func (r report) compose(now time.Time) ([]byte, error) {
 	w("To: <%s>", r.sender)
 	w("Subject: %s", subject)
 	w("Date: %s", now.Format("Mon, 02 Jan 2006 15:04:05 -0700"))
-	w("Message-ID: <dsn-%s@%s>", hex.EncodeToString(rnd[:8]), domain)
+	if r.id != "" {
+		w("Message-ID: <%s>", r.id)
+	} else {
+		w("Message-ID: <dsn-%s@%s>", hex.EncodeToString(rnd[:8]), domain)
+	}
 	if r.origMsgID != "" {
 		w("In-Reply-To: %s", r.origMsgID)
 		w("References: %s", r.origMsgID)

@@ -22,6 +22,7 @@ package delivery
 import (
 	"bytes"
 	"context"
+	"errors"
 	"log/slog"
 	"strings"
 	"sync"
@@ -110,14 +111,9 @@ type Message struct {
 	Notify     map[string]Notify // by lower-case recipient; missing: the default
 }
 
-// Reported is the state the tracker keeps: which recipients were reported.
-type Reported interface {
-	// MarkReported records that a DSN about smtpID's recipient is being
-	// filed; first is false when it was recorded before.
-	MarkReported(ctx context.Context, smtpID, recipient string) (first bool, err error)
-	// UnmarkReported takes a record back (the DSN could not be filed).
-	UnmarkReported(ctx context.Context, smtpID, recipient string) error
-}
+// Reported is the state the tracker keeps: which recipients were
+// reported (mailbox.Reported says how).
+type Reported = mailbox.Reported
 
 // Store is the state the tracker keeps: what was reported, and what is
 // followed (mailbox.Store implements it).
@@ -148,6 +144,11 @@ type Config struct {
 	// whose sender neither logs in nor sends within the time is given
 	// up, and its failures are not reported.
 	ResumeWithin time.Duration
+	// ClaimHold is how long a DSN claimed and not yet filed is taken to
+	// be on its way (another tracker's save under way) before it is
+	// looked for in the sender's INBOX and, not there, filed again
+	// (default 2 min: past any save's time).
+	ClaimHold time.Duration
 }
 
 // storeTimeout bounds a write of the state store.
@@ -197,6 +198,9 @@ func New(cfg Config) *Tracker {
 	}
 	if cfg.ResumeWithin <= 0 {
 		cfg.ResumeWithin = 24 * time.Hour
+	}
+	if cfg.ClaimHold <= 0 {
+		cfg.ClaimHold = 2 * time.Minute
 	}
 	if cfg.Hostname == "" {
 		cfg.Hostname = "localhost"
@@ -520,7 +524,12 @@ func (t *Tracker) apply(ctx context.Context, tr *tracked, logs []directapi.Direc
 }
 
 // file saves a DSN about outcomes into the sender's INBOX, each recipient
-// once across restarts (Reported).
+// once across restarts (Reported). Each recipient is claimed before the
+// save and marked filed after it. A claim found unfiled is another
+// filing's: on its way while younger than ClaimHold (looked at again at
+// the next check), else interrupted (the bridge stopped, or the save's
+// answer was lost), and then the DSN is looked for in the INBOX by its
+// Message-ID, and filed again only when it is not there.
 func (t *Tracker) file(ctx context.Context, tr *tracked, outcomes []outcome) {
 	if tr.msg.DirectAddr != "" {
 		// A T-user may not write into the mailbox it sends for; the
@@ -528,35 +537,109 @@ func (t *Tracker) file(ctx context.Context, tr *tracked, outcomes []outcome) {
 		t.log.Info("delivery failed for a T-user send; no DSN filed", "smtp_id", tr.msg.SmtpID, "recipients", len(outcomes))
 		return
 	}
-	var marked []outcome
+	base := report{sender: tr.msg.Sender, reportingMTA: t.cfg.Hostname, envID: tr.msg.EnvID, arrival: tr.msg.At,
+		origMsgID: tr.msg.MessageID, headers: tr.headers}
+	recipients := make([]string, len(outcomes))
+	for i, o := range outcomes {
+		recipients[i] = o.recipient
+	}
+	id := base.messageID(tr.msg.SmtpID, recipients)
+	var claimed []outcome
+	interrupted := map[string][]outcome{} // by the DSN's Message-ID
+	since := map[string]time.Time{}
 	for _, o := range outcomes {
-		first, err := t.cfg.Store.MarkReported(ctx, tr.msg.SmtpID, o.recipient)
-		if err != nil {
+		c, err := t.cfg.Store.ClaimReport(ctx, tr.msg.SmtpID, o.recipient, id)
+		switch {
+		case err != nil:
 			t.log.Warn("delivery: state store", "err", err)
-			continue
-		}
-		if first {
-			marked = append(marked, o)
+			tr.final[o.recipient] = false // try again at the next check
+		case c.First:
+			claimed = append(claimed, o)
+		case c.Filed:
+			// Reported before.
+		case time.Since(c.At) < t.cfg.ClaimHold:
+			tr.final[o.recipient] = false // another filing on its way: look again later
+		default:
+			interrupted[c.DSNID] = append(interrupted[c.DSNID], o)
+			if s, ok := since[c.DSNID]; !ok || c.At.Before(s) {
+				since[c.DSNID] = c.At
+			}
 		}
 	}
-	if len(marked) == 0 {
-		return
+	for dsnID, group := range interrupted {
+		there, err := t.inInbox(ctx, tr, dsnID, since[dsnID])
+		switch {
+		case err != nil:
+			t.log.Warn("delivery: looking for a DSN whose filing was interrupted failed", "user", tr.msg.Auth.Username, "smtp_id", tr.msg.SmtpID, "err", err)
+			for _, o := range group {
+				tr.final[o.recipient] = false
+			}
+		case there:
+			t.markFiled(ctx, tr, group)
+		default:
+			t.save(ctx, tr, base, group, dsnID)
+		}
 	}
-	r := report{sender: tr.msg.Sender, reportingMTA: t.cfg.Hostname, envID: tr.msg.EnvID, arrival: tr.msg.At,
-		origMsgID: tr.msg.MessageID, headers: tr.headers, outcomes: marked}
+	if len(claimed) > 0 {
+		t.save(ctx, tr, base, claimed, id)
+	}
+}
+
+// save files the DSN with Message-ID dsnID about outcomes, claimed.
+func (t *Tracker) save(ctx context.Context, tr *tracked, r report, outcomes []outcome, dsnID string) {
+	r.outcomes, r.id = outcomes, dsnID
 	raw, err := r.compose(time.Now())
 	if err == nil {
 		err = t.cfg.Provider.Save(ctx, tr.msg.Auth, "INBOX", [][]byte{raw})
 	}
-	if err != nil {
+	switch {
+	case errors.Is(err, upstream.ErrUnknownOutcome):
+		// The provider may have filed it: the claims stay, and a later
+		// check looks for it before filing it again.
+		t.log.Warn("delivery: filing the DSN: outcome unknown; looked for later", "user", tr.msg.Auth.Username, "smtp_id", tr.msg.SmtpID, "err", err)
+		for _, o := range outcomes {
+			tr.final[o.recipient] = false
+		}
+	case err != nil:
 		t.log.Warn("delivery: filing the DSN failed", "user", tr.msg.Auth.Username, "smtp_id", tr.msg.SmtpID, "err", err)
-		for _, o := range marked {
+		for _, o := range outcomes {
 			if uerr := t.cfg.Store.UnmarkReported(ctx, tr.msg.SmtpID, o.recipient); uerr != nil {
 				t.log.Warn("delivery: state store", "err", uerr)
 			}
 			tr.final[o.recipient] = false // try again at the next check
 		}
-		return
+	default:
+		t.markFiled(ctx, tr, outcomes)
+		t.log.Info("delivery status notification filed", "user", tr.msg.Auth.Username, "smtp_id", tr.msg.SmtpID, "recipients", len(outcomes))
 	}
-	t.log.Info("delivery status notification filed", "user", tr.msg.Auth.Username, "smtp_id", tr.msg.SmtpID, "recipients", len(marked))
+}
+
+// markFiled records the DSN about outcomes filed. A failure is logged:
+// the claim stays, and should the message be checked again (a restart)
+// the DSN is found in the INBOX by its Message-ID.
+func (t *Tracker) markFiled(ctx context.Context, tr *tracked, outcomes []outcome) {
+	rs := make([]string, len(outcomes))
+	for i, o := range outcomes {
+		rs[i] = o.recipient
+	}
+	if err := t.cfg.Store.MarkFiled(ctx, tr.msg.SmtpID, rs); err != nil {
+		t.log.Warn("delivery: state store", "err", err)
+	}
+}
+
+// inInbox reports whether the DSN with Message-ID dsnID is in the
+// sender's INBOX, received since its claim (one
+// SearchMessagesMetadataByReceivedDate, with a minute's slack for the
+// two clocks).
+func (t *Tracker) inInbox(ctx context.Context, tr *tracked, dsnID string, since time.Time) (bool, error) {
+	details, err := t.cfg.Provider.MetadataReceived(ctx, tr.msg.Auth, "INBOX", since.Add(-time.Minute), time.Now().Add(time.Minute))
+	if err != nil {
+		return false, err
+	}
+	for _, d := range details {
+		if strings.Trim(strings.TrimSpace(d.MsgID), "<>") == dsnID {
+			return true, nil
+		}
+	}
+	return false, nil
 }

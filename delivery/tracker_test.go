@@ -247,7 +247,7 @@ func TestBounceFiledAfterRestart(t *testing.T) {
 // and the recipient already reported is not reported again: the state
 // store's record of DSNs filed (Reported) holds across restarts.
 //
-// Broken on purpose: with MarkReported answering first every time, a
+// Broken on purpose: with ClaimReport answering first every time, a
 // second DSN is filed.
 func TestNoSecondBounceAfterRestart(t *testing.T) {
 	e := newEnv(t)
@@ -311,5 +311,101 @@ func TestWaitingMessageGivenUp(t *testing.T) {
 	})
 	if e.statusCalls() != 0 {
 		t.Errorf("%d status calls without credentials", e.statusCalls())
+	}
+}
+
+// TestBounceFiledAfterStopBetweenClaimAndSave: the bridge stopped after
+// it claimed a recipient's DSN and before the provider took the DSN.
+// Once the claim is older than ClaimHold, the tracker looks for the DSN
+// in the INBOX by its Message-ID, does not find it, and files it: a
+// failure is not lost because the bridge stopped at the wrong moment
+// (before, the claim alone counted as reported and nothing was filed).
+func TestBounceFiledAfterStopBetweenClaimAndSave(t *testing.T) {
+	e := newEnv(t)
+	st := e.open(t)
+	defer st.Close()
+	m := e.send(t, doctorAddr)
+	if err := e.sb.SetDeliveryStatus(context.Background(), m.SmtpID, doctorAddr, directapi.StatusRemotelyFailed, "refused"); err != nil {
+		t.Fatal(err)
+	}
+	// What a stop between claim and save leaves.
+	if c, err := st.ClaimReport(context.Background(), m.SmtpID, doctorAddr, "dsn-claimed-1@direct.example"); err != nil || !c.First {
+		t.Fatalf("ClaimReport = %+v, %v", c, err)
+	}
+	time.Sleep(60 * time.Millisecond)
+	tr := e.tracker(st, func(c *delivery.Config) { c.ClaimHold = 50 * time.Millisecond })
+	defer tr.Close()
+	tr.Track(m)
+	waitFor(t, "a DSN", func() bool { return len(e.dsns(t)) > 0 })
+	waitFor(t, "the message to be finished", func() bool { return tr.Pending() == 0 })
+	got := e.dsns(t)
+	if len(got) != 1 || !strings.Contains(got[0], "Message-ID: <dsn-claimed-1@direct.example>") {
+		t.Fatalf("%d DSNs (want 1, with the claim's Message-ID): %q", len(got), got)
+	}
+	if c, err := st.ClaimReport(context.Background(), m.SmtpID, doctorAddr, "other"); err != nil || !c.Filed {
+		t.Fatalf("after filing, the claim is %+v, %v; want filed", c, err)
+	}
+}
+
+// TestNoSecondBounceWhenSavedBeforeStop: the bridge stopped after the
+// provider took the DSN and before the claim was marked filed. The
+// tracker finds the DSN in the INBOX by its Message-ID and files no
+// second one.
+func TestNoSecondBounceWhenSavedBeforeStop(t *testing.T) {
+	e := newEnv(t)
+	st := e.open(t)
+	defer st.Close()
+	ctx := context.Background()
+	m := e.send(t, doctorAddr)
+	if err := e.sb.SetDeliveryStatus(ctx, m.SmtpID, doctorAddr, directapi.StatusRemotelyFailed, "refused"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.ClaimReport(ctx, m.SmtpID, doctorAddr, "dsn-saved-1@direct.example"); err != nil {
+		t.Fatal(err)
+	}
+	saved := "From: Mail Delivery System <MAILER-DAEMON@direct.example>\r\nTo: <" + aliceAddr + ">\r\n" +
+		"Subject: Undelivered Mail Returned to Sender\r\nMessage-ID: <dsn-saved-1@direct.example>\r\n\r\nfiled before the stop\r\n"
+	if err := e.p.Save(ctx, aliceAuth, "INBOX", [][]byte{[]byte(saved)}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(60 * time.Millisecond)
+	tr := e.tracker(st, func(c *delivery.Config) { c.ClaimHold = 50 * time.Millisecond })
+	defer tr.Close()
+	tr.Track(m)
+	waitFor(t, "the message to be finished", func() bool { return tr.Pending() == 0 })
+	time.Sleep(100 * time.Millisecond)
+	if n := len(e.dsns(t)); n != 1 {
+		t.Fatalf("%d DSNs; want the one filed before the stop only", n)
+	}
+	if c, err := st.ClaimReport(ctx, m.SmtpID, doctorAddr, "other"); err != nil || !c.Filed {
+		t.Fatalf("the claim is %+v, %v; want marked filed once the DSN was found", c, err)
+	}
+}
+
+// TestClaimOnItsWayNotFiledTwice: a claim younger than ClaimHold is
+// another filing on its way: nothing is filed beside it, and the
+// recipient is looked at again later.
+func TestClaimOnItsWayNotFiledTwice(t *testing.T) {
+	e := newEnv(t)
+	st := e.open(t)
+	defer st.Close()
+	ctx := context.Background()
+	m := e.send(t, doctorAddr)
+	if err := e.sb.SetDeliveryStatus(ctx, m.SmtpID, doctorAddr, directapi.StatusRemotelyFailed, "refused"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.ClaimReport(ctx, m.SmtpID, doctorAddr, "dsn-elsewhere@direct.example"); err != nil {
+		t.Fatal(err)
+	}
+	tr := e.tracker(st, func(c *delivery.Config) { c.ClaimHold = time.Hour })
+	defer tr.Close()
+	calls := e.statusCalls()
+	tr.Track(m)
+	waitFor(t, "two status checks", func() bool { return e.statusCalls() >= calls+2 })
+	if n := len(e.dsns(t)); n != 0 {
+		t.Fatalf("%d DSNs filed beside a filing on its way; want none", n)
+	}
+	if tr.Pending() != 1 {
+		t.Fatalf("%d messages followed; want the one whose DSN is on its way elsewhere", tr.Pending())
 	}
 }

@@ -145,5 +145,14 @@ CREATE INDEX tracked_by_age ON tracked (sent_at);
 ALTER TABLE submissions ADD COLUMN answered INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE submissions ADD COLUMN deferred INTEGER NOT NULL DEFAULT 0;
 `,
+	}, {
+		version: 10,
+		name:    "delivery status notifications claimed before they are filed",
+		// Records made before were written once the DSN was being filed
+		// and are taken as filed, as they were then.
+		sql: `
+ALTER TABLE reported ADD COLUMN filed INTEGER NOT NULL DEFAULT 1;
+ALTER TABLE reported ADD COLUMN dsn_id TEXT NOT NULL DEFAULT '';
+`,
 	},
 }
