@@ -91,16 +91,19 @@ func (m *Folder) saving(a *arrival) {
 }
 
 // saveEnded notes the provider's answer to a's save: saved, a waits to
-// be paired (expect); not, it is forgotten.
+// be paired (pending, and a refresh soon); not, it is forgotten.
+// It is one step under the mirror's lock: a refresh never finds the save
+// neither asked nor waiting (holdBackLocked would hold its UID back).
 func (m *Folder) saveEnded(a *arrival, saved bool) {
 	m.mu.Lock()
+	defer m.mu.Unlock()
 	m.inflight = slices.DeleteFunc(m.inflight, func(b *arrival) bool { return b == a })
-	close(a.done)
-	m.mu.Unlock()
 	if saved {
 		a.at = time.Now()
-		m.expect(a)
+		m.pending = append(m.pending, a)
+		m.armSettleLocked()
 	}
+	close(a.done)
 }
 
 // awaitSaves waits for the saves asked for before listed (when a refresh
@@ -115,14 +118,6 @@ func (m *Folder) awaitSaves(ctx context.Context, listed time.Time) error {
 	}
 	m.mu.Unlock()
 	return awaitAll(ctx, wait)
-}
-
-// expect notes an arrival and makes sure a refresh comes soon.
-func (m *Folder) expect(a *arrival) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.pending = append(m.pending, a)
-	m.armSettleLocked()
 }
 
 // armSettleLocked (re)starts the settle timer.

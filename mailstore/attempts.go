@@ -140,8 +140,9 @@ func (st *Store) copyKey(folder string, validity uint32, dest string, uids []ima
 // dest above the largest UID it had before an attempt (the attempt's
 // mark) answer it, with COPYUID and the sources' flags carried (done);
 // ErrOutcomeUnknown while they may still come; or nothing (not done:
-// copy).
-func (m *Folder) resolveCopy(ctx context.Context, auth upstream.Auth, key, dest string, dm *Folder, msgs []*Message, uids []imap.UID) (Transferred, bool, error) {
+// copy). leave ends the retry's own claim on dest's new UIDs (transferInto)
+// before the copies' refresh, so that it shows them.
+func (m *Folder) resolveCopy(ctx context.Context, auth upstream.Auth, key, dest string, dm *Folder, msgs []*Message, uids []imap.UID, leave func()) (Transferred, bool, error) {
 	st := m.store
 	u, err := st.undecidedOf(ctx, m.user, key)
 	if err != nil {
@@ -151,7 +152,7 @@ func (m *Folder) resolveCopy(ctx context.Context, auth upstream.Auth, key, dest 
 		src := m.copiedOf(msgs, uids, m.flagsOf(uids))
 		if newUIDs, _ := st.findCopies(ctx, auth, dest, a.Mark, src, a.Created, dm); newUIDs != nil {
 			st.cfg.Logger.Info("imap copy: an earlier attempt whose answer was lost made the copies; not copied again", "user", m.user)
-			data := st.placeCopies(ctx, auth, dest, a.Mark, dm, src, a.Created, nil, func() {})
+			data := st.placeCopies(ctx, auth, dest, a.Mark, dm, src, a.Created, nil, leave)
 			st.endAttempts(ctx, u.attempts)
 			return Transferred{Done: uids, Data: data}, true, nil
 		}

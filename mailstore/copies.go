@@ -56,12 +56,13 @@ func (st *Store) placeCopies(ctx context.Context, auth upstream.Auth, dest strin
 		}
 		return nil
 	}
-	st.claim(auth.Username, dest, newUIDs)
 	validity, err := st.folderValidity(ctx, auth, dest, dm)
 	if err != nil {
 		log.Warn("imap copy: state store", "err", err)
-		return nil
+		return nil // not claimed: the pending entries pair the copies
 	}
+	// From here the transfer places its copies' flags itself.
+	st.claim(auth.Username, dest, newUIDs)
 	// The flags travel as changes added to whatever the new UIDs hold
 	// by now (a session that saw a copy through a refresh may have
 	// stored a flag on it already), and the mirror shows the sets the
@@ -546,9 +547,10 @@ func (st *Store) unclaimedOf(user, folder string, uids []imap.UID) []imap.UID {
 	if len(set) == 0 {
 		return uids
 	}
+	now := time.Now()
 	return slices.DeleteFunc(slices.Clone(uids), func(u imap.UID) bool {
-		_, ok := set[u]
-		return ok
+		at, ok := set[u]
+		return ok && now.Sub(at) <= claimTTL
 	})
 }
 

@@ -211,7 +211,7 @@ func (m *Folder) doRefresh(ctx context.Context, started time.Time, light bool) e
 	}
 
 	m.mu.Lock()
-	uids = m.holdBackLocked(uids)
+	uids, held := m.holdBackLocked(uids)
 	stillUnread := 0
 	var added []imap.UID
 	for _, u := range uids {
@@ -242,7 +242,8 @@ func (m *Folder) doRefresh(ctx context.Context, started time.Time, light bool) e
 	var unreadSet map[imap.UID]bool
 	// A light refresh has no count: known messages keep their state, new
 	// ones are unread unless just marked read.
-	if !light && !changed && (unread != stillUnread+len(added) || unsure) {
+	// Messages held back are counted by the provider, read or not.
+	if expect := stillUnread + len(added); !light && !changed && (unread < expect || unread > expect+held || unsure) {
 		if unreadSet, err = m.unreadUIDs(ctx, auth); err != nil {
 			return err
 		}
@@ -291,8 +292,13 @@ func (m *Folder) doRefresh(ctx context.Context, started time.Time, light bool) e
 
 // holdBackMax bounds how long refreshes hold back new UIDs for transfers
 // under way (holdBackLocked): under COPYs into one folder that never
-// pause, mail delivered to it is shown after this at the latest.
-const holdBackMax = 30 * time.Second
+// pause, mail delivered to it is shown after this at the latest. It
+// outlasts a transfer whose answer is lost when its call times out (the
+// call, then the look whether it landed), so that its copies are not
+// shown before it ends.
+func (m *Folder) holdBackMax() time.Duration {
+	return 2*m.store.cfg.CallTimeout + 10*time.Second
+}
 
 // holdBackLocked returns uids (ascending) without the new UIDs a
 // transfer under way into the folder may have given its copies (from
@@ -311,26 +317,34 @@ const holdBackMax = 30 * time.Second
 // UIDNEXT stays below it: the UIDs shown stay ascending (RFC 3501
 // §2.3.1.1), and a held-back UID shown later is not taken for a
 // renumbering.
-func (m *Folder) holdBackLocked(uids []imap.UID) []imap.UID {
+//
+// held is how many were held back.
+func (m *Folder) holdBackLocked(uids []imap.UID) (shown []imap.UID, held int) {
 	floor, busy := m.store.transferFloor(m.user, m.name)
 	if !busy || len(m.pending) > 0 || len(m.inflight) > 0 {
 		m.heldSince = time.Time{}
-		return uids
+		return uids, 0
 	}
-	cut := imap.UID(max(floor, int64(m.uidNext)))
-	i, _ := slices.BinarySearch(uids, cut)
+	i, _ := slices.BinarySearch(uids, imap.UID(max(floor, int64(m.uidNext))))
 	if i == len(uids) {
 		m.heldSince = time.Time{} // nothing new from the floor on
-		return uids
+		return uids, 0
 	}
 	now := time.Now()
 	if m.heldSince.IsZero() {
 		m.heldSince = now
 	}
-	if now.Sub(m.heldSince) > holdBackMax {
-		return uids
+	if now.Sub(m.heldSince) > m.holdBackMax() {
+		return uids, 0
 	}
-	return uids[:i]
+	return uids[:i], len(uids) - i
+}
+
+// holding reports whether the last refresh held UIDs back.
+func (m *Folder) holding() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return !m.heldSince.IsZero()
 }
 
 // noteUnclaimed keeps the UIDs added that no arrival claimed while
@@ -380,6 +394,17 @@ func (m *Folder) unreadUIDs(ctx context.Context, auth directapi.Authentication) 
 
 // load builds the mirror the first time.
 func (m *Folder) load(ctx context.Context, auth directapi.Authentication, st mailbox.FolderState, uids []imap.UID, unread int) error {
+	// New UIDs a transfer under way may have made wait for it, as in a
+	// refresh (holdBackLocked); the count then covers more than the
+	// messages shown, so the read state is asked for below.
+	held := 0
+	m.mu.Lock()
+	waiting := len(m.pending) > 0 || len(m.inflight) > 0
+	m.mu.Unlock()
+	if floor, busy := m.store.transferFloor(m.user, m.name); busy && !waiting {
+		i, _ := slices.BinarySearch(uids, imap.UID(max(floor, int64(st.UIDNext))))
+		uids, held = uids[:i], len(uids)-i
+	}
 	kept, err := m.store.cfg.State.Flags(ctx, m.user, m.name, st.UIDValidity)
 	if err != nil {
 		return err
@@ -399,13 +424,13 @@ func (m *Folder) load(ctx context.Context, auth directapi.Authentication, st mai
 	var unreadSet map[imap.UID]bool
 	var details []directapi.MessageDetail
 	switch {
-	case unread >= len(uids):
+	case unread >= len(uids) && held == 0:
 		// Every message is unread: nothing to ask.
 		unreadSet = make(map[imap.UID]bool, len(uids))
 		for _, u := range uids {
 			unreadSet[u] = true
 		}
-	case unread > 0 && m.inferFromMemo(st.UIDValidity, uids, unread, &unreadSet):
+	case unread > 0 && held == 0 && m.inferFromMemo(st.UIDValidity, uids, unread, &unreadSet):
 		// What the bridge knew before it forgot the folder agrees with
 		// the counts (readmemo.go).
 	case unread > 0:
@@ -459,6 +484,9 @@ func (m *Folder) load(ctx context.Context, auth directapi.Authentication, st mai
 	// Messages that arrive from now on lack metadata and are found by
 	// received date (LoadMeta); the unread ones came with the load.
 	m.metaAt = m.syncedAt
+	if held > 0 {
+		m.heldSince = time.Now() // the transfer's end shows them (holding)
+	}
 	m.loaded = true
 	m.syncedAt = time.Now()
 	m.raiseUIDNextLocked(uids)

@@ -320,7 +320,13 @@ func (st *Store) dropFolder(user, name string) {
 		if m.user == strings.ToLower(user) && (m.name == name || strings.HasPrefix(m.name, name+".")) {
 			gone = append(gone, m)
 			delete(st.mirrors, k)
-			delete(st.claimed, k) // a folder made again under the name has new UIDs
+		}
+	}
+	// A folder made again under the name has new UIDs: claims on the
+	// old ones go, mirror or not.
+	for k := range st.claimed {
+		if k == mirrorKey(user, name) || strings.HasPrefix(k, mirrorKey(user, name)+".") {
+			delete(st.claimed, k)
 		}
 	}
 	st.mu.Unlock()

@@ -99,7 +99,7 @@ func (m *Folder) Transfer(ctx context.Context, auth upstream.Auth, uids []imap.U
 	var attempt int64
 	if !move || sameFolder {
 		key := st.copyKey(m.name, srcValidity, dest, uids)
-		if res, done, err := m.resolveCopy(ctx, auth, key, dest, dm, msgs, uids); done {
+		if res, done, err := m.resolveCopy(ctx, auth, key, dest, dm, msgs, uids, leave); done {
 			return res, err
 		}
 		if attempt, err = st.cfg.State.BeginAttempt(ctx, m.user, key, st.owner, prev); err != nil {
@@ -205,6 +205,12 @@ func (m *Folder) Transfer(ctx context.Context, auth upstream.Auth, uids []imap.U
 	data := st.placeCopies(ctx, auth, dest, prev, dm, src, began, pending, leave)
 	if data != nil {
 		st.dropPendingFlags(ctx, pending)
+	}
+	// What refreshes held back for this transfer (other mail, another
+	// transfer's copies) shows now rather than at the next poll.
+	leave()
+	if dm := st.peek(m.user, dest); dm != nil && dm.holding() {
+		dm.resync(ctx, "after a copy, for what was held back")
 	}
 	return Transferred{Done: done, Data: data}, nil
 }

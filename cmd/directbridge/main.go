@@ -243,8 +243,8 @@ func runSandbox(stdout, stderr io.Writer) int {
 
 // tuneGC sets the daemon's garbage-collection target when GOGC is not
 // set: after each collection the heap may grow by 16 MiB, or by half
-// of what is live when that is more (package gctune; 16 MiB keeps a
-// 20 MB APPEND within its memory bound, memory_test.go). Go's default
+// of what is live when that is more, at most 300% (package gctune;
+// 16 MiB keeps a 20 MB APPEND within its memory bound, memory_test.go). Go's default
 // share of 100% left the first sync of a 50,000-message folder 30%
 // larger (BENCHMARKS.md, scenario 4), and a share of 50% alone made a
 // small heap under many short commands collect every few megabytes,
@@ -253,6 +253,6 @@ func runSandbox(stdout, stderr io.Writer) int {
 // bridge keeps its own.
 func tuneGC() {
 	if _, set := os.LookupEnv("GOGC"); !set {
-		gctune.Start(gctune.Config{Percent: 50, Headroom: 16 << 20, MaxPercent: 800})
+		gctune.Start(gctune.Config{Percent: 50, Headroom: 16 << 20, MaxPercent: 300})
 	}
 }

@@ -16,9 +16,12 @@
 // heap grows by Headroom, or by Percent of what is live when that is
 // more.
 //
-// The target is set from a finalizer that runs after each collection (a
-// sentinel object left unreachable, then made again), so it costs
-// nothing between collections. GOMEMLIMIT still
+// The target is set from a finalizer (a sentinel object left
+// unreachable, then made again), which the runtime runs after a
+// collection when its finalizer goroutine gets to it: under a burst of
+// allocation on one CPU that may be some collections later, so the
+// target lags, and MaxPercent bounds what a stale target of a small heap
+// can cost. It costs nothing between collections. GOMEMLIMIT still
 // applies: the collector runs at whichever comes first.
 package gctune
 
@@ -45,9 +48,9 @@ type Tuner struct {
 	cfg     Config
 	stopped atomic.Bool
 	sample  []metrics.Sample
-	// applied counts the collections after which the target was set
-	// (for tests).
-	applied atomic.Int64
+	// cycle is the number of collections completed when the target was
+	// last set (for tests).
+	cycle atomic.Uint64
 }
 
 // sentinel is allocated so that the collector finds it unreachable.
@@ -55,7 +58,7 @@ type sentinel struct{ t *Tuner }
 
 // Start sets the target now and after every collection.
 func Start(cfg Config) *Tuner {
-	t := &Tuner{cfg: cfg, sample: []metrics.Sample{{Name: "/gc/heap/live:bytes"}}}
+	t := &Tuner{cfg: cfg, sample: []metrics.Sample{{Name: "/gc/heap/live:bytes"}, {Name: "/gc/cycles/total:gc-cycles"}}}
 	t.set()
 	t.arm()
 	return t
@@ -85,7 +88,9 @@ func (t *Tuner) set() {
 		live = t.sample[0].Value.Uint64()
 	}
 	debug.SetGCPercent(Percent(t.cfg, live))
-	t.applied.Add(1)
+	if t.sample[1].Value.Kind() == metrics.KindUint64 {
+		t.cycle.Store(t.sample[1].Value.Uint64())
+	}
 }
 
 // Percent is the share (GOGC) for a heap of live bytes: Headroom over
