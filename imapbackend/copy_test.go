@@ -732,3 +732,70 @@ func TestPairedCopyKeepsTwinsFlags(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// TestHeldBackMailCostsNoUnreadList: while a COPY into INBOX runs, the
+// refreshes of INBOX hold new UIDs back (its copies are shown with their
+// flags when it ends); mail delivered meanwhile is among them, and the
+// provider's unread count covers it. That must not make every refresh
+// ask for the list of unread messages (whole messages), and the mail
+// shows, unread, once the COPY has ended.
+func TestHeldBackMailCostsNoUnreadList(t *testing.T) {
+	e := newEnv(t, options{pollInterval: 50 * time.Millisecond})
+	e.createFolder(alice, "INBOX.Work")
+	e.deliver(alice, "INBOX.Work", testMessage("to copy"))
+	c := e.login(alice, alicePW)
+	mustSelectFolder(t, c, "INBOX.Work")
+	watcher := e.login(alice, alicePW)
+	mustSelectFolder(t, watcher, "INBOX")
+
+	e.sandbox.InjectFault("CopyMessagesByUIDs", sandbox.Fault{Latency: 600 * time.Millisecond, Times: 1})
+	copied := make(chan error, 1)
+	go func() {
+		_, err := c.Copy(imap.SeqSetNum(1), "INBOX").Wait()
+		copied <- err
+	}()
+	time.Sleep(100 * time.Millisecond)
+	e.deliver(alice, "INBOX", testMessage("came in"))
+	unreadBefore := e.sandbox.Calls("GetUnreadMessages")
+	listings := e.sandbox.Calls("GetUIDs")
+	var copyErr error
+	listedDuring := 0
+	for waiting := true; waiting; {
+		select {
+		case copyErr = <-copied:
+			waiting = false
+		default:
+			if err := watcher.Noop().Wait(); err != nil {
+				t.Fatal(err)
+			}
+			listedDuring = e.sandbox.Calls("GetUIDs") - listings
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	if copyErr != nil {
+		t.Fatal(copyErr)
+	}
+	if listedDuring < 2 {
+		t.Fatalf("INBOX was listed %d times while the COPY ran: nothing was tested", listedDuring)
+	}
+	if n := e.sandbox.Calls("GetUnreadMessages") - unreadBefore; n > 0 {
+		t.Errorf("refreshes asked for the unread list %d times while mail was held back for the COPY", n)
+	}
+	if err := watcher.Noop().Wait(); err != nil {
+		t.Fatal(err)
+	}
+	msgs, err := watcher.Fetch(imap.SeqSet{{Start: 1, Stop: 0}}, &imap.FetchOptions{Flags: true, Envelope: true}).Collect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seen []string
+	for _, m := range msgs {
+		seen = append(seen, fmt.Sprintf("%q %v", m.Envelope.Subject, m.Flags))
+		if m.Envelope.Subject == "came in" && slices.Contains(m.Flags, imap.FlagSeen) {
+			t.Errorf("mail held back for the COPY is shown read: %v", m.Flags)
+		}
+	}
+	if len(msgs) != 2 {
+		t.Fatalf("INBOX after the COPY: %v; want the copy and the mail that came in", seen)
+	}
+}
