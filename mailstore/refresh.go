@@ -211,7 +211,7 @@ func (m *Folder) doRefresh(ctx context.Context, started time.Time, light bool) e
 	}
 
 	m.mu.Lock()
-	uids, held := m.holdBackLocked(uids)
+	uids = m.holdBackLocked(uids)
 	stillUnread := 0
 	var added []imap.UID
 	for _, u := range uids {
@@ -242,8 +242,13 @@ func (m *Folder) doRefresh(ctx context.Context, started time.Time, light bool) e
 	var unreadSet map[imap.UID]bool
 	// A light refresh has no count: known messages keep their state, new
 	// ones are unread unless just marked read.
-	// Messages held back are counted by the provider, read or not.
-	if expect := stillUnread + len(added); !light && !changed && (unread < expect || unread > expect+held || unsure) {
+	// Messages held back are counted by the provider too: the count
+	// then disagrees when one is unread, and the list is asked. Taking
+	// any count up to the number held for agreement would hide a read
+	// state the mirror has wrong until the held messages are shown, and
+	// then for good when they are counted the other way (model seed 556:
+	// two read states swapped).
+	if !light && !changed && (unread != stillUnread+len(added) || unsure) {
 		if unreadSet, err = m.unreadUIDs(ctx, auth); err != nil {
 			return err
 		}
@@ -317,27 +322,25 @@ func (m *Folder) holdBackMax() time.Duration {
 // UIDNEXT stays below it: the UIDs shown stay ascending (RFC 3501
 // §2.3.1.1), and a held-back UID shown later is not taken for a
 // renumbering.
-//
-// held is how many were held back.
-func (m *Folder) holdBackLocked(uids []imap.UID) (shown []imap.UID, held int) {
+func (m *Folder) holdBackLocked(uids []imap.UID) []imap.UID {
 	floor, busy := m.store.transferFloor(m.user, m.name)
 	if !busy || len(m.pending) > 0 || len(m.inflight) > 0 {
 		m.heldSince = time.Time{}
-		return uids, 0
+		return uids
 	}
 	i, _ := slices.BinarySearch(uids, imap.UID(max(floor, int64(m.uidNext))))
 	if i == len(uids) {
 		m.heldSince = time.Time{} // nothing new from the floor on
-		return uids, 0
+		return uids
 	}
 	now := time.Now()
 	if m.heldSince.IsZero() {
 		m.heldSince = now
 	}
 	if now.Sub(m.heldSince) > m.holdBackMax() {
-		return uids, 0
+		return uids
 	}
-	return uids[:i], len(uids) - i
+	return uids[:i]
 }
 
 // holding reports whether the last refresh held UIDs back.
