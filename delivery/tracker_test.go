@@ -324,14 +324,7 @@ func TestBounceFiledAfterStopBetweenClaimAndSave(t *testing.T) {
 	e := newEnv(t)
 	st := e.open(t)
 	defer st.Close()
-	m := e.send(t, doctorAddr)
-	if err := e.sb.SetDeliveryStatus(context.Background(), m.SmtpID, doctorAddr, directapi.StatusRemotelyFailed, "refused"); err != nil {
-		t.Fatal(err)
-	}
-	// What a stop between claim and save leaves.
-	if c, err := st.ClaimReport(context.Background(), m.SmtpID, doctorAddr, "dsn-claimed-1@direct.example"); err != nil || !c.First {
-		t.Fatalf("ClaimReport = %+v, %v", c, err)
-	}
+	m := e.refusedClaimed(t, st, "dsn-claimed-1@direct.example") // a stop between claim and save
 	time.Sleep(60 * time.Millisecond)
 	tr := e.tracker(st, func(c *delivery.Config) { c.ClaimHold = 50 * time.Millisecond })
 	defer tr.Close()
@@ -342,9 +335,7 @@ func TestBounceFiledAfterStopBetweenClaimAndSave(t *testing.T) {
 	if len(got) != 1 || !strings.Contains(got[0], "Message-ID: <dsn-claimed-1@direct.example>") {
 		t.Fatalf("%d DSNs (want 1, with the claim's Message-ID): %q", len(got), got)
 	}
-	if c, err := st.ClaimReport(context.Background(), m.SmtpID, doctorAddr, "other"); err != nil || !c.Filed {
-		t.Fatalf("after filing, the claim is %+v, %v; want filed", c, err)
-	}
+	claimFiled(t, st, m)
 }
 
 // TestNoSecondBounceWhenSavedBeforeStop: the bridge stopped after the
@@ -356,13 +347,7 @@ func TestNoSecondBounceWhenSavedBeforeStop(t *testing.T) {
 	st := e.open(t)
 	defer st.Close()
 	ctx := context.Background()
-	m := e.send(t, doctorAddr)
-	if err := e.sb.SetDeliveryStatus(ctx, m.SmtpID, doctorAddr, directapi.StatusRemotelyFailed, "refused"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := st.ClaimReport(ctx, m.SmtpID, doctorAddr, "dsn-saved-1@direct.example"); err != nil {
-		t.Fatal(err)
-	}
+	m := e.refusedClaimed(t, st, "dsn-saved-1@direct.example")
 	saved := "From: Mail Delivery System <MAILER-DAEMON@direct.example>\r\nTo: <" + aliceAddr + ">\r\n" +
 		"Subject: Undelivered Mail Returned to Sender\r\nMessage-ID: <dsn-saved-1@direct.example>\r\n\r\nfiled before the stop\r\n"
 	if err := e.p.Save(ctx, aliceAuth, "INBOX", [][]byte{[]byte(saved)}); err != nil {
@@ -377,9 +362,7 @@ func TestNoSecondBounceWhenSavedBeforeStop(t *testing.T) {
 	if n := len(e.dsns(t)); n != 1 {
 		t.Fatalf("%d DSNs; want the one filed before the stop only", n)
 	}
-	if c, err := st.ClaimReport(ctx, m.SmtpID, doctorAddr, "other"); err != nil || !c.Filed {
-		t.Fatalf("the claim is %+v, %v; want marked filed once the DSN was found", c, err)
-	}
+	claimFiled(t, st, m)
 }
 
 // TestClaimOnItsWayNotFiledTwice: a claim younger than ClaimHold is
@@ -389,14 +372,7 @@ func TestClaimOnItsWayNotFiledTwice(t *testing.T) {
 	e := newEnv(t)
 	st := e.open(t)
 	defer st.Close()
-	ctx := context.Background()
-	m := e.send(t, doctorAddr)
-	if err := e.sb.SetDeliveryStatus(ctx, m.SmtpID, doctorAddr, directapi.StatusRemotelyFailed, "refused"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := st.ClaimReport(ctx, m.SmtpID, doctorAddr, "dsn-elsewhere@direct.example"); err != nil {
-		t.Fatal(err)
-	}
+	m := e.refusedClaimed(t, st, "dsn-elsewhere@direct.example")
 	tr := e.tracker(st, func(c *delivery.Config) { c.ClaimHold = time.Hour })
 	defer tr.Close()
 	calls := e.statusCalls()
@@ -407,5 +383,29 @@ func TestClaimOnItsWayNotFiledTwice(t *testing.T) {
 	}
 	if tr.Pending() != 1 {
 		t.Fatalf("%d messages followed; want the one whose DSN is on its way elsewhere", tr.Pending())
+	}
+}
+
+// refusedClaimed sends a message from alice to doctorAddr that the remote
+// side refused, with the DSN about it claimed under dsnID (what a
+// stop during its filing leaves): the Message to track.
+func (e *env) refusedClaimed(t *testing.T, st *mailbox.Store, dsnID string) delivery.Message {
+	t.Helper()
+	ctx := context.Background()
+	m := e.send(t, doctorAddr)
+	if err := e.sb.SetDeliveryStatus(ctx, m.SmtpID, doctorAddr, directapi.StatusRemotelyFailed, "refused"); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := st.ClaimReport(ctx, m.SmtpID, doctorAddr, dsnID); err != nil || !c.First {
+		t.Fatalf("ClaimReport = %+v, %v", c, err)
+	}
+	return m
+}
+
+// claimFiled fails t unless the claim of m's DSN is marked filed.
+func claimFiled(t *testing.T, st *mailbox.Store, m delivery.Message) {
+	t.Helper()
+	if c, err := st.ClaimReport(context.Background(), m.SmtpID, doctorAddr, "other"); err != nil || !c.Filed {
+		t.Fatalf("the claim is %+v, %v; want it marked filed", c, err)
 	}
 }

@@ -604,26 +604,12 @@ func TestCopyAnswerLostCopyShownMeanwhile(t *testing.T) {
 	// watcher's refreshes list the copy before the COPY gives up.
 	e.sandbox.SetLatency(300 * time.Millisecond)
 	e.sandbox.InjectFault("CopyMessagesByUIDs", sandbox.Fault{Latency: 800 * time.Millisecond, After: true, Reset: true, Times: 1})
-	copied := make(chan error, 1)
-	go func() {
-		_, err := c.Copy(imap.SeqSetNum(1), "INBOX").Wait()
-		copied <- err
-	}()
+	copied := copyAsync(c, imap.SeqSetNum(1), "INBOX")
 	// Meanwhile mail comes in, and the watcher refreshes the folder
 	// again and again.
 	time.Sleep(100 * time.Millisecond)
 	e.deliver(alice, "INBOX", testMessage("other mail"))
-	var copyErr error
-	for waiting := true; waiting; {
-		select {
-		case copyErr = <-copied:
-			waiting = false
-		default:
-			if err := watcher.Noop().Wait(); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+	copyErr := noopUntil(t, watcher.Client, copied, nil)
 	if copyErr == nil {
 		t.Skip("the COPY was confirmed (the copy told apart after all); nothing left to recover")
 	}
@@ -680,11 +666,7 @@ func TestPairedCopyKeepsTwinsFlags(t *testing.T) {
 	// B's copy is made 500 ms after it is asked; meanwhile mail comes in
 	// and A copies the flagless twin.
 	e.sandbox.InjectFault("CopyMessagesByUIDs", sandbox.Fault{Latency: 500 * time.Millisecond, Times: 1})
-	bDone := make(chan error, 1)
-	go func() {
-		_, err := b.Copy(imap.SeqSetNum(1), "INBOX").Wait()
-		bDone <- err
-	}()
+	bDone := copyAsync(b, imap.SeqSetNum(1), "INBOX")
 	time.Sleep(100 * time.Millisecond)
 	e.deliver(alice, "INBOX", testMessage("came in"))
 	aData, err := a.Copy(imap.SeqSetNum(1), "INBOX").Wait()
@@ -747,28 +729,15 @@ func TestHeldBackMailShownAfterCopy(t *testing.T) {
 	mustSelectFolder(t, watcher, "INBOX")
 
 	e.sandbox.InjectFault("CopyMessagesByUIDs", sandbox.Fault{Latency: 600 * time.Millisecond, Times: 1})
-	copied := make(chan error, 1)
-	go func() {
-		_, err := c.Copy(imap.SeqSetNum(1), "INBOX").Wait()
-		copied <- err
-	}()
+	copied := copyAsync(c, imap.SeqSetNum(1), "INBOX")
 	time.Sleep(100 * time.Millisecond)
 	e.deliver(alice, "INBOX", testMessage("came in"))
 	listings := e.sandbox.Calls("GetUIDs")
-	var copyErr error
 	listedDuring := 0
-	for waiting := true; waiting; {
-		select {
-		case copyErr = <-copied:
-			waiting = false
-		default:
-			if err := watcher.Noop().Wait(); err != nil {
-				t.Fatal(err)
-			}
-			listedDuring = e.sandbox.Calls("GetUIDs") - listings
-			time.Sleep(20 * time.Millisecond)
-		}
-	}
+	copyErr := noopUntil(t, watcher, copied, func() {
+		listedDuring = e.sandbox.Calls("GetUIDs") - listings
+		time.Sleep(20 * time.Millisecond)
+	})
 	if copyErr != nil {
 		t.Fatal(copyErr)
 	}
@@ -791,5 +760,35 @@ func TestHeldBackMailShownAfterCopy(t *testing.T) {
 	}
 	if len(msgs) != 2 {
 		t.Fatalf("INBOX after the COPY: %v; want the copy and the mail that came in", seen)
+	}
+}
+
+// copyAsync starts a COPY of set to dest on c; its outcome comes on the
+// channel.
+func copyAsync(c *imapclient.Client, set imap.NumSet, dest string) <-chan error {
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.Copy(set, dest).Wait()
+		done <- err
+	}()
+	return done
+}
+
+// noopUntil has watcher send NOOP after NOOP (and run each, when not nil,
+// after every one) until done delivers, and returns what it delivered.
+func noopUntil(t *testing.T, watcher *imapclient.Client, done <-chan error, each func()) error {
+	t.Helper()
+	for {
+		select {
+		case err := <-done:
+			return err
+		default:
+			if err := watcher.Noop().Wait(); err != nil {
+				t.Fatal(err)
+			}
+			if each != nil {
+				each()
+			}
+		}
 	}
 }
