@@ -616,13 +616,7 @@ func TestCopyAnswerLostCopyShownMeanwhile(t *testing.T) {
 	// The next refreshes give the copy its flags.
 	deadline := time.Now().Add(8 * time.Second)
 	for {
-		if err := watcher.Noop().Wait(); err != nil {
-			t.Fatal(err)
-		}
-		msgs, err := watcher.Fetch(imap.SeqSet{{Start: 1, Stop: 0}}, &imap.FetchOptions{Flags: true, Envelope: true}).Collect()
-		if err != nil {
-			t.Fatal(err)
-		}
+		msgs := noopFetchAll(t, watcher.Client)
 		var seen []string
 		for _, m := range msgs {
 			if m.Envelope != nil && m.Envelope.Subject == "carried" && slices.Contains(m.Flags, imap.Flag("$Carried")) {
@@ -683,13 +677,7 @@ func TestPairedCopyKeepsTwinsFlags(t *testing.T) {
 	// The next refresh shows every copy.
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		if err := watcher.Noop().Wait(); err != nil {
-			t.Fatal(err)
-		}
-		msgs, err := watcher.Fetch(imap.SeqSet{{Start: 1, Stop: 0}}, &imap.FetchOptions{UID: true, Flags: true, Envelope: true}).Collect()
-		if err != nil {
-			t.Fatal(err)
-		}
+		msgs := noopFetchAll(t, watcher)
 		var twins []*imapclient.FetchMessageBuffer
 		for _, m := range msgs {
 			if m.Envelope != nil && m.Envelope.Subject == "twin" {
@@ -744,13 +732,7 @@ func TestHeldBackMailShownAfterCopy(t *testing.T) {
 	if listedDuring < 2 {
 		t.Fatalf("INBOX was listed %d times while the COPY ran: nothing was tested", listedDuring)
 	}
-	if err := watcher.Noop().Wait(); err != nil {
-		t.Fatal(err)
-	}
-	msgs, err := watcher.Fetch(imap.SeqSet{{Start: 1, Stop: 0}}, &imap.FetchOptions{Flags: true, Envelope: true}).Collect()
-	if err != nil {
-		t.Fatal(err)
-	}
+	msgs := noopFetchAll(t, watcher)
 	var seen []string
 	for _, m := range msgs {
 		seen = append(seen, fmt.Sprintf("%q %v", m.Envelope.Subject, m.Flags))
@@ -791,4 +773,18 @@ func noopUntil(t *testing.T, watcher *imapclient.Client, done <-chan error, each
 			}
 		}
 	}
+}
+
+// noopFetchAll sends NOOP on c, then fetches the UID, flags and envelope
+// of every message it shows.
+func noopFetchAll(t *testing.T, c *imapclient.Client) []*imapclient.FetchMessageBuffer {
+	t.Helper()
+	if err := c.Noop().Wait(); err != nil {
+		t.Fatal(err)
+	}
+	msgs, err := c.Fetch(imap.SeqSet{{Start: 1, Stop: 0}}, &imap.FetchOptions{UID: true, Flags: true, Envelope: true}).Collect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return msgs
 }
