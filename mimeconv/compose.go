@@ -3,15 +3,18 @@ package mimeconv
 import (
 	"bytes"
 	"crypto/rand"
+	"encoding/base64"
 	"encoding/hex"
 	"fmt"
 	"mime"
+	"mime/quotedprintable"
 	"net/mail"
 	"strings"
 	"time"
 
 	"github.com/directbridge/directbridge/directapi"
 	"github.com/emersion/go-message"
+	"github.com/emersion/go-message/textproto"
 )
 
 // ComposeOptions control Compose: the fields the provider, not the
@@ -133,19 +136,26 @@ func Compose(msg directapi.Message, opts ComposeOptions) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	w, err := message.CreateWriter(&buf, message.Header{Header: h})
-	if err != nil {
+	// The parts are written with go-message's textproto, not its
+	// message.Writer, which refuses any part whose charset is not UTF-8
+	// or US-ASCII: a text attachment's bytes are sent as they are, in the
+	// charset its contentType names (an ISO-8859-1 lab report).
+	if err := textproto.WriteHeader(&buf, h); err != nil {
 		return nil, fmt.Errorf("mimeconv: compose: %w", err)
 	}
-	if err := writePart(w, bodyFields, body); err != nil {
+	mw := textproto.NewMultipartWriter(&buf)
+	if err := mw.SetBoundary(boundary); err != nil {
+		return nil, fmt.Errorf("mimeconv: compose: %w", err)
+	}
+	if err := writePart(mw, bodyFields, body); err != nil {
 		return nil, err
 	}
 	for _, f := range files {
-		if err := writePart(w, f.fields, f.data); err != nil {
+		if err := writePart(mw, f.fields, f.data); err != nil {
 			return nil, err
 		}
 	}
-	if err := w.Close(); err != nil {
+	if err := mw.Close(); err != nil {
 		return nil, fmt.Errorf("mimeconv: compose: %w", err)
 	}
 	return buf.Bytes(), nil
@@ -270,21 +280,52 @@ func writeEntity(buf *bytes.Buffer, fs []field, data []byte) error {
 	return nil
 }
 
-// writePart writes one part of a multipart entity.
-func writePart(w *message.Writer, fs []field, data []byte) error {
+// writePart writes one part of a multipart entity, its data in the
+// transfer encoding its Content-Transfer-Encoding field names:
+// quoted-printable or base64 (lines of 76, RFC 2045 §6.8), or as it is
+// (7bit and 8bit parts are built with CRLF lines of at most 998 octets,
+// binary ones are what they are).
+func writePart(mw *textproto.MultipartWriter, fs []field, data []byte) error {
 	h, err := buildHeader(fs)
 	if err != nil {
 		return err
 	}
-	pw, err := w.CreatePart(message.Header{Header: h})
+	pw, err := mw.CreatePart(h)
 	if err != nil {
 		return fmt.Errorf("mimeconv: compose: %w", err)
 	}
-	if _, err := pw.Write(data); err != nil {
-		return fmt.Errorf("mimeconv: compose: %w", err)
+	switch cte := strings.ToLower(h.Get("Content-Transfer-Encoding")); cte {
+	case "quoted-printable":
+		qw := quotedprintable.NewWriter(pw)
+		if _, err := qw.Write(data); err != nil {
+			return fmt.Errorf("mimeconv: compose: %w", err)
+		}
+		err = qw.Close()
+	case "base64":
+		_, err = pw.Write(base64Lines(data))
+	case "7bit", "8bit", "binary", "":
+		_, err = pw.Write(data)
+	default:
+		err = fmt.Errorf("unhandled transfer encoding %q", cte)
 	}
-	if err := pw.Close(); err != nil {
+	if err != nil {
 		return fmt.Errorf("mimeconv: compose: %w", err)
 	}
 	return nil
+}
+
+// base64Lines is data in base64 with a CRLF after every 76 characters
+// (RFC 2045 §6.8), none after the last line: the delimiter that follows
+// brings its own.
+func base64Lines(data []byte) []byte {
+	const line = 76
+	enc := base64.StdEncoding.EncodedLen(len(data))
+	out := make([]byte, 0, enc+2*(enc/line))
+	tmp := make([]byte, enc)
+	base64.StdEncoding.Encode(tmp, data)
+	for len(tmp) > line {
+		out = append(append(out, tmp[:line]...), '\r', '\n')
+		tmp = tmp[line:]
+	}
+	return append(out, tmp...)
 }

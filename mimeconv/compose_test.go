@@ -498,6 +498,9 @@ func TestComposeAttachmentDetails(t *testing.T) {
 			{Content: b64, ContentType: "not a type", Filename: ""},
 			{Content: b64, ContentType: "multipart/mixed; boundary=zzz", Filename: "odd.bin"},
 			{Content: base64.StdEncoding.EncodeToString([]byte("From: x@x.example\n\nhi\n")), ContentType: "message/rfc822", Filename: "old.eml"},
+			// A text attachment in a charset other than UTF-8: its bytes
+			// and its label, as they are.
+			{Content: base64.StdEncoding.EncodeToString([]byte("M\xfcller, 5 \xb5g")), ContentType: "text/plain; charset=ISO-8859-1", Filename: "lab.txt"},
 		},
 	}
 	raw, err := Compose(msg, ComposeOptions{MessageID: "a@direct.example", Date: testDate})
@@ -514,6 +517,7 @@ func TestComposeAttachmentDetails(t *testing.T) {
 		{"attachment-2", "application/octet-stream", string(data)},
 		{"odd.bin", "application/octet-stream", string(data)},
 		{"old.eml", "message/rfc822", "From: x@x.example\r\n\r\nhi\r\n"},
+		{"lab.txt", "text/plain; charset=ISO-8859-1", "M\xfcller, 5 \xb5g"},
 	}
 	if len(p.Attachments) != len(want) {
 		t.Fatalf("%d attachments", len(p.Attachments))

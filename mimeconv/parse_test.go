@@ -45,7 +45,7 @@ var parseCases = []struct {
 		// have no header and their Content-type lines are text.
 		bodyPrefix:   "Content-type: text/plain; charset=\"us-ascii\"\n\nA Revised Internet-Draft",
 		bodyContains: "performance significantly.\n",
-		attachments:  []wantAttachment{{filename: "attachment-1.txt", contentType: "text/plain", prefix: "Content-type: Message/External-body;\r\n"}},
+		attachments:  []wantAttachment{{filename: "attachment-1.txt", contentType: "text/plain; charset=us-ascii", prefix: "Content-type: Message/External-body;\r\n"}},
 		headers:      7,
 		firstHeader:  directapi.MessageHeader{Name: "To", Value: "externUser1@starugh-stateline.com"},
 	},
@@ -58,7 +58,7 @@ var parseCases = []struct {
 		recipients: []directapi.Recipient{{Email: "user1@cerner.com", Type: directapi.TO}, {Email: "gm2552@securehealthemail.com", Type: directapi.TO}},
 		bodyPrefix: "Content-type: text/plain; charset=\"us-ascii\"\n\nA Revised",
 		// LF file: the part keeps its bare LF line endings.
-		attachments: []wantAttachment{{filename: "attachment-1.txt", contentType: "text/plain", prefix: "Content-type: Message/External-body;\nname="}},
+		attachments: []wantAttachment{{filename: "attachment-1.txt", contentType: "text/plain; charset=us-ascii", prefix: "Content-type: Message/External-body;\nname="}},
 		headers:     7,
 		firstHeader: directapi.MessageHeader{Name: "To", Value: "user1@cerner.com, gm2552@securehealthemail.com"},
 	},
@@ -492,7 +492,7 @@ func TestParseStructures(t *testing.T) {
 			raw: "From: a@x.example\nContent-Type: multipart/mixed; boundary=b\n\n" +
 				"--b\nContent-Type: text/plain; charset=iso-8859-1\nContent-Transfer-Encoding: quoted-printable\n\nGr=FC=DFe =\n\n--b\nContent-Type: text/plain; charset=x-unknown\nContent-Disposition: attachment; filename=raw.txt\n\nbytes \xff\n--b--\n",
 			body:        "Grüße ",
-			attachments: []att{{"raw.txt", "text/plain", "bytes \xff"}},
+			attachments: []att{{"raw.txt", "text/plain; charset=x-unknown", "bytes \xff"}}, // the bytes as sent, with their label
 		},
 		{
 			name: "unknown charset body keeps the bytes as valid UTF-8",

@@ -3,6 +3,7 @@ package mimeconv
 import (
 	"encoding/base64"
 	"fmt"
+	"mime"
 	"strings"
 
 	"github.com/directbridge/directbridge/directapi"
@@ -98,9 +99,30 @@ func (w *walker) leaf(e *Part) {
 	}
 	w.p.Attachments = append(w.p.Attachments, directapi.Attachment{
 		Content:     base64Text(data),
-		ContentType: mt,
+		ContentType: attachmentType(mt, e.Params),
 		Filename:    name,
 	})
+}
+
+// attachmentType is the contentType of an attachment in the provider's
+// request: the media type, and the charset the part declares, if any.
+// The bytes of a text attachment are sent as they are (base64), so the
+// label is what tells the recipient's mail reader how to read them: an
+// ISO-8859-1 lab report without it would be read as UTF-8 or ASCII. The
+// document's Attachment.contentType is "Content-Type of the attachment",
+// a field that takes parameters; the file name goes in its own field, so
+// charset is the one parameter carried.
+// Only text types (RFC 2046 §4.1.2) and XML (RFC 7303 §3.2, which C-CDA
+// documents are) define it.
+func attachmentType(mt string, params map[string]string) string {
+	cs := strings.TrimSpace(params["charset"])
+	if cs == "" || !(strings.HasPrefix(mt, "text/") || strings.HasSuffix(mt, "/xml") || strings.HasSuffix(mt, "+xml")) {
+		return mt
+	}
+	if ct := mime.FormatMediaType(mt, map[string]string{"charset": cs}); ct != "" {
+		return ct
+	}
+	return mt // a label that cannot be written as a parameter value
 }
 
 // isAttachment reports whether an entity is meant as a file: it has

@@ -157,3 +157,37 @@ func TestUndecodableCharsetRefused(t *testing.T) {
 		t.Fatalf("session lost after the refusals: %v", err)
 	}
 }
+
+// TestTextAttachmentKeepsCharset submits a text attachment written in
+// ISO-8859-1: the provider's request names its charset beside its type,
+// and bob's copy of it still says so, with the bytes as they were, so
+// that his mail reader shows "Müller, dose 5 µg" and not two question
+// marks.
+func TestTextAttachmentKeepsCharset(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil)
+	c := h.login(t, aliceAddr)
+	subject := h.subject("latin-1 report")
+	raw := message([]string{"From: " + aliceAddr, "To: " + bobAddr, "Subject: " + subject},
+		"The lab report is attached.\n",
+		attachment{"text/plain; charset=ISO-8859-1", "report.txt", []byte(eightBitDose)})
+	mustSubmit(t, c, aliceAddr, []string{bobAddr}, raw)
+
+	var req directapi.SendRequest
+	lastRequest(t, h.sb, "Send", &req)
+	if req.Message.Subject != subject || len(req.Message.AttachmentList) != 1 {
+		t.Fatalf("last Send request: subject %q, %d attachments", req.Message.Subject, len(req.Message.AttachmentList))
+	}
+	const want = "text/plain; charset=ISO-8859-1"
+	if ct := req.Message.AttachmentList[0].ContentType; ct != want {
+		t.Errorf("provider received attachment type %q, want %q", ct, want)
+	}
+	got := h.withSubject(t, bobAddr, "INBOX", subject)
+	if len(got) != 1 {
+		t.Fatalf("bob has %d copies, want 1", len(got))
+	}
+	wantAttachments(t, got[0].AttachmentList, []attachment{{"text/plain", "report.txt", []byte(eightBitDose)}})
+	if ct := got[0].AttachmentList[0].ContentType; !strings.Contains(strings.ToLower(ct), "charset=iso-8859-1") {
+		t.Errorf("bob's copy has attachment type %q, want it to name charset ISO-8859-1", ct)
+	}
+}
