@@ -197,7 +197,7 @@ var goldenCases = []goldenCase{
 		recipients:  "bob@direct.example:TO",
 		attachments: map[string]string{"CCD.xml": shaCCD},
 		check: func(t *testing.T, s *Submission) {
-			wantEq(t, "content type", s.Message.AttachmentList[0].ContentType, "text/xml")
+			wantEq(t, "content type", s.Message.AttachmentList[0].ContentType, "text/xml; charset=UTF-8") // its label kept
 			// The CRLF before a delimiter belongs to it (RFC 2046 §5.1.1).
 			wantEq(t, "body", s.Message.Body, "Continuity of Care Document attached.")
 		},
