@@ -979,6 +979,23 @@ func (h *harness) dialRaw(t *testing.T) *rawConn {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return rawLogin(t, nc)
+}
+
+// dialRawPlain is dialRaw on the submission port without TLS (AUTH is
+// allowed there on loopback).
+func (h *harness) dialRawPlain(t *testing.T) *rawConn {
+	t.Helper()
+	nc, err := net.DialTimeout("tcp", h.subAddr, clientTimeout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rawLogin(t, nc)
+}
+
+// rawLogin greets, says EHLO and authenticates alice on nc.
+func rawLogin(t *testing.T, nc net.Conn) *rawConn {
+	t.Helper()
 	t.Cleanup(func() { nc.Close() })
 	nc.SetDeadline(time.Now().Add(2 * clientTimeout))
 	r := &rawConn{t: t, tc: textproto.NewConn(nc), nc: nc}

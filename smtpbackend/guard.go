@@ -10,8 +10,8 @@ import (
 // (package connguard): a few connections per address, a bounded number in
 // all, refused at once with 421 over either instead of waiting in the
 // backlog; DefaultPreAuthTime to authenticate; a byte budget until then.
-// Lines may be long after AUTH (see lineSlack); before it, the budget
-// keeps a stranger from making the server hold large lines.
+// The budget keeps a stranger from sending much at all; command lines
+// are bounded for everyone (cmdlines.go).
 
 // refusal answers a connection over the limits (RFC 5321 §3.8: 421 and
 // close).

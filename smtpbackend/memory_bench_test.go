@@ -5,9 +5,12 @@ import (
 	"encoding/base64"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/textproto"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -225,3 +228,57 @@ func newDiscardProvider(tb testing.TB) *discardProvider {
 }
 
 func (p *discardProvider) reset() { p.sends.Store(0); p.sendBytes.Store(0) }
+
+// BenchmarkCommandLineMemory: ten connections of one account, each
+// authenticated, send a 50 MB command line at once. Each is refused after
+// its first 64 KiB (cmdlines.go), so the memory they add is a few times
+// that per connection, nothing like the 50 MB each a line as long as a
+// message would hold. Target: under 10 MB for the ten.
+func BenchmarkCommandLineMemory(b *testing.B) {
+	stub := newDiscardProvider(b)
+	h := newMemHarness(b, stub.URL)
+	var peak, hwm int64
+	for range b.N {
+		conns := make([]net.Conn, 10)
+		for i := range conns {
+			conns[i] = h.loginRaw(b)
+		}
+		m := memwatch.Start()
+		var wg sync.WaitGroup
+		for _, nc := range conns {
+			wg.Go(func() {
+				lineFlood(nc, 50<<20)
+				nc.Close()
+			})
+		}
+		wg.Wait()
+		p, w := m.Stop()
+		peak, hwm = max(peak, p), max(hwm, w)
+	}
+	b.ReportMetric(float64(peak)/1e6, "peak-heap-MB")
+	b.ReportMetric(float64(hwm)/1e6, "VmHWM-MB")
+	b.Logf("10 connections x 50 MB command line: peak heap +%.1f MB, VmHWM +%.1f MB", float64(peak)/1e6, float64(hwm)/1e6)
+}
+
+// loginRaw dials the front without a client library, says EHLO and
+// authenticates alice with AUTH PLAIN.
+func (h *memHarness) loginRaw(tb testing.TB) net.Conn {
+	nc, err := net.Dial("tcp", h.addr)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tc := textproto.NewConn(nc)
+	ir := base64.StdEncoding.EncodeToString([]byte("\x00" + aliceAddr + "\x00" + passwords[aliceAddr]))
+	for _, step := range []struct {
+		line string
+		code int
+	}{{"", 220}, {"EHLO client.example", 250}, {"AUTH PLAIN " + ir, 235}} {
+		if step.line != "" {
+			tc.PrintfLine("%s", step.line)
+		}
+		if _, _, err := tc.ReadResponse(step.code); err != nil {
+			tb.Fatalf("%q: %v", step.line, err)
+		}
+	}
+	return nc
+}

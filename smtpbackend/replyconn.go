@@ -55,12 +55,28 @@ func (l replyListener) Accept() (net.Conn, error) {
 }
 
 // replyConn counts the writes on a connection that returned and those
-// that failed, and notes its close.
+// that failed, and notes its close. It also bounds command lines
+// (cmdlines.go).
 type replyConn struct {
 	net.Conn
 	written atomic.Uint64 // Write calls that returned without error
 	failed  atomic.Uint64 // Write calls that returned an error
 	closed  atomic.Bool
+
+	sinceReply atomic.Int64 // bytes read since the last write
+	phase      atomic.Int32 // phaseCommands, phaseMessage, phaseMessageEnd
+	overLine   atomic.Bool  // commandBytes passed: every read fails
+}
+
+func (c *replyConn) Read(p []byte) (int, error) {
+	if err := c.countRead(0); err != nil {
+		return 0, err
+	}
+	n, err := c.Conn.Read(p)
+	if over := c.countRead(n); over != nil {
+		return 0, over
+	}
+	return n, err
 }
 
 // Unwrap gives the connection underneath, for connguard.
@@ -73,6 +89,7 @@ func (c *replyConn) Write(p []byte) (int, error) {
 	} else {
 		c.written.Add(1)
 	}
+	c.replied()
 	return n, err
 }
 

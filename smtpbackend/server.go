@@ -43,8 +43,8 @@ const (
 // cannot be recovered from inside DATA (the connection is dropped while
 // the client still writes, which it reads as a temporary failure), so the
 // only limit on a line is the size limit on the message, which DATA
-// enforces cleanly with 552. A command line may be as long too; the size
-// limit bounds memory either way.
+// enforces cleanly with 552. Command lines are bounded apart, far
+// shorter (cmdlines.go).
 const lineSlack = 1024
 
 // Config configures the submission server.

@@ -199,6 +199,11 @@ func (ss *session) endTx() {
 // is 250 only when the provider answered success, and it carries the
 // provider's smtpId.
 func (ss *session) Data(r io.Reader) (err error) {
+	if rc := findReplyConn(ss.conn.Conn()); rc != nil {
+		// The message's bytes are not command bytes (cmdlines.go).
+		rc.messageStarts()
+		defer rc.messageEnds()
+	}
 	defer func() { ss.s.metrics.Command("DATA", replyClass(err)) }()
 	if ss.username == "" {
 		return errAuthRequired
