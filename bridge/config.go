@@ -37,7 +37,7 @@ type Config struct {
 
 	AllowInsecureAuth bool `envconfig:"ALLOW_INSECURE_AUTH" default:"false" desc:"offer password authentication without TLS on non-loopback listeners (loopback always may)"`
 
-	SMTPMaxMessageBytes int64         `envconfig:"SMTP_MAX_MESSAGE_BYTES" default:"0" desc:"largest message accepted by SMTP, in bytes (advertised as SIZE); 0: the largest that fits DIRECTBRIDGE_API_MAX_REQUEST_BYTES once encoded"`
+	SMTPMaxMessageBytes int64         `envconfig:"SMTP_MAX_MESSAGE_BYTES" default:"0" desc:"largest message accepted by SMTP, in bytes (exactly; told by MAIL FROM SIZE=); 0: the largest that fits DIRECTBRIDGE_API_MAX_REQUEST_BYTES once encoded"`
 	SMTPMaxRecipients   int           `envconfig:"SMTP_MAX_RECIPIENTS" default:"100" desc:"most recipients of one SMTP message"`
 	Bounces             bool          `envconfig:"BOUNCES" default:"true" desc:"follow every message sent through SMTP until the provider reports each recipient final, and file an RFC 3464 delivery status notification in the sender's INBOX for recipients that failed (Locally Failed, Remotely Failed, NO MDN Received); ESMTP DSN NOTIFY, RET and ENVID are honoured"`
 	SMTPFlatten         bool          `envconfig:"SMTP_FLATTEN" default:"false" desc:"send receipts (MDN), bounces (DSN) and signed or encrypted S/MIME messages flattened into the provider's message model (report and signature parts become attachments) instead of refusing them with 554 5.6.3"`

@@ -209,7 +209,7 @@ func (s *Server) serve(l net.Listener, implicitTLS bool) error {
 	srv.Domain = s.cfg.Hostname
 	srv.TLSConfig = s.cfg.TLSConfig
 	srv.AllowInsecureAuth = s.cfg.AllowInsecureAuth || implicitTLS || isLoopback(l.Addr())
-	srv.MaxMessageBytes = s.cfg.MaxMessageBytes
+	// No srv.MaxMessageBytes: the bridge checks the size itself (size.go).
 	srv.MaxRecipients = s.cfg.MaxRecipients
 	srv.EnableDSN = s.cfg.Tracker != nil // RFC 3461: NOTIFY, RET, ENVID
 	srv.MaxLineLength = int(s.cfg.MaxMessageBytes) + lineSlack

@@ -153,6 +153,9 @@ func (ss *session) Mail(from string, opts *smtp.MailOptions) (err error) {
 	ss.rcpts, ss.envID, ss.notify, ss.size = nil, "", nil, 0
 	ss.endTx()
 	if opts != nil {
+		if opts.Size > ss.s.cfg.MaxMessageBytes {
+			return sizeRefused(ss.s.cfg.MaxMessageBytes) // size.go
+		}
 		ss.envID = opts.EnvelopeID
 		ss.size = opts.Size
 	}
@@ -218,6 +221,10 @@ func (ss *session) Data(r io.Reader) (err error) {
 	defer held.Close()
 	raw, err := readall.Sized(held, ss.size, ss.s.cfg.MaxMessageBytes)
 	stop()
+	if err == nil && int64(len(raw)) > ss.s.cfg.MaxMessageBytes {
+		ss.s.log.Info("smtp data refused: over the size limit", "user", ss.username, "limit", ss.s.cfg.MaxMessageBytes)
+		return tooLarge(ss.s.cfg.MaxMessageBytes) // size.go
+	}
 	if err != nil {
 		switch {
 		case errors.Is(err, msgbudget.ErrSpent):
@@ -228,10 +235,8 @@ func (ss *session) Data(r io.Reader) (err error) {
 			// missed the end of data after a bare CR (datastall.go).
 			ss.s.log.Info("smtp data stalled", "user", ss.username, "size", len(raw))
 			return reply(451, smtp.EnhancedCode{4, 4, 2}, "No data came for a while; the end of data may have been missed after a bare CR: lines must end with CRLF (RFC 5321 section 2.3.8)")
-		case errors.Is(err, smtp.ErrDataTooLarge):
-			return smtp.ErrDataTooLarge
 		case errors.Is(err, smtp.ErrTooLongLine):
-			return smtp.ErrDataTooLarge // a line longer than the whole size limit
+			return tooLarge(ss.s.cfg.MaxMessageBytes) // a line longer than the whole size limit
 		}
 		return reply(451, smtp.EnhancedCode{4, 3, 0}, "Message not received completely")
 	}
