@@ -137,28 +137,33 @@ func normLabel(cs string) string {
 // of this file. It always returns a valid UTF-8 reading; the error, a
 // *CharsetError, says that reading lost something.
 func decodeText(cs string, b []byte) (string, error) {
-	return decodeTextLines(cs, b, false)
+	return decodeTextLines(cs, b, false, 0)
 }
 
 // decodeTextLines is decodeText, with CRLF line breaks made LF in the
 // same pass when lf is set: a body of tens of megabytes is then copied
-// once, not decoded and copied again.
-func decodeTextLines(cs string, b []byte, lf bool) (string, error) {
+// once, not decoded and copied again. With max above 0, text longer than
+// max once decoded is ErrTextTooLong, found before it is built (a count
+// for UTF-8 and Windows-1252, a bounded read for the other tables).
+func decodeTextLines(cs string, b []byte, lf bool, max int64) (string, error) {
 	label := normLabel(cs)
 	switch charsetFamilies[label] {
 	case familyUTF8, familyASCII:
 		if utf8.Valid(b) {
+			if max > 0 && int64(len(b)) > max && int64(len(b)-bytes.Count(b, crlfBytes)) > max {
+				return "", ErrTextTooLong
+			}
 			if lf {
 				return crlfToLF(b), nil
 			}
 			return string(b), nil
 		}
-		return decodeWindows1252Lines(b, lf), nil
+		return decodeWindows1252Max(b, lf, max)
 	case familyWin1252:
-		return decodeWindows1252Lines(b, lf), nil
+		return decodeWindows1252Max(b, lf, max)
 	}
 	if lf {
-		s, err := decodeTextLines(cs, b, false)
+		s, err := decodeTextLines(cs, b, false, max)
 		return strings.ReplaceAll(s, "\r\n", "\n"), err
 	}
 	r, err := charset.Reader(label, bytes.NewReader(b))
@@ -168,7 +173,15 @@ func decodeTextLines(cs string, b []byte, lf bool) (string, error) {
 		}
 		return strings.ToValidUTF8(string(b), "\uFFFD"), &CharsetError{Charset: safeLabel(label), Unknown: true}
 	}
+	if max > 0 {
+		// CRLF is made LF after this read, so up to one byte in two
+		// may still go: the bound is twice max, then exact below.
+		r = io.LimitReader(r, 2*max+1)
+	}
 	out, err := io.ReadAll(r)
+	if max > 0 && int64(len(out)-bytes.Count(out, crlfBytes)) > max {
+		return "", ErrTextTooLong
+	}
 	s := strings.ToValidUTF8(string(out), "\uFFFD")
 	if err != nil || strings.ContainsRune(s, utf8.RuneError) {
 		return s, &CharsetError{Charset: safeLabel(label)}
@@ -205,12 +218,16 @@ var windows1252High = [32]rune{
 }
 
 // decodeWindows1252 decodes Windows-1252 (see windows1252High).
-func decodeWindows1252(b []byte) string { return decodeWindows1252Lines(b, false) }
+func decodeWindows1252(b []byte) string { s, _ := decodeWindows1252Max(b, false, 0); return s }
 
-// decodeWindows1252Lines is decodeWindows1252, with CRLF made LF when lf
-// is set. The result's length is counted first, so it is built in one
-// allocation of its size (growing by doubling held up to three times it).
-func decodeWindows1252Lines(b []byte, lf bool) string {
+var crlfBytes = []byte("\r\n")
+
+// decodeWindows1252Max is decodeWindows1252, with CRLF made LF when lf
+// is set, and ErrTextTooLong, before anything is built, when the text
+// would be longer than max (max above 0). The result's length is counted
+// first, so it is built in one allocation of its size (growing by
+// doubling held up to three times it).
+func decodeWindows1252Max(b []byte, lf bool, max int64) (string, error) {
 	n := 0
 	for i, c := range b {
 		switch {
@@ -222,6 +239,9 @@ func decodeWindows1252Lines(b []byte, lf bool) string {
 		default:
 			n += 2
 		}
+	}
+	if max > 0 && int64(n) > max {
+		return "", ErrTextTooLong
 	}
 	var sb strings.Builder
 	sb.Grow(n)
@@ -236,7 +256,7 @@ func decodeWindows1252Lines(b []byte, lf bool) string {
 			sb.WriteRune(rune(c))
 		}
 	}
-	return sb.String()
+	return sb.String(), nil
 }
 
 // crlfToLF is b as a string with CRLF made LF, in one allocation.

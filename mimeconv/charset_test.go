@@ -274,3 +274,31 @@ func FuzzDecodeWords(f *testing.F) {
 		}
 	})
 }
+
+// TestParseMaxText: a body whose text decoded to UTF-8 (with LF line
+// breaks) passes ParseOptions.MaxText fails with ErrTextTooLong, whether
+// it is UTF-8, Windows-1252 that grows when decoded, or another table's
+// charset; text of exactly MaxText is read.
+func TestParseMaxText(t *testing.T) {
+	head := "From: a@x.example\r\nContent-Type: text/plain; charset="
+	for _, tc := range []struct {
+		name, charset, body string
+		decoded             int // bytes of UTF-8 with LF line breaks
+	}{
+		{"utf-8", "utf-8", "abc\r\ndef\r\n", 8},
+		{"windows-1252 grows", "windows-1252", "\x80\x80\r\n\x80", 10}, // € is three bytes
+		{"mislabelled utf-8", "utf-8", "M\xfcller\r\n", 8},
+		{"iso-8859-7 table", "iso-8859-7", "\xe1\xe2\xe3\r\n", 7}, // Greek: two bytes each
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			raw := []byte(head + tc.charset + "\r\n\r\n" + tc.body)
+			if _, err := Parse(raw, ParseOptions{MaxText: int64(tc.decoded)}); err != nil {
+				t.Fatalf("MaxText %d (the text's length): %v", tc.decoded, err)
+			}
+			_, err := Parse(raw, ParseOptions{MaxText: int64(tc.decoded - 1)})
+			if !errors.Is(err, ErrTextTooLong) {
+				t.Fatalf("MaxText %d: %v, want ErrTextTooLong", tc.decoded-1, err)
+			}
+		})
+	}
+}

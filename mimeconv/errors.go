@@ -36,4 +36,11 @@ var (
 	// decode. It comes inside a *CharsetError, which says which; see
 	// decodeText for the rule and ParseOptions.StrictText for who refuses.
 	ErrUndecodableText = errors.New("mimeconv: text cannot be decoded without loss")
+
+	// ErrTextTooLong reports a body whose text, decoded to UTF-8, would
+	// be longer than ParseOptions.MaxText: found before that text is
+	// built, so that a message whose text grows when decoded (Windows-
+	// 1252 bytes become two or three of UTF-8) costs no more memory for
+	// being refused.
+	ErrTextTooLong = errors.New("mimeconv: text too long once decoded")
 )

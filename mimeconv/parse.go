@@ -70,6 +70,11 @@ type ParseOptions struct {
 	// UTF-8, us-ascii or no charset with bytes that are not UTF-8, and raw
 	// 8-bit header bytes, read as Windows-1252.
 	StrictText bool
+	// MaxText, when above 0, bounds the body's text decoded to UTF-8 (with
+	// LF line breaks): a longer one fails Parse with ErrTextTooLong before
+	// it is built. The SMTP front sets the provider's request limit, which
+	// such a body can never fit.
+	MaxText int64
 }
 
 // Default limits of ParseOptions.
@@ -148,8 +153,11 @@ func Parse(raw []byte, opts ParseOptions) (*Parsed, error) {
 	if opts.SkipBodies {
 		return p, nil
 	}
-	w := &walker{p: p}
+	w := &walker{p: p, maxText: opts.MaxText}
 	w.entity(tree)
+	if w.tooLong != nil {
+		return nil, w.tooLong
+	}
 	if w.err != nil && opts.StrictText {
 		return nil, w.err
 	}

@@ -2,6 +2,7 @@ package mimeconv
 
 import (
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"mime"
 	"strings"
@@ -16,6 +17,9 @@ type walker struct {
 	// err is the first text that could not be read without loss (a
 	// *CharsetError): the body or an attachment name.
 	err error
+	// maxText is ParseOptions.MaxText; tooLong the body that passed it.
+	maxText int64
+	tooLong error
 }
 
 // lost records err, the first one only.
@@ -82,7 +86,11 @@ func (w *walker) leaf(e *Part) {
 		w.bodyChosen = true
 		w.p.HTMLBody = mt == "text/html"
 		data, _ := e.Decoded()
-		text, err := decodeTextLines(e.Params["charset"], data, true)
+		text, err := decodeTextLines(e.Params["charset"], data, true, w.maxText)
+		if errors.Is(err, ErrTextTooLong) {
+			w.tooLong = fmt.Errorf("mimeconv: parse: body: %w", err)
+			return
+		}
 		w.lost("body", err)
 		w.p.Body = text
 		return

@@ -111,6 +111,11 @@ func (s *Submission) UseHeaders() bool { return len(s.Message.Headers) > 0 }
 // (mimeconv.DefaultMaxDepth, mimeconv.DefaultMaxParts).
 type Limits struct {
 	MaxDepth, MaxParts int
+	// MaxText bounds the body's text decoded to UTF-8: a longer one could
+	// never fit a send request, and is refused (552 5.3.4) before it is
+	// built (mimeconv.ParseOptions.MaxText). The server sets it to
+	// Config.MaxRequestBytes; 0 means no bound.
+	MaxText int64
 	// Flatten sends messages the provider's model cannot carry (receipts,
 	// signed or encrypted messages; carriable.go) flattened instead of
 	// refusing them.
@@ -191,8 +196,10 @@ func Convert(raw []byte, env Envelope, sender string, lim Limits) (*Submission, 
 			return nil, &ConvertError{Reason: "Message cannot be sent unchanged: " + why, Err: ErrNotCarriable}
 		}
 	}
-	p, err := mimeconv.Parse(raw, mimeconv.ParseOptions{MaxDepth: lim.MaxDepth, MaxParts: lim.MaxParts, StrictText: true})
+	p, err := mimeconv.Parse(raw, mimeconv.ParseOptions{MaxDepth: lim.MaxDepth, MaxParts: lim.MaxParts, StrictText: true, MaxText: lim.MaxText})
 	switch {
+	case errors.Is(err, mimeconv.ErrTextTooLong):
+		return nil, err // dataReply: 552 5.3.4, too big once encoded
 	case errors.Is(err, mimeconv.ErrUndecodableText):
 		return nil, &ConvertError{Reason: undecodableReason(err), Err: err}
 	case errors.Is(err, mimeconv.ErrTooComplex):

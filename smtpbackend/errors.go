@@ -82,6 +82,8 @@ func dataReply(err error) *smtp.SMTPError {
 		return se
 	case errors.As(err, &tb):
 		return reply(552, smtp.EnhancedCode{5, 3, 4}, fmt.Sprintf("Message too big for the provider once encoded: its request would be %d bytes, the provider takes at most %d", tb.RequestBytes, tb.MaxRequestBytes))
+	case errors.Is(err, mimeconv.ErrTextTooLong):
+		return reply(552, smtp.EnhancedCode{5, 3, 4}, "Message too big for the provider once encoded: its text alone, decoded to UTF-8, is longer than the provider's request limit")
 	case errors.Is(err, msgbudget.ErrSpent):
 		return reply(452, smtp.EnhancedCode{4, 3, 1}, "Too many messages in progress; try again later")
 	case errors.Is(err, errUndecided):

@@ -20,6 +20,7 @@ import (
 	"github.com/directbridge/directbridge/directapi"
 	"github.com/directbridge/directbridge/internal/readall"
 	"github.com/directbridge/directbridge/mailbox"
+	"github.com/directbridge/directbridge/mimeconv"
 	"github.com/directbridge/directbridge/msgbudget"
 	"github.com/directbridge/directbridge/restclient"
 )
@@ -241,7 +242,9 @@ func (ss *session) Data(r io.Reader) (err error) {
 		return reply(451, smtp.EnhancedCode{4, 3, 0}, "Message not received completely")
 	}
 	start := time.Now()
-	sub, err := Convert(raw, Envelope{From: ss.sender(), Recipients: ss.rcpts}, ss.sender(), ss.s.cfg.Limits)
+	lim := ss.s.cfg.Limits
+	lim.MaxText = ss.s.cfg.MaxRequestBytes
+	sub, err := Convert(raw, Envelope{From: ss.sender(), Recipients: ss.rcpts}, ss.sender(), lim)
 	if err != nil {
 		ss.s.log.Info("smtp message refused", "user", ss.username, "size", len(raw), "reason", errReason(err))
 		return dataReply(err)
@@ -308,6 +311,8 @@ func errReason(err error) string {
 		return tb.Error()
 	case errors.Is(err, msgbudget.ErrSpent):
 		return "message bytes in flight at the bound"
+	case errors.Is(err, mimeconv.ErrTextTooLong):
+		return "text longer than the provider's request limit once decoded"
 	}
 	return "unconvertible"
 }

@@ -99,6 +99,18 @@ func TestDataTooBigOnceEncoded(t *testing.T) {
 	if n := h.count(t, bobAddr, "INBOX"); n != 1 {
 		t.Errorf("bob has %d messages; want 1", n)
 	}
+
+	// Windows-1252 text whose UTF-8 is longer than the limit (each 0x80
+	// becomes the three bytes of €): refused before it is decoded.
+	euro := "From: " + aliceAddr + "\r\nTo: " + bobAddr + "\r\nSubject: euro\r\nContent-Type: text/plain; charset=windows-1252\r\n\r\n" +
+		strings.Repeat(strings.Repeat("\x80", 76)+"\r\n", limit/3/76+10)
+	_, err = submit(c, aliceAddr, []string{bobAddr}, []byte(euro))
+	if !errors.As(err, &se) || se.Code != 552 || se.EnhancedCode != (smtp.EnhancedCode{5, 3, 4}) || !strings.Contains(se.Message, "decoded to UTF-8") {
+		t.Fatalf("Windows-1252 text longer than the request limit once decoded: %v; want 552 5.3.4 saying so", err)
+	}
+	if n := sendCalls(h.sb); n != 1 {
+		t.Fatalf("the provider received %d send requests; want still 1", n)
+	}
 	if budget.InUse() != 0 {
 		t.Errorf("%d bytes still counted in flight", budget.InUse())
 	}
