@@ -2,6 +2,7 @@ package imapbackend
 
 import (
 	"regexp"
+	"strings"
 
 	"github.com/emersion/go-imap/v2"
 
@@ -25,6 +26,9 @@ import (
 //     end marker (NIL NIL NIL NIL);
 //   - In-Reply-To and Message-ID are the fields as written when they are
 //     enclosed in angle brackets (go-imap's writer adds the outer pair);
+//     a field of one word without them (an id written "abc@host", as
+//     some devices do) is that word, which the writer then brackets:
+//     threading by ENVELOPE still finds it, where NIL lost it;
 //   - an empty Sender or Reply-To is left out, which go-imap's writer
 //     replaces with From, as the RFC asks.
 //
@@ -74,6 +78,9 @@ func msgIDField(v string) []string {
 	}
 	ids := msgIDRE.FindAllString(v, -1)
 	if len(ids) == 0 {
+		if w := strings.TrimSpace(v); w != "" && !strings.ContainsAny(w, " \t<>\"()") {
+			return []string{w}
+		}
 		return nil
 	}
 	joined := ids[0]
