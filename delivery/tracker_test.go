@@ -78,6 +78,10 @@ func (e *env) tracker(st *mailbox.Store, tweak ...func(*delivery.Config)) *deliv
 }
 
 // statusCalls counts the status requests the provider saw.
+// searchCalls counts the provider's metadata searches: the look-up of a
+// DSN whose claim was left unfiled.
+func (e *env) searchCalls() int { return e.sb.Calls("SearchMessagesMetadataByReceivedDate") }
+
 func (e *env) statusCalls() int {
 	return e.sb.Calls("GetMessageStatus") + e.sb.Calls("GetMessageStatuses")
 }
@@ -328,9 +332,13 @@ func TestBounceFiledAfterStopBetweenClaimAndSave(t *testing.T) {
 	time.Sleep(60 * time.Millisecond)
 	tr := e.tracker(st, func(c *delivery.Config) { c.ClaimHold = 50 * time.Millisecond })
 	defer tr.Close()
+	searches := e.searchCalls()
 	tr.Track(m)
 	waitFor(t, "a DSN", func() bool { return len(e.dsns(t)) > 0 })
 	waitFor(t, "the message to be finished", func() bool { return tr.Pending() == 0 })
+	if n := e.searchCalls() - searches; n != 1 {
+		t.Errorf("%d metadata searches to settle one stale claim; want 1", n)
+	}
 	got := e.dsns(t)
 	if len(got) != 1 || !strings.Contains(got[0], "Message-ID: <dsn-claimed-1@direct.example>") {
 		t.Fatalf("%d DSNs (want 1, with the claim's Message-ID): %q", len(got), got)
@@ -356,9 +364,13 @@ func TestNoSecondBounceWhenSavedBeforeStop(t *testing.T) {
 	time.Sleep(60 * time.Millisecond)
 	tr := e.tracker(st, func(c *delivery.Config) { c.ClaimHold = 50 * time.Millisecond })
 	defer tr.Close()
+	searches := e.searchCalls()
 	tr.Track(m)
 	waitFor(t, "the message to be finished", func() bool { return tr.Pending() == 0 })
 	time.Sleep(100 * time.Millisecond)
+	if n := e.searchCalls() - searches; n != 1 {
+		t.Errorf("%d metadata searches to settle one stale claim; want 1", n)
+	}
 	if n := len(e.dsns(t)); n != 1 {
 		t.Fatalf("%d DSNs; want the one filed before the stop only", n)
 	}
@@ -375,9 +387,12 @@ func TestClaimOnItsWayNotFiledTwice(t *testing.T) {
 	m := e.refusedClaimed(t, st, "dsn-elsewhere@direct.example")
 	tr := e.tracker(st, func(c *delivery.Config) { c.ClaimHold = time.Hour })
 	defer tr.Close()
-	calls := e.statusCalls()
+	calls, searches := e.statusCalls(), e.searchCalls()
 	tr.Track(m)
 	waitFor(t, "two status checks", func() bool { return e.statusCalls() >= calls+2 })
+	if n := e.searchCalls() - searches; n != 0 {
+		t.Errorf("%d metadata searches for a claim on its way; want none (nothing to settle yet)", n)
+	}
 	if n := len(e.dsns(t)); n != 0 {
 		t.Fatalf("%d DSNs filed beside a filing on its way; want none", n)
 	}
