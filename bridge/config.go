@@ -41,7 +41,7 @@ type Config struct {
 	SMTPMaxRecipients   int           `envconfig:"SMTP_MAX_RECIPIENTS" default:"100" desc:"most recipients of one SMTP message"`
 	Bounces             bool          `envconfig:"BOUNCES" default:"true" desc:"follow every message sent through SMTP until the provider reports each recipient final, and file an RFC 3464 delivery status notification in the sender's INBOX for recipients that failed (Locally Failed, Remotely Failed, NO MDN Received); ESMTP DSN NOTIFY, RET and ENVID are honoured"`
 	SMTPFlatten         bool          `envconfig:"SMTP_FLATTEN" default:"false" desc:"send receipts (MDN), bounces (DSN) and signed or encrypted S/MIME messages flattened into the provider's message model (report and signature parts become attachments) instead of refusing them with 554 5.6.3"`
-	MaxConnsPerAddress  int           `envconfig:"MAX_CONNS_PER_ADDRESS" default:"20" desc:"connections one client address (IPv4 address, IPv6 /64) may hold on each listener before it has logged in, and one IPv4 /24 or IPv6 /48 four times as many; more are refused at once (IMAP BYE, SMTP 421). The bridge refuses to start when it is above the pre-login total (half a listener's share of the file-descriptor limit)"`
+	MaxConnsPerAddress  int           `envconfig:"MAX_CONNS_PER_ADDRESS" default:"0" desc:"connections one client address (IPv4 address, IPv6 /64) may hold on each listener before it has logged in, and one IPv4 /24 or IPv6 /48 four times as many; more are refused at once (IMAP BYE, SMTP 421). 0: 20, or half the pre-login total (half a listener's share of the file-descriptor limit) when that is lower, logged at start. A value set above the pre-login total stops the start"`
 	PreAuthTimeout      time.Duration `envconfig:"PREAUTH_TIMEOUT" default:"30s" desc:"time a client has to log in after connecting"`
 	SentRetention       time.Duration `envconfig:"SENT_RETENTION" default:"168h" desc:"how long records of sent messages (smtpId, Message-ID, sender) are kept in the state store; the send journal keeps 24 hours"`
 	AuthFreeFailures    int           `envconfig:"AUTH_FREE_FAILURES" default:"3" desc:"failed logins (IMAP and SMTP together) a client address may have in 15 minutes before its attempts are delayed: 1 s, doubling per failure"`
@@ -128,8 +128,8 @@ func DefaultDataDir() string {
 func (c *Config) Validate() []error {
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
-	if c.MaxConnsPerAddress < 1 || c.PreAuthTimeout < time.Second {
-		bad("DIRECTBRIDGE_MAX_CONNS_PER_ADDRESS (%d) must be at least 1 and DIRECTBRIDGE_PREAUTH_TIMEOUT (%s) at least 1s", c.MaxConnsPerAddress, c.PreAuthTimeout)
+	if c.MaxConnsPerAddress < 0 || c.PreAuthTimeout < time.Second {
+		bad("DIRECTBRIDGE_MAX_CONNS_PER_ADDRESS (%d) must be at least 0 (0: derived) and DIRECTBRIDGE_PREAUTH_TIMEOUT (%s) at least 1s", c.MaxConnsPerAddress, c.PreAuthTimeout)
 	}
 	if c.AuthFreeFailures < 1 || c.AuthRefuseAfter <= c.AuthFreeFailures || c.AuthMaxDelay < time.Second {
 		bad("DIRECTBRIDGE_AUTH_FREE_FAILURES (%d) must be at least 1, DIRECTBRIDGE_AUTH_REFUSE_AFTER (%d) above it, and DIRECTBRIDGE_AUTH_MAX_DELAY (%s) at least 1s",

@@ -37,6 +37,12 @@ func (b *Bridge) connectionLimits() (connguard.Limits, error) {
 	if before.Soft != files.Soft {
 		attrs = append(attrs, "file_limit_raised_from", before.Soft)
 	}
+	if lim.Lowered > 0 {
+		attrs = append(attrs, "per_address_lowered_from", lim.Lowered,
+			"file_limit_for_default", connguard.FileLimitFor(lim.Lowered))
+		b.log.Warn("connection limits lowered: the file-descriptor limit is low; raise the hard limit (ulimit -Hn, systemd LimitNOFILE=)", attrs...)
+		return lim, nil
+	}
 	b.log.Info("connection limits", attrs...)
 	return lim, nil
 }

@@ -28,6 +28,10 @@ type Limits struct {
 	PreAuthTotal int
 	PreAuthTime  time.Duration // default 30 s
 	PreAuthBytes int64         // default 256 KiB
+
+	// Lowered, set by Derive, is the default PerAddress it lowered to fit
+	// a low file limit; 0 when it did not.
+	Lowered int
 }
 
 // Defaults.
@@ -92,6 +96,12 @@ func totalFor(soft uint64) int {
 	return int(max(minTotal, min(share, maxTotal)))
 }
 
+// FileLimitFor is the lowest soft file limit under which the default
+// limits hold a per-address limit of perAddress.
+func FileLimitFor(perAddress int) uint64 {
+	return fileLimitFor(perAddress * defaultPreAuthShare)
+}
+
 // fileLimitFor is the soft file limit whose default total is total.
 func fileLimitFor(total int) uint64 {
 	return uint64(total)*listeners + fdHeadroom
@@ -146,9 +156,25 @@ func (lim Limits) check() error {
 // total is 18), or when it leaves logged-in users no share. A server
 // should refuse to start then rather than run with limits an attacker
 // can use; Listener takes limits as they are.
+//
+// A PerAddress left to its default is lowered instead, to half the
+// pre-login total, when the file limit is too low for it (under `ulimit
+// -n 200`: 4 of 9): the bridge then starts and still keeps one address
+// from filling the room before login (and a flood of many addresses is
+// displaced by newcomers, see Listener). Only a PerAddress the operator
+// set is refused for not fitting. Lowered reports the default it was
+// lowered from, for the start-up log.
 func Derive(lim Limits, files FileLimit) (Limits, error) {
 	in := lim
 	lim = lim.withDefaults(func() int { return totalFor(files.Soft) })
+	if in.PerAddress <= 0 && lim.check() != nil {
+		low := in
+		low.PerAddress = max(1, lim.PreAuthTotal/2)
+		if l := low.withDefaults(func() int { return totalFor(files.Soft) }); l.check() == nil {
+			l.Lowered = lim.PerAddress
+			return l, nil
+		}
+	}
 	err := lim.check()
 	if err != nil && in.Total <= 0 && files.Soft > 0 {
 		// Say what file limit would do, when one would.

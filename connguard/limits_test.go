@@ -44,7 +44,7 @@ func TestDeriveRefusesLimitsThatCannotHold(t *testing.T) {
 	big := FileLimit{Soft: 1 << 20}
 	for name, l := range map[string]Limits{
 		"no share for users":      {Total: 100, PreAuthTotal: 100},
-		"pre-login below address": {Total: 100, PreAuthTotal: 10},
+		"pre-login below address": {Total: 100, PreAuthTotal: 10, PerAddress: 20},
 		"prefix below address":    {PerPrefix: 10},
 		"address above any total": {PerAddress: 100000},
 	} {
@@ -55,5 +55,27 @@ func TestDeriveRefusesLimitsThatCannotHold(t *testing.T) {
 		if err != nil && strings.Contains(err.Error(), "would do") {
 			t.Errorf("%s: a file limit is named that would not do: %v", name, err)
 		}
+	}
+}
+
+// TestDeriveLowersDefaultPerAddress: with the per-address limit left to
+// its default, a file limit of 200 (total 18, 9 before login) lowers it
+// to 4 instead of refusing, and says so (Lowered 20); the prefix limit
+// stays within the pre-login total. At a large file limit nothing is
+// lowered.
+func TestDeriveLowersDefaultPerAddress(t *testing.T) {
+	lim, err := Derive(Limits{}, FileLimit{Soft: 200, Hard: 200})
+	if err != nil {
+		t.Fatalf("file limit 200 with the default per-address limit: %v", err)
+	}
+	if lim.PerAddress != 4 || lim.Lowered != 20 || lim.PreAuthTotal != 9 || lim.PerPrefix != 9 {
+		t.Errorf("file limit 200: %+v; want per-address 4 (lowered from 20), pre-login 9, per-prefix 9", lim)
+	}
+	if got := FileLimitFor(20); got != 288 {
+		t.Errorf("FileLimitFor(20) = %d; want 288", got)
+	}
+	lim, err = Derive(Limits{}, FileLimit{Soft: 288})
+	if err != nil || lim.PerAddress != 20 || lim.Lowered != 0 {
+		t.Errorf("file limit 288: %+v %v; want the default 20, not lowered", lim, err)
 	}
 }
