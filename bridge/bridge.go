@@ -16,9 +16,9 @@ import (
 	"github.com/directbridge/directbridge/authguard"
 	"github.com/directbridge/directbridge/delivery"
 	"github.com/directbridge/directbridge/imapbackend"
+	"github.com/directbridge/directbridge/internal/limits"
 	"github.com/directbridge/directbridge/mailbox"
 	"github.com/directbridge/directbridge/mailstore"
-	"github.com/directbridge/directbridge/msgbudget"
 	"github.com/directbridge/directbridge/restclient"
 	"github.com/directbridge/directbridge/sandbox"
 	"github.com/directbridge/directbridge/smtpbackend"
@@ -174,8 +174,8 @@ func (b *Bridge) open() error {
 	// check with the provider: a username tried from many addresses is
 	// checked at a bounded rate, whatever the number of addresses.
 	verifier.SetGate(guard)
-	// One budget for the message bytes both fronts hold (msgbudget).
-	messages := msgbudget.New(b.cfg.MaxInflightBytes)
+	// One budget for the message bytes both fronts hold (limits.Budget).
+	messages := limits.NewBudget(b.cfg.MaxInflightBytes)
 	layout, err := b.imapLayout(context.Background())
 	if err != nil {
 		return err

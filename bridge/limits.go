@@ -3,7 +3,7 @@ package bridge
 import (
 	"fmt"
 
-	"github.com/directbridge/directbridge/connguard"
+	"github.com/directbridge/directbridge/internal/limits"
 )
 
 // connectionLimits derives the connection limits every client listener
@@ -15,14 +15,14 @@ import (
 // every stranger out, real users on their way to a login included, so
 // the bridge would rather not start. The limits go to the log once, so
 // that an operator sees what the file limit gave; they hold no secret.
-func (b *Bridge) connectionLimits() (connguard.Limits, error) {
-	before, files, err := connguard.RaiseFileLimit()
+func (b *Bridge) connectionLimits() (limits.Limits, error) {
+	before, files, err := limits.RaiseFileLimit()
 	if err != nil {
 		// Not fatal: the limits derive from what the process has.
 		b.log.Warn("file-descriptor limit not raised", "err", err)
 		files = before
 	}
-	lim, err := connguard.Derive(connguard.Limits{PerAddress: b.cfg.MaxConnsPerAddress, PreAuthTime: b.cfg.PreAuthTimeout}, files)
+	lim, err := limits.Derive(limits.Limits{PerAddress: b.cfg.MaxConnsPerAddress, PreAuthTime: b.cfg.PreAuthTimeout}, files)
 	if err != nil {
 		return lim, fmt.Errorf("%w\nraise the hard file-descriptor limit (ulimit -Hn, systemd LimitNOFILE=) or lower DIRECTBRIDGE_MAX_CONNS_PER_ADDRESS", err)
 	}
@@ -39,7 +39,7 @@ func (b *Bridge) connectionLimits() (connguard.Limits, error) {
 	}
 	if lim.Lowered > 0 {
 		attrs = append(attrs, "per_address_lowered_from", lim.Lowered,
-			"file_limit_for_default", connguard.FileLimitFor(lim.Lowered))
+			"file_limit_for_default", limits.FileLimitFor(lim.Lowered))
 		b.log.Warn("connection limits lowered: the file-descriptor limit is low; raise the hard limit (ulimit -Hn, systemd LimitNOFILE=)", attrs...)
 		return lim, nil
 	}

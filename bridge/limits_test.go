@@ -12,7 +12,7 @@ import (
 	"testing"
 
 	"github.com/directbridge/directbridge/bridge"
-	"github.com/directbridge/directbridge/connguard"
+	"github.com/directbridge/directbridge/internal/limits"
 )
 
 // TestConnectionLimitsLogged: the bridge logs the limits it derived once,
@@ -43,7 +43,7 @@ func TestConnectionLimitsLogged(t *testing.T) {
 	if testing.Verbose() {
 		t.Log(lines[0])
 	}
-	files, err := connguard.CurrentFileLimit()
+	files, err := limits.CurrentFileLimit()
 	if err != nil {
 		t.Skip(err)
 	}
@@ -74,8 +74,8 @@ func TestStartRefusesLimitsThatCannotHold(t *testing.T) {
 	cfg := testConfig(t)
 	cfg.MaxConnsPerAddress = 100000
 	_, err := bridge.New(cfg, nil, nil)
-	if !errors.Is(err, connguard.ErrLimits) {
-		t.Fatalf("New: %v; want connguard.ErrLimits", err)
+	if !errors.Is(err, limits.ErrLimits) {
+		t.Fatalf("New: %v; want limits.ErrLimits", err)
 	}
 	for _, want := range []string{"DIRECTBRIDGE_MAX_CONNS_PER_ADDRESS", "per-address limit 100000"} {
 		if !strings.Contains(err.Error(), want) {

@@ -50,7 +50,7 @@ func (s *session) Append(mailbox string, r imap.LiteralReader, options *imap.App
 		return nil, err
 	}
 	// The literal's size is known and within APPENDLIMIT: the budget
-	// takes the size of the request that will carry it (msgbudget counts
+	// takes the size of the request that will carry it (limits.Budget counts
 	// encoded bytes: SaveRawMessages writes it base64, a third larger,
 	// restclient.SaveSize), and it is read into one buffer of exactly
 	// its size.

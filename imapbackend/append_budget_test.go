@@ -9,8 +9,8 @@ import (
 	"github.com/emersion/go-imap/v2"
 
 	"github.com/directbridge/directbridge/imapbackend"
+	"github.com/directbridge/directbridge/internal/limits"
 	"github.com/directbridge/directbridge/internal/memwatch"
-	"github.com/directbridge/directbridge/msgbudget"
 	"github.com/directbridge/directbridge/restclient"
 	"github.com/directbridge/directbridge/sandbox"
 )
@@ -20,7 +20,7 @@ import (
 // SaveRawMessages request that carries it (base64, a third more than
 // the literal), and gives it all back afterwards.
 func TestAppendBudgetCountsEncodedBytes(t *testing.T) {
-	budget := msgbudget.New(32 << 20)
+	budget := limits.NewBudget(32 << 20)
 	e := newEnv(t, options{cfg: func(c *imapbackend.Config) { c.Messages = budget }})
 	c := e.login(alice, alicePW)
 	raw := testMessage("budget") + strings.Repeat("x", 300_000) + "\r\n"

@@ -15,9 +15,9 @@ import (
 
 	"github.com/directbridge/directbridge/directapi"
 	"github.com/directbridge/directbridge/imapbackend"
+	"github.com/directbridge/directbridge/internal/limits"
 	"github.com/directbridge/directbridge/mailbox"
 	"github.com/directbridge/directbridge/mailstore"
-	"github.com/directbridge/directbridge/msgbudget"
 	"github.com/directbridge/directbridge/sandbox"
 )
 
@@ -407,7 +407,7 @@ func TestAppendLateProcessing(t *testing.T) {
 // answered NO [LIMIT] without being saved; once the first is done the
 // same APPEND succeeds.
 func TestAppendInFlightBudget(t *testing.T) {
-	budget := msgbudget.New(100_000)
+	budget := limits.NewBudget(100_000)
 	e := newEnv(t, options{cfg: func(c *imapbackend.Config) { c.Messages = budget }})
 	a := e.login(alice, alicePW)
 	b := e.login(alice, alicePW)

@@ -134,7 +134,7 @@ func (c *corkConn) delayedFlush() {
 	c.flushLocked()
 }
 
-// Unwrap gives the connection underneath (connguard.Authenticated).
+// Unwrap gives the connection underneath (limits.Authenticated).
 func (c *corkConn) Unwrap() net.Conn { return c.Conn }
 
 // Read sends what waits first: the server reads when it is done writing.

@@ -13,8 +13,8 @@ import (
 	"github.com/emersion/go-imap/v2/imapclient"
 
 	"github.com/directbridge/directbridge/authguard"
-	"github.com/directbridge/directbridge/connguard"
 	"github.com/directbridge/directbridge/imapbackend"
+	"github.com/directbridge/directbridge/internal/limits"
 )
 
 // dialFrom connects from the loopback source address src (127.0.0.x: a
@@ -77,7 +77,7 @@ func TestLoginGuessingSlowed(t *testing.T) {
 // minutes.
 func TestStrangersCannotStarveUsers(t *testing.T) {
 	e := newEnv(t, options{cfg: func(c *imapbackend.Config) {
-		c.Connections = connguard.Limits{PreAuthTime: 2 * time.Second}
+		c.Connections = limits.Limits{PreAuthTime: 2 * time.Second}
 	}})
 	var strangers []net.Conn
 	t.Cleanup(func() {

@@ -7,7 +7,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/directbridge/directbridge/connguard"
+	"github.com/directbridge/directbridge/internal/limits"
 )
 
 // A command may wait for the provider for up to CallTimeout. A client
@@ -32,7 +32,7 @@ func rawConn(c net.Conn) syscall.RawConn {
 		switch x := c.(type) {
 		case *tls.Conn:
 			c = x.NetConn()
-		case *connguard.Conn:
+		case *limits.Conn:
 			c = x.Conn
 		case interface{ Unwrap() net.Conn }:
 			c = x.Unwrap()

@@ -15,11 +15,10 @@ import (
 	"github.com/emersion/go-imap/v2/imapserver"
 
 	"github.com/directbridge/directbridge/authguard"
-	"github.com/directbridge/directbridge/connguard"
+	"github.com/directbridge/directbridge/internal/limits"
 	"github.com/directbridge/directbridge/logsafe"
 	"github.com/directbridge/directbridge/mailbox"
 	"github.com/directbridge/directbridge/mailstore"
-	"github.com/directbridge/directbridge/msgbudget"
 )
 
 // Defaults of Config.
@@ -45,7 +44,7 @@ type Config struct {
 	AppendLimit uint32
 	// Messages bounds the bytes of APPEND literals held at once (shared
 	// with the SMTP front); nil means no bound.
-	Messages *msgbudget.Budget
+	Messages *limits.Budget
 	// MaxConnsPerUser bounds the connections of one user.
 	MaxConnsPerUser int
 	// DeleteForever makes EXPUNGE outside INBOX.Trash remove messages for
@@ -61,8 +60,8 @@ type Config struct {
 	Metrics Metrics
 	// Connections bounds what a client gets before it logs in:
 	// connections per address and in all for each listener, time and
-	// bytes (package connguard; zero values are its defaults).
-	Connections connguard.Limits
+	// bytes (package limits; zero values are its defaults).
+	Connections limits.Limits
 	// Guard slows down password guessing; nil: a Guard with the default
 	// thresholds of package authguard.
 	Guard *authguard.Guard
@@ -293,8 +292,8 @@ func isLoopback(a net.Addr) bool {
 // budget stretched it.
 func (s *Server) PollStats() (folders int, interval time.Duration) { return s.store.PollStats() }
 
-// guardConns applies the limits on strangers (package connguard); a
+// guardConns applies the limits on strangers (package limits); a
 // connection over them gets BYE (RFC 9051 §7.1.5) and is closed.
 func (s *Server) guardConns(l net.Listener) net.Listener {
-	return connguard.ObservedListener(l, s.cfg.Connections, "* BYE Too many connections from your address or in all; try again later\r\n", s.cfg.Metrics.TurnedAway)
+	return limits.ObservedListener(l, s.cfg.Connections, "* BYE Too many connections from your address or in all; try again later\r\n", s.cfg.Metrics.TurnedAway)
 }

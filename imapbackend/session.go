@@ -11,8 +11,8 @@ import (
 	"github.com/emersion/go-imap/v2/imapserver"
 
 	"github.com/directbridge/directbridge/authguard"
-	"github.com/directbridge/directbridge/connguard"
 	"github.com/directbridge/directbridge/directapi"
+	"github.com/directbridge/directbridge/internal/limits"
 	"github.com/directbridge/directbridge/mailbox"
 	"github.com/directbridge/directbridge/mailstore"
 	"github.com/directbridge/directbridge/seqview"
@@ -110,7 +110,7 @@ func (s *session) Login(username, password string) error {
 		return errTooManyConns
 	}
 	s.slotUser.Store(&username)
-	connguard.Authenticated(s.conn.NetConn())
+	limits.Authenticated(s.conn.NetConn())
 	s.auth = directapi.Authentication{Username: username, Password: directapi.Secret(password)}
 	s.srv.cfg.Logger.Info("imap login", "user", username)
 	return nil

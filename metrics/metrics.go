@@ -53,7 +53,7 @@ const (
 	ReasonRefused     = "refused"     // too many failures from the client's address (authguard)
 
 	// Why a connection was turned away before it could log in
-	// (package connguard).
+	// (package limits).
 	TurnedRefused   = "refused"   // over a per-address, per-prefix or total limit on arrival
 	TurnedDisplaced = "displaced" // a stranger let go to make room for a newcomer
 

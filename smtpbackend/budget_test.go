@@ -9,7 +9,7 @@ import (
 
 	"github.com/emersion/go-smtp"
 
-	"github.com/directbridge/directbridge/msgbudget"
+	"github.com/directbridge/directbridge/internal/limits"
 	"github.com/directbridge/directbridge/smtpbackend"
 )
 
@@ -17,7 +17,7 @@ import (
 // pass the budget of message bytes in flight is answered 452 4.3.1 and
 // nothing is sent; once the first is done the same message goes.
 func TestDataInFlightBudget(t *testing.T) {
-	budget := msgbudget.New(3 << 20)
+	budget := limits.NewBudget(3 << 20)
 	h := newHarness(t, func(c *smtpbackend.Config) { c.Messages = budget })
 	a := h.login(t, aliceAddr)
 	b := h.login(t, aliceAddr)

@@ -11,7 +11,7 @@ import (
 // line after AUTH could be as long as a message, and net/textproto holds
 // a line whole until its end: ten connections of one account sending 50
 // MB command lines held over a gigabyte, outside the budget of message
-// bytes in flight (msgbudget).
+// bytes in flight (limits.Budget).
 //
 // replyConn, below any TLS, bounds instead the bytes a client sends
 // without getting a reply while no message is being transferred: go-smtp

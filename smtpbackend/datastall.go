@@ -5,7 +5,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/directbridge/directbridge/connguard"
+	"github.com/directbridge/directbridge/internal/limits"
 )
 
 // go-smtp (v0.25, data.go, dataReader.Read: net/textproto's end-of-data
@@ -27,7 +27,7 @@ const DefaultDataIdle = 30 * time.Second
 // during DATA. It returns whether it did, and a stop function.
 func watchData(conn net.Conn, idle time.Duration) (stalled *atomic.Bool, stop func()) {
 	stalled = &atomic.Bool{}
-	if connguard.LastRead(conn).IsZero() {
+	if limits.LastRead(conn).IsZero() {
 		return stalled, func() {} // not a guarded connection: no clock to read
 	}
 	done := make(chan struct{})
@@ -41,7 +41,7 @@ func watchData(conn net.Conn, idle time.Duration) (stalled *atomic.Bool, stop fu
 				return
 			case <-t.C:
 			}
-			last := connguard.LastRead(conn)
+			last := limits.LastRead(conn)
 			if last.Before(since) {
 				last = since
 			}

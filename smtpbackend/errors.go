@@ -6,9 +6,9 @@ import (
 
 	"github.com/emersion/go-smtp"
 
+	"github.com/directbridge/directbridge/internal/limits"
 	"github.com/directbridge/directbridge/mailbox"
 	"github.com/directbridge/directbridge/mimeconv"
-	"github.com/directbridge/directbridge/msgbudget"
 	"github.com/directbridge/directbridge/upstream"
 )
 
@@ -84,7 +84,7 @@ func dataReply(err error) *smtp.SMTPError {
 		return reply(552, smtp.EnhancedCode{5, 3, 4}, fmt.Sprintf("Message too big for the provider once encoded: its request would be %d bytes, the provider takes at most %d", tb.RequestBytes, tb.MaxRequestBytes))
 	case errors.Is(err, mimeconv.ErrTextTooLong):
 		return reply(552, smtp.EnhancedCode{5, 3, 4}, "Message too big for the provider once encoded: its text alone, decoded to UTF-8, is longer than the provider's request limit")
-	case errors.Is(err, msgbudget.ErrSpent):
+	case errors.Is(err, limits.ErrSpent):
 		return reply(452, smtp.EnhancedCode{4, 3, 1}, "Too many messages in progress; try again later")
 	case errors.Is(err, errUndecided):
 		return reply(451, smtp.EnhancedCode{4, 4, 0}, "An earlier attempt of this message may have been delivered and its outcome is not known yet; try again in a few minutes")

@@ -28,7 +28,7 @@ type Metrics interface {
 	Message(result string)
 	// TurnedAway reports a connection the listener's limits on
 	// strangers turned away: reason "refused" (over a limit on arrival)
-	// or "displaced" (let go for a newcomer), see package connguard.
+	// or "displaced" (let go for a newcomer), see package limits.
 	TurnedAway(reason string)
 }
 

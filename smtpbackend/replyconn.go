@@ -7,7 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/directbridge/directbridge/connguard"
+	"github.com/directbridge/directbridge/internal/limits"
 )
 
 // Whether a 250 reached the client decides what identical bytes without a
@@ -79,7 +79,7 @@ func (c *replyConn) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// Unwrap gives the connection underneath, for connguard.
+// Unwrap gives the connection underneath, for limits.
 func (c *replyConn) Unwrap() net.Conn { return c.Conn }
 
 func (c *replyConn) Write(p []byte) (int, error) {
@@ -116,7 +116,7 @@ func (c *replyConn) writtenSince(m replyMark) bool {
 // wrappers (Unwrap), or nil: a connection not accepted through
 // watchReplies never has its replies recorded as written.
 func findReplyConn(c net.Conn) *replyConn {
-	x, _ := connguard.Under[*replyConn](c)
+	x, _ := limits.Under[*replyConn](c)
 	return x
 }
 

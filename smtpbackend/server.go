@@ -13,11 +13,10 @@ import (
 	"github.com/emersion/go-smtp"
 
 	"github.com/directbridge/directbridge/authguard"
-	"github.com/directbridge/directbridge/connguard"
 	"github.com/directbridge/directbridge/delivery"
+	"github.com/directbridge/directbridge/internal/limits"
 	"github.com/directbridge/directbridge/logsafe"
 	"github.com/directbridge/directbridge/mailbox"
-	"github.com/directbridge/directbridge/msgbudget"
 	"github.com/directbridge/directbridge/upstream"
 )
 
@@ -76,13 +75,13 @@ type Config struct {
 	MaxRequestBytes int64
 	// Messages bounds the bytes of DATA held at once (shared with the
 	// IMAP front), counted by their encoded size once known
-	// (msgbudget.Reader.Reserve); nil means no bound.
-	Messages      *msgbudget.Budget
+	// (limits.Reader.Reserve); nil means no bound.
+	Messages      *limits.Budget
 	MaxRecipients int
 	// Connections bounds what a client gets before it authenticates:
 	// connections per address and in all for each listener, time and
-	// bytes (package connguard; zero values are its defaults).
-	Connections connguard.Limits
+	// bytes (package limits; zero values are its defaults).
+	Connections limits.Limits
 	ReadTimeout time.Duration
 	// DataIdle cuts a DATA short that receives nothing for this long
 	// (datastall.go); 0 means DefaultDataIdle.

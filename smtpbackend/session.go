@@ -18,10 +18,10 @@ import (
 	"github.com/directbridge/directbridge/authguard"
 	"github.com/directbridge/directbridge/delivery"
 	"github.com/directbridge/directbridge/directapi"
+	"github.com/directbridge/directbridge/internal/limits"
 	"github.com/directbridge/directbridge/internal/readall"
 	"github.com/directbridge/directbridge/mailbox"
 	"github.com/directbridge/directbridge/mimeconv"
-	"github.com/directbridge/directbridge/msgbudget"
 	"github.com/directbridge/directbridge/restclient"
 )
 
@@ -218,7 +218,7 @@ func (ss *session) Data(r io.Reader) (err error) {
 	stalled, stop := watchData(ss.conn.Conn(), ss.s.cfg.DataIdle)
 	// The size the client announced in MAIL FROM (RFC 1870), when it
 	// did, sizes the buffer once.
-	held := ss.s.cfg.Messages.NewReader(r) // bounded with the IMAP front's (msgbudget)
+	held := ss.s.cfg.Messages.NewReader(r) // bounded with the IMAP front's (limits.Budget)
 	defer held.Close()
 	raw, err := readall.Sized(held, ss.size, ss.s.cfg.MaxMessageBytes)
 	stop()
@@ -228,7 +228,7 @@ func (ss *session) Data(r io.Reader) (err error) {
 	}
 	if err != nil {
 		switch {
-		case errors.Is(err, msgbudget.ErrSpent):
+		case errors.Is(err, limits.ErrSpent):
 			ss.s.log.Info("smtp data refused: message bytes in flight at the bound", "user", ss.username, "size", len(raw))
 			return dataReply(err)
 		case stalled.Load():
@@ -283,9 +283,9 @@ func (ss *session) Data(r io.Reader) (err error) {
 // arguments send passes to the provider) must be within the provider's
 // request limit, or the message is refused for good (ErrTooBigEncoded,
 // 552 5.3.4); and the budget of message bytes in flight must take that
-// size (msgbudget.ErrSpent, 452 4.3.1, try later). Counting is one pass
+// size (limits.ErrSpent, 452 4.3.1, try later). Counting is one pass
 // over the message's text; nothing of the request is built.
-func (ss *session) admit(held *msgbudget.Reader, sub *Submission) error {
+func (ss *session) admit(held *limits.Reader, sub *Submission) error {
 	auth := directapi.Authentication{Username: ss.username, Password: ss.password}
 	size, err := restclient.SendSize(auth, ss.directAddr, sub.Message, sub.UseHeaders())
 	if err != nil {
@@ -309,7 +309,7 @@ func errReason(err error) string {
 		return ce.Reason
 	case errors.As(err, &tb):
 		return tb.Error()
-	case errors.Is(err, msgbudget.ErrSpent):
+	case errors.Is(err, limits.ErrSpent):
 		return "message bytes in flight at the bound"
 	case errors.Is(err, mimeconv.ErrTextTooLong):
 		return "text longer than the provider's request limit once decoded"

@@ -9,7 +9,7 @@ import (
 	"github.com/emersion/go-smtp"
 
 	"github.com/directbridge/directbridge/directapi"
-	"github.com/directbridge/directbridge/msgbudget"
+	"github.com/directbridge/directbridge/internal/limits"
 	"github.com/directbridge/directbridge/restclient"
 	"github.com/directbridge/directbridge/sandbox"
 	"github.com/directbridge/directbridge/smtpbackend"
@@ -48,7 +48,7 @@ func encodedSize(t *testing.T, raw string) int64 {
 // The budget of message bytes in flight is all given back.
 func TestDataTooBigOnceEncoded(t *testing.T) {
 	const limit = 1 << 20
-	budget := msgbudget.New(8 << 20)
+	budget := limits.NewBudget(8 << 20)
 	h := newHarnessWith(t, func(o *sandbox.Options) { o.MaxBodyBytes = limit }, func(c *smtpbackend.Config) {
 		c.MaxRequestBytes = limit
 		c.Messages = budget
@@ -120,7 +120,7 @@ func TestDataTooBigOnceEncoded(t *testing.T) {
 // provider, the budget of message bytes in flight counts the size of
 // its send request (here six times its text), not the bytes received.
 func TestDataBudgetCountsEncodedBytes(t *testing.T) {
-	budget := msgbudget.New(32 << 20)
+	budget := limits.NewBudget(32 << 20)
 	h := newHarness(t, func(c *smtpbackend.Config) { c.Messages = budget })
 	c := h.login(t, aliceAddr)
 	raw := "From: " + aliceAddr + "\r\nTo: " + bobAddr + "\r\nSubject: " + h.subject("budget") + "\r\n\r\n" +

@@ -1,4 +1,4 @@
-package connguard
+package limits
 
 import (
 	"bufio"
@@ -11,7 +11,7 @@ import (
 // testRefusal is the refusal line of the test listeners.
 const testRefusal = "NO MORE\r\n"
 
-// guarded listens on 127.0.0.1 behind a connguard listener with lim and
+// guarded listens on 127.0.0.1 behind a limits listener with lim and
 // serves a tiny protocol on it: the greeting HELLO, then LOGIN (the
 // connection authenticates, answer OK) and PING (answer PONG).
 func guarded(t *testing.T, lim Limits) *listener {

@@ -1,6 +1,6 @@
 //go:build !linux
 
-package connguard
+package limits
 
 // RaiseFileLimit leaves the limit as it is outside Linux: on macOS the
 // hard limit may be "unlimited", which setrlimit refuses for

@@ -1,4 +1,4 @@
-package connguard
+package limits
 
 import (
 	"errors"
@@ -70,7 +70,7 @@ const (
 
 // ErrLimits is wrapped by the errors of Derive: limits that cannot keep
 // their promise.
-var ErrLimits = errors.New("connguard: connection limits cannot hold")
+var ErrLimits = errors.New("limits: connection limits cannot hold")
 
 // DefaultTotal is the connections one listener may hold: its share of the
 // process's file descriptor limit after a headroom, so that a flood of one

@@ -1,4 +1,4 @@
-package connguard
+package limits
 
 import (
 	"fmt"
@@ -25,7 +25,7 @@ func RaiseFileLimit() (before, after FileLimit, err error) {
 	}
 	rl := syscall.Rlimit{Cur: before.Hard, Max: before.Hard}
 	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil {
-		return before, before, fmt.Errorf("connguard: raising the file-descriptor limit from %d to %d: %w", before.Soft, before.Hard, err)
+		return before, before, fmt.Errorf("limits: raising the file-descriptor limit from %d to %d: %w", before.Soft, before.Hard, err)
 	}
 	after, err = CurrentFileLimit()
 	return before, after, err

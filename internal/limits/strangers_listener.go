@@ -1,5 +1,11 @@
-// Package connguard keeps strangers from starving the users of a listener
-// (IMAP or SMTP). Before a client authenticates it is a stranger and gets
+// Package limits bounds what clients can take from the bridge: the
+// connections of strangers (clients not yet logged in) and the message
+// bytes held at once (budget.go). It owns no protocol: the fronts wrap
+// their listeners with Listener and their message readers with a Budget,
+// and answer a refusal in their own words.
+//
+// Strangers are kept from starving the users of a listener (IMAP or
+// SMTP). Before a client authenticates it is a stranger and gets
 // little:
 //
 //   - at most Limits.PerAddress connections per client address (an IPv4
@@ -25,7 +31,7 @@
 // moves from the strangers to the users, and the protocol's own timeouts
 // apply. The limits derive from the process's file-descriptor limit
 // (Derive, RaiseFileLimit), which a server checks at start.
-package connguard
+package limits
 
 import (
 	"container/list"
@@ -40,7 +46,7 @@ import (
 
 // ErrPreAuthBytes ends a connection that sent too much before
 // authenticating.
-var ErrPreAuthBytes = errors.New("connguard: too much data before authentication")
+var ErrPreAuthBytes = errors.New("limits: too much data before authentication")
 
 // Listener wraps l. refusal is the line written to a connection refused
 // for the limits (e.g. "* BYE Too many connections\r\n"). Zero fields

@@ -1,4 +1,4 @@
-package msgbudget
+package limits
 
 import (
 	"bytes"
@@ -8,7 +8,7 @@ import (
 )
 
 func TestBudget(t *testing.T) {
-	b := New(10 << 20)
+	b := NewBudget(10 << 20)
 	if !b.Take(6<<20) || b.Take(6<<20) {
 		t.Fatal("two messages of 6 MiB in a budget of 10 MiB: want the first taken, the second refused")
 	}
@@ -24,7 +24,7 @@ func TestBudget(t *testing.T) {
 	}
 	b.Return(30 << 20)
 	var none *Budget
-	if !none.Take(1<<40) || New(0) != nil {
+	if !none.Take(1<<40) || NewBudget(0) != nil {
 		t.Fatal("no budget must take everything")
 	}
 }
@@ -32,7 +32,7 @@ func TestBudget(t *testing.T) {
 // TestReaderTakesAsBytesArrive: a DATA read through the budget takes
 // what arrives, fails with ErrSpent past the bound, and gives it all back.
 func TestReaderTakesAsBytesArrive(t *testing.T) {
-	b := New(8 << 20)
+	b := NewBudget(8 << 20)
 	if !b.Take(4 << 20) { // another message in flight
 		t.Fatal("take")
 	}
@@ -61,7 +61,7 @@ func TestReaderTakesAsBytesArrive(t *testing.T) {
 // alone in flight gets it whatever its size, one beside others is
 // refused past the bound, and Close gives it all back.
 func TestReserveCountsTheEncodedSize(t *testing.T) {
-	b := New(8 << 20)
+	b := NewBudget(8 << 20)
 	r := b.NewReader(bytes.NewReader(make([]byte, 3<<20)))
 	if _, err := io.Copy(io.Discard, r); err != nil {
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-// Package msgbudget bounds the bytes of message bodies the bridge holds
+// Budget bounds the bytes of message bodies the bridge holds
 // at once. A message in flight (an APPEND literal, an SMTP DATA) costs a
 // few times its size while it is read, converted and handed to the
 // provider. It is counted by its encoded size, the length of the
@@ -9,7 +9,8 @@
 // limit, and the kernel would end every session at once. With it, a
 // message that would pass the bound is refused with a "try again later"
 // answer (IMAP NO [LIMIT], SMTP 452 4.3.1), which clients retry.
-package msgbudget
+
+package limits
 
 import (
 	"errors"
@@ -18,7 +19,7 @@ import (
 )
 
 // ErrSpent is the answer when the budget cannot take a message now.
-var ErrSpent = errors.New("msgbudget: too many message bytes in flight; try again later")
+var ErrSpent = errors.New("limits: too many message bytes in flight; try again later")
 
 // Budget counts the message bytes in flight. A nil *Budget takes
 // everything.
@@ -28,8 +29,8 @@ type Budget struct {
 	used  int64
 }
 
-// New returns a budget of limit bytes; limit <= 0 means no bound.
-func New(limit int64) *Budget {
+// NewBudget returns a budget of limit bytes; limit <= 0 means no bound.
+func NewBudget(limit int64) *Budget {
 	if limit <= 0 {
 		return nil
 	}

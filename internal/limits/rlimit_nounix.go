@@ -1,11 +1,11 @@
 //go:build !unix
 
-package connguard
+package limits
 
 import "errors"
 
 // errNoFileLimit is returned where the system has no RLIMIT_NOFILE.
-var errNoFileLimit = errors.New("connguard: no file-descriptor limit on this system")
+var errNoFileLimit = errors.New("limits: no file-descriptor limit on this system")
 
 // CurrentFileLimit fails on systems without RLIMIT_NOFILE (Windows):
 // DefaultTotal then takes its upper bound.

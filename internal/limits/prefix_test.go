@@ -1,4 +1,4 @@
-package connguard
+package limits
 
 import (
 	"fmt"

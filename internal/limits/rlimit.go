@@ -1,4 +1,4 @@
-package connguard
+package limits
 
 // FileLimit is the process's RLIMIT_NOFILE: the soft limit the kernel
 // enforces and the hard limit up to which the process may raise it.
