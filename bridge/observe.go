@@ -9,9 +9,8 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/directbridge/directbridge/health"
 	"github.com/directbridge/directbridge/imapbackend"
-	"github.com/directbridge/directbridge/metrics"
+	"github.com/directbridge/directbridge/internal/observe"
 	"github.com/directbridge/directbridge/restclient"
 	"github.com/directbridge/directbridge/smtpbackend"
 	"github.com/directbridge/directbridge/upstream"
@@ -24,9 +23,9 @@ const MetricsListener = "Metrics and health (HTTP)"
 // /healthz (liveness) and /readyz (readiness: the provider answers). A nil
 // observer (DIRECTBRIDGE_METRICS_ADDR empty or off) does nothing.
 type observer struct {
-	metrics *metrics.Registry
+	metrics *observe.Registry
 	srv     *http.Server
-	prober  *health.Prober
+	prober  *observe.Prober
 	ctx     context.Context // ends the prober
 	stop    context.CancelFunc
 }
@@ -37,7 +36,7 @@ func newObserver(cfg Config) *observer {
 	if cfg.MetricsAddr == "" || cfg.MetricsAddr == Off {
 		return nil
 	}
-	return &observer{metrics: metrics.New()}
+	return &observer{metrics: observe.NewRegistry()}
 }
 
 // restObserver feeds REST attempts to the metrics (nil when off).
@@ -84,12 +83,12 @@ func (o *observer) open(b *Bridge, apiURL string) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", MetricsListener, err)
 	}
-	o.prober = health.NewProber(apiURL, 0, 0)
+	o.prober = observe.NewProber(apiURL, 0, 0)
 	o.ctx, o.stop = context.WithCancel(context.Background())
 	o.metrics.ProviderReachable(o.prober.Reachable)
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", o.metrics.Handler())
-	mux.Handle("GET /healthz", health.LiveHandler())
+	mux.Handle("GET /healthz", observe.LiveHandler())
 	mux.Handle("GET /readyz", o.prober.ReadyHandler())
 	o.srv = &http.Server{
 		Handler:           mux,

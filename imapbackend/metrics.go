@@ -7,7 +7,7 @@ import (
 	"github.com/emersion/go-imap/v2/imapserver"
 )
 
-// Metrics receives the IMAP front's events (package metrics implements
+// Metrics receives the IMAP front's events (package internal/observe implements
 // it). Every argument comes from a fixed set: never an address, folder
 // name or other message content. Methods must be quick, non-blocking and
 // safe for concurrent use.

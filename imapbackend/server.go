@@ -16,7 +16,7 @@ import (
 
 	"github.com/directbridge/directbridge/authguard"
 	"github.com/directbridge/directbridge/internal/limits"
-	"github.com/directbridge/directbridge/logsafe"
+	"github.com/directbridge/directbridge/internal/observe"
 	"github.com/directbridge/directbridge/mailbox"
 	"github.com/directbridge/directbridge/mailstore"
 )
@@ -174,7 +174,7 @@ func (s *Server) serve(l net.Listener, insecureAuth bool) error {
 			return newMeteredSession(sess, s.cfg.Metrics), &imapserver.GreetingData{}, nil
 		},
 		Caps:         caps,
-		Logger:       logsafe.Logger(s.cfg.Logger, "imap library"), // no client input in logs
+		Logger:       observe.LibraryLogger(s.cfg.Logger, "imap library"), // no client input in logs
 		TLSConfig:    s.cfg.TLSConfig,
 		InsecureAuth: insecureAuth,
 	})

@@ -10,7 +10,7 @@ import (
 	"github.com/directbridge/directbridge/mailbox"
 )
 
-// Metrics receives the SMTP front's events (package metrics implements
+// Metrics receives the SMTP front's events (package internal/observe implements
 // it). Every argument comes from a fixed set: never an address, subject or
 // other message content. Methods must be quick and safe for concurrent use.
 type Metrics interface {

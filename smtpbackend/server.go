@@ -15,7 +15,7 @@ import (
 	"github.com/directbridge/directbridge/authguard"
 	"github.com/directbridge/directbridge/delivery"
 	"github.com/directbridge/directbridge/internal/limits"
-	"github.com/directbridge/directbridge/logsafe"
+	"github.com/directbridge/directbridge/internal/observe"
 	"github.com/directbridge/directbridge/mailbox"
 	"github.com/directbridge/directbridge/upstream"
 )
@@ -214,7 +214,7 @@ func (s *Server) serve(l net.Listener, implicitTLS bool) error {
 	srv.MaxLineLength = int(s.cfg.MaxMessageBytes) + lineSlack
 	srv.ReadTimeout = s.cfg.ReadTimeout
 	srv.WriteTimeout = s.cfg.WriteTimeout
-	srv.ErrorLog = logsafe.Logger(s.log, "smtp library") // no client input in logs
+	srv.ErrorLog = observe.LibraryLogger(s.log, "smtp library") // no client input in logs
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()

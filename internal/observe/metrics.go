@@ -1,4 +1,4 @@
-// Package metrics holds the bridge's Prometheus metrics: connections,
+// The bridge's Prometheus metrics: connections,
 // protocol commands, REST calls to the provider, authentication failures,
 // SMTP messages and the IMAP raw-message cache.
 //
@@ -7,10 +7,11 @@
 // subject or any other health data, so the metrics may be scraped by
 // systems that must not see protected health information.
 //
-// The protocol fronts do not import this package: each defines a small
+// The protocol fronts do not use the registry: each defines a small
 // Metrics interface, which IMAP and SMTP (returned by Registry.IMAP and
 // Registry.SMTP) satisfy.
-package metrics
+
+package observe
 
 import (
 	"errors"
@@ -101,10 +102,10 @@ type Registry struct {
 	imapCmdSet, smtpCmdSet map[string]bool
 }
 
-// New returns a Registry with every metric registered and the label
+// NewRegistry returns a Registry with every metric registered and the label
 // combinations of the small fixed sets present at zero, so that rates and
 // alerts work from the first scrape.
-func New() *Registry {
+func NewRegistry() *Registry {
 	r := &Registry{
 		reg: prometheus.NewRegistry(),
 		connsOpen: prometheus.NewGaugeVec(prometheus.GaugeOpts{

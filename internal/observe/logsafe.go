@@ -1,11 +1,12 @@
-// Package logsafe turns the log lines of the protocol libraries (go-imap,
+// LibraryLogger turns the log lines of the protocol libraries (go-imap,
 // go-smtp) into lines that hold no client input: those libraries write
 // what a client sent into their errors ("expected SP, got …", a bad
 // mailbox name, a panic value), and a client may send health data or a
 // password. Only the library's own words before the first colon are kept
 // (for example "failed to read command"), with the length and a short
 // hash of the whole line, enough to tell repeated errors apart.
-package logsafe
+
+package observe
 
 import (
 	"crypto/sha256"
@@ -16,9 +17,9 @@ import (
 	"strings"
 )
 
-// Logger returns a *log.Logger for a library that writes through l at
+// LibraryLogger returns a *log.Logger for a library that writes through l at
 // WARN, as "source: kind".
-func Logger(l *slog.Logger, source string) *log.Logger {
+func LibraryLogger(l *slog.Logger, source string) *log.Logger {
 	return log.New(writer{l, source}, "", 0)
 }
 

@@ -1,8 +1,9 @@
-// Package health answers liveness and readiness checks. Liveness says the
+// Liveness and readiness checks. Liveness says the
 // process serves; readiness says the provider answered a cheap request
 // recently, so that an orchestrator sends mail clients only to a bridge
 // that can reach its provider.
-package health
+
+package observe
 
 import (
 	"bytes"

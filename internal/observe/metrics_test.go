@@ -1,4 +1,4 @@
-package metrics_test
+package observe_test
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/directbridge/directbridge/metrics"
+	"github.com/directbridge/directbridge/internal/observe"
 	"github.com/directbridge/directbridge/restclient"
 )
 
@@ -32,14 +32,14 @@ func TestRESTResult(t *testing.T) {
 		{&restclient.CanceledError{Op: "GetUIDs", Err: context.Canceled}, "canceled"},
 		{errors.New("restclient: Send: building request: bad URL"), "protocol"},
 	} {
-		if got := metrics.RESTResult(tc.err); got != tc.want {
+		if got := observe.RESTResult(tc.err); got != tc.want {
 			t.Errorf("RESTResult(%v) = %q; want %q", tc.err, got, tc.want)
 		}
 	}
 }
 
 func TestObserveREST(t *testing.T) {
-	r := metrics.New()
+	r := observe.NewRegistry()
 	r.ObserveREST(restclient.Event{Op: "GetMessageCount", Duration: 20 * time.Millisecond})
 	r.ObserveREST(restclient.Event{Op: "GetMessageCount", Attempt: 1, StatusCode: 200,
 		Err: &restclient.APIError{Op: "GetMessageCount", Code: 1}, Duration: 3 * time.Second})
@@ -72,7 +72,7 @@ func TestObserveREST(t *testing.T) {
 }
 
 func TestFrontRecorders(t *testing.T) {
-	r := metrics.New()
+	r := observe.NewRegistry()
 	imap, smtp := r.IMAP(), r.SMTP()
 
 	imap.ConnOpened()
@@ -142,7 +142,7 @@ func TestFrontRecorders(t *testing.T) {
 }
 
 func TestProviderReachable(t *testing.T) {
-	r := metrics.New()
+	r := observe.NewRegistry()
 	up := false
 	r.ProviderReachable(func() bool { return up })
 	if !strings.Contains(scrape(t, r), "directbridge_provider_reachable 0") {
@@ -158,7 +158,7 @@ func TestProviderReachable(t *testing.T) {
 // registry, so an embedding program's own metrics and ours never clash,
 // and two bridges in one process each have theirs.
 func TestOwnRegistry(t *testing.T) {
-	a, b := metrics.New(), metrics.New()
+	a, b := observe.NewRegistry(), observe.NewRegistry()
 	a.SMTP().Message("sent")
 	if !strings.Contains(scrape(t, b), `directbridge_smtp_messages_total{result="sent"} 0`) {
 		t.Error("the second registry sees the first one's message")
@@ -175,7 +175,7 @@ func TestOwnRegistry(t *testing.T) {
 }
 
 // scrape fetches the text exposition over real HTTP.
-func scrape(t *testing.T, r *metrics.Registry) string {
+func scrape(t *testing.T, r *observe.Registry) string {
 	t.Helper()
 	srv := httptest.NewServer(r.Handler())
 	defer srv.Close()

@@ -1,4 +1,4 @@
-package logsafe
+package observe
 
 import (
 	"bytes"
@@ -11,7 +11,7 @@ import (
 // library's own words do.
 func TestNoClientInput(t *testing.T) {
 	var buf bytes.Buffer
-	l := Logger(slog.New(slog.NewTextHandler(&buf, nil)), "imap library")
+	l := LibraryLogger(slog.New(slog.NewTextHandler(&buf, nil)), "imap library")
 	l.Printf("failed to read command: in command: imapwire: expected SP, got %q", "Patient Jane Doe 1970-01-01")
 	l.Printf("handling LIST command: utf7: invalid UTF-7 in \"INBOX.secret&\"")
 	out := buf.String()
