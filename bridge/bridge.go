@@ -13,10 +13,10 @@ import (
 	"time"
 
 	"github.com/directbridge/directbridge/admin"
-	"github.com/directbridge/directbridge/authguard"
 	"github.com/directbridge/directbridge/delivery"
 	"github.com/directbridge/directbridge/imapbackend"
 	"github.com/directbridge/directbridge/internal/limits"
+	"github.com/directbridge/directbridge/internal/login"
 	"github.com/directbridge/directbridge/mailbox"
 	"github.com/directbridge/directbridge/mailstore"
 	"github.com/directbridge/directbridge/restclient"
@@ -166,9 +166,9 @@ func (b *Bridge) open() error {
 		// wait for their sender's credentials.
 		checker = b.tracker.WatchLogins(provider)
 	}
-	verifier := mailbox.NewVerifier(checker, 0) // shared: an IMAP login and an SMTP AUTH cost one check
+	verifier := login.NewVerifier(checker, 0) // shared: an IMAP login and an SMTP AUTH cost one check
 	// Shared too: failures count across IMAP and SMTP.
-	guard := authguard.New(authguard.Config{FreeFailures: b.cfg.AuthFreeFailures, MaxDelay: b.cfg.AuthMaxDelay, RefuseAfter: b.cfg.AuthRefuseAfter,
+	guard := login.NewGuard(login.GuardConfig{FreeFailures: b.cfg.AuthFreeFailures, MaxDelay: b.cfg.AuthMaxDelay, RefuseAfter: b.cfg.AuthRefuseAfter,
 		UserCheckInterval: b.cfg.AuthUserCheckInterval})
 	// The guard also decides which unknown credentials the verifier may
 	// check with the provider: a username tried from many addresses is

@@ -48,7 +48,7 @@ type Config struct {
 	AuthMaxDelay        time.Duration `envconfig:"AUTH_MAX_DELAY" default:"15s" desc:"the longest delay of a login attempt from an address with many failures"`
 	AuthRefuseAfter     int           `envconfig:"AUTH_REFUSE_AFTER" default:"20" desc:"failed logins from one client address in 15 minutes after which its attempts are refused (IMAP NO [UNAVAILABLE], SMTP 454 4.7.0) until the 15 minutes have passed"`
 	// AuthUserCheckInterval rates the provider checks of a username tried
-	// from many addresses (authguard.Config.UserCheckInterval).
+	// from many addresses (login.GuardConfig.UserCheckInterval).
 	AuthUserCheckInterval time.Duration `envconfig:"AUTH_USER_CHECK_INTERVAL" default:"30s" desc:"a username that failed from more than 3 client addresses in 15 minutes has unknown passwords checked with the provider at most once per this interval; other attempts are answered as a wrong password without asking it. A password that worked within a week, and addresses where the user logged in, are not held back"`
 	SMTPUndecidedHold     time.Duration `envconfig:"SMTP_UNDECIDED_HOLD" default:"2m" desc:"how long a client's retry of a message whose earlier send has an unknown outcome (answer lost, bridge killed) is answered 451 while the provider's Sent copy is looked for, before the message is sent again"`
 

@@ -4,11 +4,10 @@ import (
 	"context"
 	"errors"
 
-	"github.com/emersion/go-imap/v2"
-
-	"github.com/directbridge/directbridge/mailbox"
+	"github.com/directbridge/directbridge/internal/login"
 	"github.com/directbridge/directbridge/mailstore"
 	"github.com/directbridge/directbridge/upstream"
+	"github.com/emersion/go-imap/v2"
 )
 
 // This file is the one place where errors become IMAP responses. Every
@@ -33,7 +32,7 @@ var (
 	errTooManyConns  = no(imap.ResponseCodeLimit, "Too many connections for this user")
 	errUnavailable   = no(imap.ResponseCodeUnavailable, "The provider cannot be reached; try again later")
 	// errTooManyFailures refuses a login from an address with too many
-	// failed ones (authguard); the same whether or not the user exists.
+	// failed ones (internal/login); the same whether or not the user exists.
 	errTooManyFailures = no(imap.ResponseCodeUnavailable, "Too many failed logins from your address; try again later")
 	errNoCondStore     = bad(imap.ResponseCodeClientBug, "UNCHANGEDSINCE needs CONDSTORE, which this server does not offer")
 	errTooBig          = no(imap.ResponseCodeTooBig, "Message is larger than the APPENDLIMIT")
@@ -67,9 +66,9 @@ func imapError(err error) error {
 		// UNAVAILABLE is temporary; the retry is answered from what the
 		// provider did (mailstore/attempts.go).
 		return no(imap.ResponseCodeUnavailable, "The provider did not confirm the change and may still carry it out; try again in a few minutes, the retry is answered from what it did")
-	case errors.Is(err, mailbox.ErrAuthFailed), errors.Is(err, upstream.ErrAuth):
+	case errors.Is(err, login.ErrAuthFailed), errors.Is(err, upstream.ErrAuth):
 		return no(imap.ResponseCodeAuthenticationFailed, "The provider refused the credentials")
-	case errors.Is(err, mailbox.ErrUnavailable), errors.Is(err, upstream.ErrTemporary), errors.Is(err, context.DeadlineExceeded):
+	case errors.Is(err, login.ErrUnavailable), errors.Is(err, upstream.ErrTemporary), errors.Is(err, context.DeadlineExceeded):
 		return errUnavailable
 	case errors.Is(err, mailstore.ErrUIDTooLarge):
 		return no(imap.ResponseCodeLimit, "This folder has message UIDs beyond 32 bits, which IMAP cannot carry")

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/directbridge/directbridge/authguard"
 	"github.com/directbridge/directbridge/imapbackend"
+	"github.com/directbridge/directbridge/internal/login"
 	"github.com/directbridge/directbridge/internal/testlog"
 )
 
@@ -25,7 +25,7 @@ func FuzzIMAPSession(f *testing.F) {
 	plog := &testlog.Panics{}
 	e := newEnv(f, options{cfg: func(c *imapbackend.Config) {
 		c.Logger = slog.New(plog)
-		c.Guard = authguard.New(authguard.Config{FreeFailures: 1 << 20, RefuseAfter: 1 << 21})
+		c.Guard = login.NewGuard(login.GuardConfig{FreeFailures: 1 << 20, RefuseAfter: 1 << 21})
 		c.CallTimeout = 5 * time.Second
 	}})
 	e.deliver(alice, "INBOX", testMessage("fuzz"))

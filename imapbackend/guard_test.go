@@ -12,9 +12,9 @@ import (
 	"github.com/emersion/go-imap/v2"
 	"github.com/emersion/go-imap/v2/imapclient"
 
-	"github.com/directbridge/directbridge/authguard"
 	"github.com/directbridge/directbridge/imapbackend"
 	"github.com/directbridge/directbridge/internal/limits"
+	"github.com/directbridge/directbridge/internal/login"
 )
 
 // dialFrom connects from the loopback source address src (127.0.0.x: a
@@ -36,7 +36,7 @@ func (e *env) dialFrom(src string) *imapclient.Client {
 // without asking the provider; the real user logs in at once from
 // another address, with no delay.
 func TestLoginGuessingSlowed(t *testing.T) {
-	guard := authguard.New(authguard.Config{FreeFailures: 2, RefuseAfter: 5, MaxDelay: 300 * time.Millisecond})
+	guard := login.NewGuard(login.GuardConfig{FreeFailures: 2, RefuseAfter: 5, MaxDelay: 300 * time.Millisecond})
 	e := newEnv(t, options{cfg: func(c *imapbackend.Config) { c.Guard = guard }})
 	start := time.Now()
 	for i := 0; i < 5; i++ {

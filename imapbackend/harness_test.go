@@ -18,6 +18,7 @@ import (
 
 	"github.com/directbridge/directbridge/directapi"
 	"github.com/directbridge/directbridge/imapbackend"
+	"github.com/directbridge/directbridge/internal/login"
 	"github.com/directbridge/directbridge/mailbox"
 	"github.com/directbridge/directbridge/mailstore"
 	"github.com/directbridge/directbridge/restclient"
@@ -101,7 +102,7 @@ func newEnv(t testing.TB, o options) *env {
 	engine := mailstore.New(ecfg)
 	cfg := imapbackend.Config{
 		Engine:    engine,
-		Verifier:  mailbox.NewVerifier(restclient.Upstream(c), time.Minute),
+		Verifier:  login.NewVerifier(restclient.Upstream(c), time.Minute),
 		TLSConfig: tlsConf,
 	}
 	if o.cfg != nil {

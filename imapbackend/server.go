@@ -14,10 +14,9 @@ import (
 	"github.com/emersion/go-imap/v2"
 	"github.com/emersion/go-imap/v2/imapserver"
 
-	"github.com/directbridge/directbridge/authguard"
 	"github.com/directbridge/directbridge/internal/limits"
+	"github.com/directbridge/directbridge/internal/login"
 	"github.com/directbridge/directbridge/internal/observe"
-	"github.com/directbridge/directbridge/mailbox"
 	"github.com/directbridge/directbridge/mailstore"
 )
 
@@ -36,7 +35,7 @@ type Config struct {
 	// to: it makes every provider and state-store call, and the front
 	// makes none. Whoever made it closes it (Store.Close) after Shutdown.
 	Engine    *mailstore.Store
-	Verifier  *mailbox.Verifier
+	Verifier  *login.Verifier
 	TLSConfig *tls.Config
 	// AllowInsecureAuth allows LOGIN without TLS on non-loopback listeners.
 	AllowInsecureAuth bool
@@ -63,8 +62,8 @@ type Config struct {
 	// bytes (package limits; zero values are its defaults).
 	Connections limits.Limits
 	// Guard slows down password guessing; nil: a Guard with the default
-	// thresholds of package authguard.
-	Guard *authguard.Guard
+	// thresholds of package internal/login.
+	Guard *login.Guard
 	// Layout is how folder names appear (layout.go); "" is LayoutInbox.
 	Layout Layout
 }
@@ -74,7 +73,7 @@ type Server struct {
 	cfg    Config
 	store  *mailstore.Store  // the folders' mirrors, polling, metadata
 	bodies *mailstore.Bodies // store.Bodies()
-	guard  *authguard.Guard  // password guessing (package authguard)
+	guard  *login.Guard      // password guessing (package internal/login)
 
 	nextID atomic.Uint64 // session ids
 
@@ -143,7 +142,7 @@ func New(cfg Config) (*Server, error) {
 	s.bodies = s.store.Bodies()
 	s.guard = cfg.Guard
 	if s.guard == nil {
-		s.guard = authguard.New(authguard.Config{})
+		s.guard = login.NewGuard(login.GuardConfig{})
 	}
 	s.bodies.OnLookup(cfg.Metrics.CacheLookup)
 	return s, nil

@@ -10,10 +10,9 @@ import (
 	"github.com/emersion/go-imap/v2"
 	"github.com/emersion/go-imap/v2/imapserver"
 
-	"github.com/directbridge/directbridge/authguard"
 	"github.com/directbridge/directbridge/directapi"
 	"github.com/directbridge/directbridge/internal/limits"
-	"github.com/directbridge/directbridge/mailbox"
+	"github.com/directbridge/directbridge/internal/login"
 	"github.com/directbridge/directbridge/mailstore"
 	"github.com/directbridge/directbridge/seqview"
 )
@@ -78,7 +77,7 @@ func (s *session) releaseSlot() {
 // short-lived verification: Thunderbird's five connections cost one REST
 // call). An unreachable provider is NO [UNAVAILABLE], never a false success.
 //
-// Guessing is slowed (package authguard): an address with many failures
+// Guessing is slowed (package internal/login): an address with many failures
 // waits before its attempts are checked, or is refused with NO
 // [UNAVAILABLE]; every failure is logged at WARN with the address and
 // the username, for fail2ban.
@@ -86,9 +85,9 @@ func (s *session) Login(username, password string) error {
 	username = strings.ToLower(strings.TrimSpace(username))
 	ctx, cancel := s.ctx()
 	defer cancel()
-	addr := authguard.Key(s.conn.NetConn().RemoteAddr())
+	addr := login.Key(s.conn.NetConn().RemoteAddr())
 	release, _, err := s.srv.guard.Admit(ctx, addr, username)
-	if errors.Is(err, authguard.ErrRefused) {
+	if errors.Is(err, login.ErrRefused) {
 		s.srv.cfg.Logger.Warn("authentication refused", "proto", "imap", "remote", addr, "user", username, "reason", "too many failures from the address")
 		return errTooManyFailures
 	}
@@ -98,7 +97,7 @@ func (s *session) Login(username, password string) error {
 	err = s.srv.cfg.Verifier.Verify(ctx, username, directapi.Secret(password))
 	release()
 	if err != nil {
-		if errors.Is(err, mailbox.ErrAuthFailed) {
+		if errors.Is(err, login.ErrAuthFailed) {
 			s.srv.cfg.Logger.Warn("authentication failed", "proto", "imap", "remote", addr, "user", username)
 			s.srv.guard.Failed(ctx, addr, username)
 		}

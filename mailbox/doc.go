@@ -1,9 +1,9 @@
-// Package mailbox is the layer between the protocol fronts (imapbackend,
-// smtpbackend) and the provider's REST API (restclient). What both fronts
-// need lives here once: the short-lived credential check shared by every
-// connection of a user (Verifier) and the bridge's own state store, which
-// keeps what the provider does not, such as UIDVALIDITY, kept flags and
-// the record of messages the bridge submitted. The fronts hold the store
+// Package mailbox is the bridge's own state store: what the provider does
+// not keep, such as UIDVALIDITY and UIDNEXT of every folder, kept flags and
+// keywords, subscriptions, the send journal and the record of messages the
+// bridge submitted, bounce tracking. The engine and the fronts hold it
 // through the StateStore interface; Store is its SQLite implementation,
-// whose schema is versioned by numbered migrations (schema.go).
+// whose schema is versioned by numbered migrations (schema.go). It holds
+// no message content and no password; the credential check lives in
+// internal/login.
 package mailbox

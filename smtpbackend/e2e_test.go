@@ -39,6 +39,7 @@ import (
 	"github.com/emersion/go-smtp"
 
 	"github.com/directbridge/directbridge/directapi"
+	"github.com/directbridge/directbridge/internal/login"
 	"github.com/directbridge/directbridge/mailbox"
 	"github.com/directbridge/directbridge/restclient"
 	"github.com/directbridge/directbridge/sandbox"
@@ -133,7 +134,7 @@ func newHarnessWith(t testing.TB, sbTweak func(*sandbox.Options), tweak func(*sm
 
 	h.cfg = smtpbackend.Config{
 		Provider:  restclient.Upstream(rc),
-		Verifier:  mailbox.NewVerifier(restclient.Upstream(rc), 0),
+		Verifier:  login.NewVerifier(restclient.Upstream(rc), 0),
 		Store:     h.store,
 		Hostname:  "bridge.test",
 		TLSConfig: serverTLS(t),

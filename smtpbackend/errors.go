@@ -7,7 +7,7 @@ import (
 	"github.com/emersion/go-smtp"
 
 	"github.com/directbridge/directbridge/internal/limits"
-	"github.com/directbridge/directbridge/mailbox"
+	"github.com/directbridge/directbridge/internal/login"
 	"github.com/directbridge/directbridge/mimeconv"
 	"github.com/directbridge/directbridge/upstream"
 )
@@ -36,15 +36,15 @@ func senderRefused(sender string) *smtp.SMTPError {
 
 // authReply maps a credential check failure.
 // errTooManyFailures refuses AUTH from an address with too many failed
-// ones (authguard): 454 4.7.0, a temporary authentication failure (RFC
+// ones (internal/login): 454 4.7.0, a temporary authentication failure (RFC
 // 4954 §6), the same whether or not the user exists.
 var errTooManyFailures = reply(454, smtp.EnhancedCode{4, 7, 0}, "Too many failed logins from your address; try again later")
 
 func authReply(err error) *smtp.SMTPError {
 	switch {
-	case errors.Is(err, mailbox.ErrAuthFailed):
+	case errors.Is(err, login.ErrAuthFailed):
 		return errAuthFailed
-	case errors.Is(err, mailbox.ErrAddress):
+	case errors.Is(err, login.ErrAddress):
 		return reply(535, smtp.EnhancedCode{5, 7, 8}, "Authorization identity is not a Direct address you may act for")
 	default:
 		return errAuthTempFail

@@ -12,7 +12,7 @@ import (
 	"github.com/emersion/go-sasl"
 	"github.com/emersion/go-smtp"
 
-	"github.com/directbridge/directbridge/authguard"
+	"github.com/directbridge/directbridge/internal/login"
 	"github.com/directbridge/directbridge/smtpbackend"
 )
 
@@ -35,7 +35,7 @@ func (h *harness) dialFrom(t *testing.T, src string) *smtp.Client {
 // then refused with 454 4.7.0 without asking the provider; the real user
 // authenticates at once from another address.
 func TestAuthGuessingSlowed(t *testing.T) {
-	guard := authguard.New(authguard.Config{FreeFailures: 2, RefuseAfter: 5, MaxDelay: 300 * time.Millisecond})
+	guard := login.NewGuard(login.GuardConfig{FreeFailures: 2, RefuseAfter: 5, MaxDelay: 300 * time.Millisecond})
 	h := newHarness(t, func(c *smtpbackend.Config) { c.Guard = guard })
 	start := time.Now()
 	for i := 0; i < 5; i++ {

@@ -17,8 +17,8 @@ import (
 	"github.com/emersion/go-sasl"
 	"github.com/emersion/go-smtp"
 
+	"github.com/directbridge/directbridge/internal/login"
 	"github.com/directbridge/directbridge/internal/memwatch"
-	"github.com/directbridge/directbridge/mailbox"
 	"github.com/directbridge/directbridge/restclient"
 	"github.com/directbridge/directbridge/smtpbackend"
 )
@@ -180,7 +180,7 @@ func newMemHarness(tb testing.TB, providerURL string) *memHarness {
 	}
 	srv, err := smtpbackend.New(smtpbackend.Config{
 		Provider:        restclient.Upstream(rc),
-		Verifier:        mailbox.NewVerifier(restclient.Upstream(rc), 0),
+		Verifier:        login.NewVerifier(restclient.Upstream(rc), 0),
 		Hostname:        "bridge.test",
 		MaxMessageBytes: smtpbackend.DefaultMaxMessageBytes,
 	})

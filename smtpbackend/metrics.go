@@ -5,9 +5,8 @@ import (
 	"net"
 	"sync"
 
+	"github.com/directbridge/directbridge/internal/login"
 	"github.com/emersion/go-smtp"
-
-	"github.com/directbridge/directbridge/mailbox"
 )
 
 // Metrics receives the SMTP front's events (package internal/observe implements
@@ -75,7 +74,7 @@ func messageResult(class string) string {
 
 // authFailReason maps a credential check failure.
 func authFailReason(err error) string {
-	if errors.Is(err, mailbox.ErrAuthFailed) || errors.Is(err, mailbox.ErrAddress) {
+	if errors.Is(err, login.ErrAuthFailed) || errors.Is(err, login.ErrAddress) {
 		return "credentials"
 	}
 	return "unavailable"

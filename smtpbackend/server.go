@@ -12,9 +12,9 @@ import (
 
 	"github.com/emersion/go-smtp"
 
-	"github.com/directbridge/directbridge/authguard"
 	"github.com/directbridge/directbridge/delivery"
 	"github.com/directbridge/directbridge/internal/limits"
+	"github.com/directbridge/directbridge/internal/login"
 	"github.com/directbridge/directbridge/internal/observe"
 	"github.com/directbridge/directbridge/mailbox"
 	"github.com/directbridge/directbridge/upstream"
@@ -50,11 +50,11 @@ const lineSlack = 1024
 type Config struct {
 	// Provider is the mail provider (restclient.Upstream, usually in a budget).
 	Provider upstream.Provider
-	Verifier *mailbox.Verifier
+	Verifier *login.Verifier
 	// Guard slows down password guessing; nil: a Guard with the default
-	// thresholds of package authguard. Share the IMAP front's, so that
+	// thresholds of package internal/login. Share the IMAP front's, so that
 	// failures count across both.
-	Guard *authguard.Guard
+	Guard *login.Guard
 	// Store records submitted messages (smtpId, Message-ID, time); nil
 	// keeps no record.
 	Store mailbox.StateStore
@@ -115,7 +115,7 @@ type Server struct {
 	log     *slog.Logger
 	metrics Metrics
 	journal mailbox.Submissions
-	auth    *authguard.Guard
+	auth    *login.Guard
 
 	inData atomic.Int64 // transactions between DATA and their answer
 	// inTx counts transactions with recipients: one may have sent DATA
@@ -183,7 +183,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	guard := cfg.Guard
 	if guard == nil {
-		guard = authguard.New(authguard.Config{})
+		guard = login.NewGuard(login.GuardConfig{})
 	}
 	return &Server{cfg: cfg, log: lg, metrics: m, journal: journal, auth: guard, conns: map[*smtp.Conn]struct{}{}}, nil
 }

@@ -15,12 +15,11 @@ import (
 	"github.com/emersion/go-sasl"
 	"github.com/emersion/go-smtp"
 
-	"github.com/directbridge/directbridge/authguard"
 	"github.com/directbridge/directbridge/delivery"
 	"github.com/directbridge/directbridge/directapi"
 	"github.com/directbridge/directbridge/internal/limits"
+	"github.com/directbridge/directbridge/internal/login"
 	"github.com/directbridge/directbridge/internal/readall"
-	"github.com/directbridge/directbridge/mailbox"
 	"github.com/directbridge/directbridge/mimeconv"
 	"github.com/directbridge/directbridge/restclient"
 )
@@ -101,10 +100,10 @@ func (ss *session) login(identity, username, password string) (err error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), ss.s.cfg.SendTimeout)
 	defer cancel()
-	// Guessing is slowed (package authguard), as on the IMAP side.
-	addr := authguard.Key(ss.conn.Conn().RemoteAddr())
+	// Guessing is slowed (package internal/login), as on the IMAP side.
+	addr := login.Key(ss.conn.Conn().RemoteAddr())
 	release, _, err := ss.s.auth.Admit(ctx, addr, username)
-	if errors.Is(err, authguard.ErrRefused) {
+	if errors.Is(err, login.ErrRefused) {
 		ss.s.log.Warn("authentication refused", "proto", "smtp", "remote", addr, "user", strings.ToLower(username), "reason", "too many failures from the address")
 		ss.s.metrics.AuthFailed("refused")
 		return errTooManyFailures
@@ -119,11 +118,11 @@ func (ss *session) login(identity, username, password string) (err error) {
 	}
 	release()
 	if err != nil {
-		if errors.Is(err, mailbox.ErrAuthFailed) {
+		if errors.Is(err, login.ErrAuthFailed) {
 			ss.s.log.Warn("authentication failed", "proto", "smtp", "remote", addr, "user", strings.ToLower(username), "tuser", identity != "")
 			ss.s.auth.Failed(ctx, addr, username)
 		} else {
-			ss.s.log.Info("smtp auth failed", "remote", addr, "tuser", identity != "", "unavailable", errors.Is(err, mailbox.ErrUnavailable))
+			ss.s.log.Info("smtp auth failed", "remote", addr, "tuser", identity != "", "unavailable", errors.Is(err, login.ErrUnavailable))
 		}
 		ss.s.metrics.AuthFailed(authFailReason(err))
 		return authReply(err)

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/directbridge/directbridge/authguard"
+	"github.com/directbridge/directbridge/internal/login"
 	"github.com/directbridge/directbridge/internal/testlog"
 	"github.com/directbridge/directbridge/smtpbackend"
 )
@@ -25,7 +25,7 @@ func FuzzSMTPSession(f *testing.F) {
 	plog := &testlog.Panics{}
 	h := newHarness(f, func(c *smtpbackend.Config) {
 		c.Logger = slog.New(plog)
-		c.Guard = authguard.New(authguard.Config{FreeFailures: 1 << 20, RefuseAfter: 1 << 21})
+		c.Guard = login.NewGuard(login.GuardConfig{FreeFailures: 1 << 20, RefuseAfter: 1 << 21})
 		c.DataIdle = time.Second
 		c.SendTimeout = 5 * time.Second
 	})

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/directbridge/directbridge/imapbackend"
+	"github.com/directbridge/directbridge/internal/login"
 	"github.com/directbridge/directbridge/mailbox"
 	"github.com/directbridge/directbridge/mailstore"
 	"github.com/directbridge/directbridge/upstream"
@@ -27,7 +28,7 @@ func startBridge(t testing.TB, p upstream.Provider, poll time.Duration, log *slo
 		t.Fatal(err)
 	}
 	engine := mailstore.New(mailstore.Config{Provider: p, State: store, PollInterval: poll, Logger: log})
-	srv, err := imapbackend.New(imapbackend.Config{Engine: engine, Verifier: mailbox.NewVerifier(p, time.Minute), Logger: log})
+	srv, err := imapbackend.New(imapbackend.Config{Engine: engine, Verifier: login.NewVerifier(p, time.Minute), Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,7 +11,7 @@ import (
 type Limits struct {
 	// PerAddress is the strangers one client address may hold: an IPv4
 	// address or an IPv6 /64 (one host usually holds a whole /64), as
-	// authguard.Key counts it. Default 20.
+	// login.Key counts it. Default 20.
 	PerAddress int
 	// PerPrefix is the strangers one wider prefix may hold: an IPv4 /24
 	// or an IPv6 /48. Without it the holder of an IPv6 /56 (a common

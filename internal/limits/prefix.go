@@ -7,7 +7,7 @@ import (
 
 // The prefixes a client is counted under. The address is what one host
 // holds: an IPv4 address, or an IPv6 /64 (SLAAC and privacy addresses
-// give one host a whole /64; authguard.Key counts the same). The wider
+// give one host a whole /64; login.Key counts the same). The wider
 // prefix is what one holder cheaply has many addresses of: an IPv4 /24
 // (a small hosting block), an IPv6 /48 (a site; a /56 home allocation
 // lies inside one, so its 256 /64s count once there).

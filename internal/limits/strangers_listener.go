@@ -9,7 +9,7 @@
 // little:
 //
 //   - at most Limits.PerAddress connections per client address (an IPv4
-//     address or an IPv6 /64, as authguard.Key: a clinic's users behind
+//     address or an IPv6 /64, as login.Key: a clinic's users behind
 //     one NAT address are counted apart once logged in) and
 //     Limits.PerPrefix per wider prefix (an IPv4 /24, an IPv6 /48: the
 //     holder of a /56 does not get 256 addresses' worth), see prefix.go;

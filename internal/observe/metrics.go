@@ -51,7 +51,7 @@ const (
 	// Authentication failure reasons.
 	ReasonCredentials = "credentials" // the provider refused them
 	ReasonUnavailable = "unavailable" // the provider could not be asked
-	ReasonRefused     = "refused"     // too many failures from the client's address (authguard)
+	ReasonRefused     = "refused"     // too many failures from the client's address (internal/login)
 
 	// Why a connection was turned away before it could log in
 	// (package limits).

@@ -1,4 +1,4 @@
-package authguard_test
+package login_test
 
 import (
 	"context"
@@ -13,8 +13,8 @@ import (
 	"github.com/emersion/go-sasl"
 	"github.com/emersion/go-smtp"
 
-	"github.com/directbridge/directbridge/authguard"
 	"github.com/directbridge/directbridge/imapbackend"
+	"github.com/directbridge/directbridge/internal/login"
 	"github.com/directbridge/directbridge/mailbox"
 	"github.com/directbridge/directbridge/mailstore"
 	"github.com/directbridge/directbridge/restclient"
@@ -46,8 +46,8 @@ func TestSpreadAttackOverFronts(t *testing.T) {
 		t.Fatal(err)
 	}
 	engine := mailstore.New(mailstore.Config{Provider: restclient.Upstream(c), State: store, PollInterval: time.Hour})
-	guard := authguard.New(authguard.Config{UserCheckInterval: time.Hour, MaxDelay: 20 * time.Millisecond})
-	verifier := mailbox.NewVerifier(restclient.Upstream(c), time.Minute)
+	guard := login.NewGuard(login.GuardConfig{UserCheckInterval: time.Hour, MaxDelay: 20 * time.Millisecond})
+	verifier := login.NewVerifier(restclient.Upstream(c), time.Minute)
 	verifier.SetGate(guard)
 	is, err := imapbackend.New(imapbackend.Config{Engine: engine, Verifier: verifier, Guard: guard})
 	if err != nil {
@@ -75,7 +75,7 @@ func TestSpreadAttackOverFronts(t *testing.T) {
 		store.Close()
 		srv.Close()
 	})
-	login := func(src string, pw string) error {
+	imapLogin := func(src string, pw string) error {
 		t.Helper()
 		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}, Timeout: 5 * time.Second}
 		conn, err := d.Dial("tcp", l.Addr().String())
@@ -104,7 +104,7 @@ func TestSpreadAttackOverFronts(t *testing.T) {
 			errors.As(err, &se) && se.Code == 535 && se.EnhancedCode == smtp.EnhancedCode{5, 7, 8}
 	}
 
-	if err := login("127.0.0.2", string(alicePW)); err != nil {
+	if err := imapLogin("127.0.0.2", string(alicePW)); err != nil {
 		t.Fatalf("alice from 127.0.0.2: %v", err)
 	}
 	const newPW = "alice-new-password"
@@ -113,7 +113,7 @@ func TestSpreadAttackOverFronts(t *testing.T) {
 	}
 	before := srv.Calls(checkOp)
 	for i := 10; i < 18; i++ {
-		try := login
+		try := imapLogin
 		if i%2 == 1 {
 			try = auth
 		}
@@ -121,11 +121,11 @@ func TestSpreadAttackOverFronts(t *testing.T) {
 			t.Fatalf("guess from 127.0.0.%d: %v; want a wrong password", i, err)
 		}
 	}
-	if n := srv.Calls(checkOp) - before; n != authguard.DefaultSpreadAddresses+1 {
-		t.Fatalf("8 guesses from 8 addresses made %d provider checks; want %d", n, authguard.DefaultSpreadAddresses+1)
+	if n := srv.Calls(checkOp) - before; n != login.DefaultSpreadAddresses+1 {
+		t.Fatalf("8 guesses from 8 addresses made %d provider checks; want %d", n, login.DefaultSpreadAddresses+1)
 	}
 	before = srv.Calls(checkOp)
-	if err := login("127.0.0.3", newPW); !wrongPassword(err) {
+	if err := imapLogin("127.0.0.3", newPW); !wrongPassword(err) {
 		t.Fatalf("IMAP: alice's new password from a new address: %v; want held back as a wrong password", err)
 	}
 	if err := auth("127.0.0.4", newPW); !wrongPassword(err) {
@@ -140,7 +140,7 @@ func TestSpreadAttackOverFronts(t *testing.T) {
 	if err := srv.AddUser(context.Background(), alice, newPW+"2"); err != nil {
 		t.Fatal(err)
 	}
-	if err := login("127.0.0.2", newPW+"2"); err != nil {
+	if err := imapLogin("127.0.0.2", newPW+"2"); err != nil {
 		t.Fatalf("IMAP: alice's next new password from her address: %v; want in", err)
 	}
 }

@@ -1,4 +1,4 @@
-package mailbox
+package login
 
 import (
 	"context"
@@ -19,20 +19,20 @@ import (
 // 454); the provider's error is wrapped beside them.
 var (
 	// ErrAuthFailed means the provider refused the credentials.
-	ErrAuthFailed = errors.New("mailbox: authentication failed")
+	ErrAuthFailed = errors.New("login: authentication failed")
 	// ErrUnavailable means the provider could not be asked.
-	ErrUnavailable = errors.New("mailbox: provider unavailable")
+	ErrUnavailable = errors.New("login: provider unavailable")
 	// ErrAddress means a T-user's directAddr is not an address the provider accepts.
-	ErrAddress = errors.New("mailbox: address refused")
+	ErrAddress = errors.New("login: address refused")
 	// ErrWithheld means the CheckGate did not let the credentials be
 	// checked with the provider. It always comes wrapped beside
 	// ErrAuthFailed, so that the fronts answer it as a wrong password:
 	// the client learns nothing of the gate.
-	ErrWithheld = errors.New("mailbox: credential check withheld: the username is failing from many addresses")
+	ErrWithheld = errors.New("login: credential check withheld: the username is failing from many addresses")
 )
 
 // CheckGate decides which credential checks reach the provider
-// (authguard.Guard is one). Without a gate an attacker trying one
+// (Guard is one). Without a gate an attacker trying one
 // username from many addresses turns each address into a provider call,
 // and may get the real user locked out at the provider.
 type CheckGate interface {
@@ -108,7 +108,7 @@ func NewVerifier(up upstream.Provider, ttl time.Duration) *Verifier {
 }
 
 // SetGate makes g decide which checks of unknown credentials reach the
-// provider; nil lets all through. The bridge gives its authguard.Guard,
+// provider; nil lets all through. The bridge gives its Guard,
 // shared with the fronts, which pass the Verifier the context they gave
 // the guard's Admit.
 func (v *Verifier) SetGate(g CheckGate) {

@@ -1,4 +1,4 @@
-package authguard_test
+package login_test
 
 import (
 	"context"
@@ -9,9 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/directbridge/directbridge/authguard"
 	"github.com/directbridge/directbridge/directapi"
-	"github.com/directbridge/directbridge/mailbox"
+	"github.com/directbridge/directbridge/internal/login"
 	"github.com/directbridge/directbridge/restclient"
 	"github.com/directbridge/directbridge/sandbox"
 )
@@ -21,7 +20,7 @@ const (
 	alicePW = directapi.Secret("alice-password")
 	home    = "203.0.113.9" // where alice logs in
 	// checkOp is the provider operation a mailbox user's check makes
-	// (mailbox.Verifier.ask).
+	// (login.Verifier.ask).
 	checkOp = "GetMessageCount"
 )
 
@@ -50,12 +49,12 @@ func (c *clock) Slept() time.Duration { c.mu.Lock(); defer c.mu.Unlock(); return
 type rig struct {
 	srv   *sandbox.Server
 	up    *restclient.Client
-	guard *authguard.Guard
-	v     *mailbox.Verifier
+	guard *login.Guard
+	v     *login.Verifier
 	clock *clock
 }
 
-func newRig(t *testing.T, cfg authguard.Config, ttl time.Duration) *rig {
+func newRig(t *testing.T, cfg login.GuardConfig, ttl time.Duration) *rig {
 	t.Helper()
 	srv, err := sandbox.Open(sandbox.Options{Users: []sandbox.Account{{Name: alice, Password: string(alicePW)}}})
 	if err != nil {
@@ -67,9 +66,9 @@ func newRig(t *testing.T, cfg authguard.Config, ttl time.Duration) *rig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &rig{srv: srv, up: c, guard: authguard.New(cfg), clock: &clock{now: time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)}}
-	authguard.SetClock(r.guard, r.clock.Now, r.clock.Sleep)
-	r.v = mailbox.NewVerifier(restclient.Upstream(c), ttl)
+	r := &rig{srv: srv, up: c, guard: login.NewGuard(cfg), clock: &clock{now: time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)}}
+	login.SetClock(r.guard, r.clock.Now, r.clock.Sleep)
+	r.v = login.NewVerifier(restclient.Upstream(c), ttl)
 	r.v.SetGate(r.guard)
 	return r
 }
@@ -88,7 +87,7 @@ func (r *rig) login(addr, user string, pw directapi.Secret) (time.Duration, erro
 	}
 	err = r.v.Verify(ctx, user, pw)
 	release()
-	if errors.Is(err, mailbox.ErrAuthFailed) {
+	if errors.Is(err, login.ErrAuthFailed) {
 		r.guard.Failed(ctx, addr, user)
 	}
 	return r.clock.Slept() - before, err
@@ -105,7 +104,7 @@ func attacker(i int) string { return fmt.Sprintf("10.%d.%d.%d", i>>16&255, i>>8&
 func (r *rig) attack(t *testing.T, first, n int, span time.Duration) {
 	t.Helper()
 	for i := first; i < first+n; i++ {
-		if _, err := r.login(attacker(i), alice, directapi.Secret(fmt.Sprint("guess-", i))); !errors.Is(err, mailbox.ErrAuthFailed) {
+		if _, err := r.login(attacker(i), alice, directapi.Secret(fmt.Sprint("guess-", i))); !errors.Is(err, login.ErrAuthFailed) {
 			t.Fatalf("guess %d: %v; want a wrong password", i, err)
 		}
 		r.clock.Advance(span / time.Duration(n))
@@ -134,14 +133,14 @@ func (r *rig) emptyBucket(t *testing.T, first int) {
 func TestSpreadAttackChecksBounded(t *testing.T) {
 	for _, interval := range []time.Duration{10 * time.Second, 30 * time.Second} {
 		t.Run(interval.String(), func(t *testing.T) {
-			r := newRig(t, authguard.Config{UserCheckInterval: interval}, time.Minute)
+			r := newRig(t, login.GuardConfig{UserCheckInterval: interval}, time.Minute)
 			const span = time.Minute
 			r.attack(t, 0, 1000, span)
 			rated := int(span / interval)
-			most := authguard.DefaultSpreadAddresses + 1 + rated
+			most := login.DefaultSpreadAddresses + 1 + rated
 			if n := r.checks(); n > most || n < rated {
 				t.Fatalf("1,000 guesses from 1,000 addresses over %v made %d provider checks; want at most %d (%d to see the spread, one per %v) and at least %d",
-					span, n, most, authguard.DefaultSpreadAddresses+1, interval, rated)
+					span, n, most, login.DefaultSpreadAddresses+1, interval, rated)
 			}
 		})
 	}
@@ -152,19 +151,19 @@ func TestSpreadAttackChecksBounded(t *testing.T) {
 // SpreadAddresses+1 times: a check counts its address as failing from
 // the moment it is allowed.
 func TestSpreadAttackBurstBounded(t *testing.T) {
-	r := newRig(t, authguard.Config{}, time.Minute)
+	r := newRig(t, login.GuardConfig{}, time.Minute)
 	var wg sync.WaitGroup
 	for i := range 1000 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if _, err := r.login(attacker(i), alice, directapi.Secret(fmt.Sprint("guess-", i))); !errors.Is(err, mailbox.ErrAuthFailed) {
+			if _, err := r.login(attacker(i), alice, directapi.Secret(fmt.Sprint("guess-", i))); !errors.Is(err, login.ErrAuthFailed) {
 				t.Errorf("guess %d: %v; want a wrong password", i, err)
 			}
 		}()
 	}
 	wg.Wait()
-	if n, most := r.checks(), authguard.DefaultSpreadAddresses+1; n > most {
+	if n, most := r.checks(), login.DefaultSpreadAddresses+1; n > most {
 		t.Fatalf("1,000 guesses at once made %d provider checks; want at most %d", n, most)
 	}
 }
@@ -178,7 +177,7 @@ func TestSpreadAttackBurstBounded(t *testing.T) {
 // left, in once one is.
 func TestRealUserDuringSpreadAttack(t *testing.T) {
 	t.Run("her address, new password", func(t *testing.T) {
-		r := newRig(t, authguard.Config{}, time.Minute)
+		r := newRig(t, login.GuardConfig{}, time.Minute)
 		if _, err := r.login(home, alice, alicePW); err != nil {
 			t.Fatal(err)
 		}
@@ -200,7 +199,7 @@ func TestRealUserDuringSpreadAttack(t *testing.T) {
 		}
 	})
 	t.Run("known password, new address", func(t *testing.T) {
-		r := newRig(t, authguard.Config{}, 10*time.Millisecond)
+		r := newRig(t, login.GuardConfig{}, 10*time.Millisecond)
 		if _, err := r.login(home, alice, alicePW); err != nil {
 			t.Fatal(err)
 		}
@@ -218,11 +217,11 @@ func TestRealUserDuringSpreadAttack(t *testing.T) {
 	})
 	t.Run("neither", func(t *testing.T) {
 		interval := 30 * time.Second
-		r := newRig(t, authguard.Config{UserCheckInterval: interval}, time.Minute)
+		r := newRig(t, login.GuardConfig{UserCheckInterval: interval}, time.Minute)
 		r.attack(t, 0, 1000, time.Minute)
 		r.emptyBucket(t, 1000)
 		before := r.checks()
-		if _, err := r.login("198.51.100.77", alice, alicePW); !errors.Is(err, mailbox.ErrAuthFailed) || !errors.Is(err, mailbox.ErrWithheld) {
+		if _, err := r.login("198.51.100.77", alice, alicePW); !errors.Is(err, login.ErrAuthFailed) || !errors.Is(err, login.ErrWithheld) {
 			t.Fatalf("alice, unknown to the bridge, while no rated check is left: %v; want held back as a wrong password", err)
 		}
 		if n := r.checks() - before; n != 0 {
@@ -240,7 +239,7 @@ func TestRealUserDuringSpreadAttack(t *testing.T) {
 // wait, from any address, while 1,000 addresses guess her username and
 // no rated check is left.
 func TestCachedPasswordUnderSpreadAttack(t *testing.T) {
-	r := newRig(t, authguard.Config{UserCheckInterval: time.Hour}, time.Minute)
+	r := newRig(t, login.GuardConfig{UserCheckInterval: time.Hour}, time.Minute)
 	if _, err := r.login(home, alice, alicePW); err != nil {
 		t.Fatal(err)
 	}

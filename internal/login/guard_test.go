@@ -1,4 +1,4 @@
-package authguard
+package login
 
 import (
 	"context"
@@ -38,7 +38,7 @@ func newFake(g *Guard) *fakeTime {
 // least 10 s of waiting or are refused, while another address, and the
 // real user's correct password there, wait for nothing.
 func TestGuessingFromOneAddress(t *testing.T) {
-	g := New(Config{})
+	g := NewGuard(GuardConfig{})
 	f := newFake(g)
 	ctx := context.Background()
 	refused := 0
@@ -80,7 +80,7 @@ func TestGuessingFromOneAddress(t *testing.T) {
 // delay the failing path only; the user's correct password from a fresh
 // address waits for nothing.
 func TestUsernameUnderAttack(t *testing.T) {
-	g := New(Config{})
+	g := NewGuard(GuardConfig{})
 	f := newFake(g)
 	ctx := context.Background()
 	for i := 0; i < 10; i++ {
@@ -106,7 +106,7 @@ func TestUsernameUnderAttack(t *testing.T) {
 // TestDelayedAddressOneAtATime: parallel attempts from a delayed address
 // wait for each other, so connections do not multiply the guesses.
 func TestDelayedAddressOneAtATime(t *testing.T) {
-	g := New(Config{FreeFailures: 1})
+	g := NewGuard(GuardConfig{FreeFailures: 1})
 	g.sleep = func(ctx context.Context, d time.Duration) error { return sleepCtx(ctx, 20*time.Millisecond) }
 	ctx := context.Background()
 	for i := 0; i < 3; i++ {
@@ -162,7 +162,7 @@ func TestKey(t *testing.T) {
 // gets that user refused there, not the others behind it (who are only
 // delayed), until the address as a whole fails far more.
 func TestNATNeighbour(t *testing.T) {
-	g := New(Config{})
+	g := NewGuard(GuardConfig{})
 	newFake(g)
 	ctx := context.Background()
 	for i := 0; i < DefaultRefuseAfter; i++ {
@@ -215,7 +215,7 @@ func check(t *testing.T, g *Guard, addr, user string, ok bool) bool {
 // home) do not rate the checks: a retry after the typo is checked. Once
 // there are more, one check per interval is.
 func TestFewAddressesNotRated(t *testing.T) {
-	g := New(Config{})
+	g := NewGuard(GuardConfig{})
 	f := newFake(g)
 	ctx := context.Background()
 	for i := range DefaultSpreadAddresses - 1 {
@@ -261,7 +261,7 @@ func TestFewAddressesNotRated(t *testing.T) {
 // as failing addresses, so that attempts at once from many addresses
 // cannot all pass before the first failure is counted.
 func TestConcurrentChecksCounted(t *testing.T) {
-	g := New(Config{})
+	g := NewGuard(GuardConfig{})
 	newFake(g)
 	allowed := 0
 	for i := range 100 {
@@ -281,7 +281,7 @@ func TestConcurrentChecksCounted(t *testing.T) {
 // TestSuccessesAreNotSpread: a user whose checks succeed from many
 // addresses (devices on their way, new passwords) is never rated.
 func TestSuccessesAreNotSpread(t *testing.T) {
-	g := New(Config{})
+	g := NewGuard(GuardConfig{})
 	newFake(g)
 	for i := range 3 * DefaultSpreadAddresses {
 		if !check(t, g, net.IPv4(192, 0, 2, byte(i)).String(), "alice", true) {
@@ -294,7 +294,7 @@ func TestSuccessesAreNotSpread(t *testing.T) {
 // not rated, but only for the attempt the context stands for: the
 // context of Admit, for the same username, until release.
 func TestOwnAddressNeedsItsAttempt(t *testing.T) {
-	g := New(Config{})
+	g := NewGuard(GuardConfig{})
 	f := newFake(g)
 	bg := context.Background()
 	check(t, g, "203.0.113.9", "alice", true)

@@ -1,4 +1,4 @@
-package authguard
+package login
 
 import (
 	"context"
@@ -6,7 +6,7 @@ import (
 )
 
 // SetClock replaces the guard's clock and sleep, so that the tests of
-// package authguard_test, which drive the guard with a verifier and a
+// package login_test, which drive the guard with a verifier and a
 // provider, can pass minutes without waiting.
 func SetClock(g *Guard, now func() time.Time, sleep func(context.Context, time.Duration) error) {
 	g.now = now

@@ -1,15 +1,22 @@
-// Package authguard slows down password guessing against the IMAP and SMTP
+// Package login is how a user gets in: the credential check against the
+// provider (Verifier: one check shared by concurrent logins, a short
+// cache, passwords that worked remembered as keyed hashes in memory only)
+// and the guessing slowdown in front of it (Guard). It never stores a
+// password, never logs one, and never lets the number of addresses an
+// attacker uses turn into provider calls.
+//
+// Guard slows down password guessing against the IMAP and SMTP
 // fronts, in the way of mox and Dovecot's auth penalty. Without it every
 // guess costs an attacker a round trip and passes on to the provider,
 // which may lock the real user out.
 //
 //   - Failures are counted per client address (an IPv4 address, or the
-//     /64 of an IPv6 one) and per username, over Config.Window.
-//   - From an address with more than Config.FreeFailures failures, every
+//     /64 of an IPv6 one) and per username, over GuardConfig.Window.
+//   - From an address with more than GuardConfig.FreeFailures failures, every
 //     attempt waits first, twice as long for each further failure up to
-//     Config.MaxDelay, and attempts from it go one at a time, so that
+//     GuardConfig.MaxDelay, and attempts from it go one at a time, so that
 //     parallel connections do not multiply the guesses. With
-//     Config.RefuseAfter failures of one username from one address,
+//     GuardConfig.RefuseAfter failures of one username from one address,
 //     attempts for it from there are refused outright (the fronts answer
 //     "try later") until the window has passed; an address refused for
 //     every username takes addressRefuseFactor times as many failures, so
@@ -24,9 +31,9 @@
 //     many addresses would turn each address into a provider call, and
 //     may get the real user locked out at the provider. Once the username
 //     has failed, or has a check under way, from more than
-//     Config.SpreadAddresses addresses within Config.Window, its
+//     GuardConfig.SpreadAddresses addresses within GuardConfig.Window, its
 //     credentials reach the provider at most once per
-//     Config.UserCheckInterval (a token bucket of one, spent by whichever
+//     GuardConfig.UserCheckInterval (a token bucket of one, spent by whichever
 //     attempt asks first); the other attempts are answered as a wrong
 //     password, after the same delay, without asking the provider. Not
 //     rated: a password the verifier remembers as good (it keeps that
@@ -46,7 +53,7 @@
 //
 // Only counters, address keys and usernames live here, in memory: no
 // passwords.
-package authguard
+package login
 
 import (
 	"context"
@@ -58,8 +65,8 @@ import (
 	"time"
 )
 
-// Config sets the thresholds; zero values take the defaults.
-type Config struct {
+// GuardConfig sets the thresholds; zero values take the defaults.
+type GuardConfig struct {
 	// FreeFailures are failures an address may have before its attempts
 	// are delayed (default 3).
 	FreeFailures int
@@ -87,7 +94,7 @@ const (
 	DefaultMaxDelay     = 15 * time.Second
 	DefaultRefuseAfter  = 20
 	DefaultWindow       = 15 * time.Minute
-	// DefaultUserCheckInterval and DefaultSpreadAddresses: see Config.
+	// DefaultUserCheckInterval and DefaultSpreadAddresses: see GuardConfig.
 	DefaultUserCheckInterval = 30 * time.Second
 	DefaultSpreadAddresses   = 3
 	// goodAddressesPerUser and goodAddressFor bound the addresses
@@ -105,12 +112,12 @@ const (
 	maxTracked = 100000
 )
 
-// ErrRefused is returned for an address over Config.RefuseAfter.
-var ErrRefused = errors.New("authguard: too many failed logins from this address")
+// ErrRefused is returned for an address over GuardConfig.RefuseAfter.
+var ErrRefused = errors.New("login: too many failed logins from this address")
 
 // Guard counts failures and hands out delays. Safe for concurrent use.
 type Guard struct {
-	cfg   Config
+	cfg   GuardConfig
 	sleep func(ctx context.Context, d time.Duration) error
 	now   func() time.Time
 
@@ -148,7 +155,7 @@ type goodAddr struct {
 type attempt struct{ addr, user string }
 
 // addressRefuseFactor: an address is refused for every username after
-// this many times Config.RefuseAfter failures.
+// this many times GuardConfig.RefuseAfter failures.
 const addressRefuseFactor = 5
 
 func pairKey(addr, user string) string {
@@ -165,8 +172,8 @@ type record struct {
 	turn chan struct{} // one attempt at a time from a delayed address
 }
 
-// New returns a Guard.
-func New(cfg Config) *Guard {
+// NewGuard returns a Guard.
+func NewGuard(cfg GuardConfig) *Guard {
 	if cfg.FreeFailures <= 0 {
 		cfg.FreeFailures = DefaultFreeFailures
 	}
@@ -342,9 +349,9 @@ func (g *Guard) attemptLocked(ctx context.Context, user string) (addr string, ok
 //
 // The check is allowed from an address where the user logged in (see
 // CheckSucceeded), and while the username has failed, or has checks not
-// known to have succeeded, from at most Config.SpreadAddresses addresses
-// within Config.Window. Beyond that one check per
-// Config.UserCheckInterval is allowed, to whichever attempt asks first.
+// known to have succeeded, from at most GuardConfig.SpreadAddresses addresses
+// within GuardConfig.Window. Beyond that one check per
+// GuardConfig.UserCheckInterval is allowed, to whichever attempt asks first.
 // Every allowed check starts the interval anew and counts its address as
 // failing until it succeeds, so that many attempts at once, before any
 // failure is counted, cannot all pass: guesses from ever new addresses
