@@ -19,7 +19,7 @@ import (
 
 	"github.com/directbridge/directbridge/admin"
 	"github.com/directbridge/directbridge/directapi"
-	"github.com/directbridge/directbridge/mailbox"
+	"github.com/directbridge/directbridge/internal/state"
 	"github.com/directbridge/directbridge/restclient"
 	"github.com/directbridge/directbridge/sandbox"
 	"github.com/directbridge/directbridge/upstream"
@@ -30,7 +30,7 @@ import (
 type env struct {
 	sb     *sandbox.Server
 	client *restclient.Client
-	store  *mailbox.Store
+	store  *state.Store
 	srv    *admin.Server
 	path   string
 	logs   *syncBuffer
@@ -82,7 +82,7 @@ func newEnv(t *testing.T, opts ...option) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	store, err := mailbox.OpenStore(t.TempDir())
+	store, err := state.OpenStore(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -541,10 +541,10 @@ func TestStatus(t *testing.T) {
 
 	// Without smtpIds: the messages the bridge recorded for alice recently.
 	now := time.Now()
-	e.store.RecordSent(ctx, mailbox.SentRecord{Username: alice.Username, SmtpID: toBob, MessageID: "<1@x>", SentAt: now.Add(-time.Minute)})
-	e.store.RecordSent(ctx, mailbox.SentRecord{Username: alice.Username, SmtpID: toOther, MessageID: "<2@x>", SentAt: now})
-	e.store.RecordSent(ctx, mailbox.SentRecord{Username: alice.Username, SmtpID: "old", MessageID: "<0@x>", SentAt: now.Add(-30 * 24 * time.Hour)})
-	e.store.RecordSent(ctx, mailbox.SentRecord{Username: "carol@direct.example", SmtpID: "carols", MessageID: "<3@x>", SentAt: now})
+	e.store.RecordSent(ctx, state.SentRecord{Username: alice.Username, SmtpID: toBob, MessageID: "<1@x>", SentAt: now.Add(-time.Minute)})
+	e.store.RecordSent(ctx, state.SentRecord{Username: alice.Username, SmtpID: toOther, MessageID: "<2@x>", SentAt: now})
+	e.store.RecordSent(ctx, state.SentRecord{Username: alice.Username, SmtpID: "old", MessageID: "<0@x>", SentAt: now.Add(-30 * 24 * time.Hour)})
+	e.store.RecordSent(ctx, state.SentRecord{Username: "carol@direct.example", SmtpID: "carols", MessageID: "<3@x>", SentAt: now})
 	res = admin.StatusResult{}
 	e.mustCall(t, admin.OpStatus, admin.StatusArgs{User: "Alice@Direct.Example", Password: alice.Password}, &res)
 	if len(res.Sent) != 2 || res.Sent[0].SmtpID != toOther || res.Sent[1].MessageID != "<1@x>" {

@@ -16,7 +16,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/directbridge/directbridge/mailbox"
+	"github.com/directbridge/directbridge/internal/state"
 	"github.com/directbridge/directbridge/restclient"
 	"github.com/directbridge/directbridge/upstream"
 )
@@ -52,7 +52,7 @@ type Config struct {
 	// operations answer CodeNotConfigured.
 	Registrar *restclient.Registrar
 	// Store holds the sent records; nil makes "status" require smtpIds.
-	Store mailbox.StateStore
+	Store state.StateStore
 	// Budget is the provider request budget the mail fronts spend
 	// (upstream.Budget). Every request the admin socket sends to the
 	// provider waits for it, one token per HTTP request (registration

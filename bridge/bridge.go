@@ -17,7 +17,7 @@ import (
 	"github.com/directbridge/directbridge/imapbackend"
 	"github.com/directbridge/directbridge/internal/limits"
 	"github.com/directbridge/directbridge/internal/login"
-	"github.com/directbridge/directbridge/mailbox"
+	"github.com/directbridge/directbridge/internal/state"
 	"github.com/directbridge/directbridge/mailstore"
 	"github.com/directbridge/directbridge/restclient"
 	"github.com/directbridge/directbridge/sandbox"
@@ -41,7 +41,7 @@ type Bridge struct {
 	demo      bool
 	client    *restclient.Client
 	budget    *upstream.Budget // the provider's request budget, shared by all
-	store     *mailbox.Store
+	store     *state.Store
 	certs     *certSource
 	smtp      *smtpbackend.Server
 	tracker   *delivery.Tracker // nil when bounces are off
@@ -131,7 +131,7 @@ func (b *Bridge) open() error {
 	if err != nil {
 		return err
 	}
-	if b.store, err = mailbox.OpenStore(b.cfg.DataDir); err != nil {
+	if b.store, err = state.OpenStore(b.cfg.DataDir); err != nil {
 		return err
 	}
 	b.store.SetSentRetention(b.cfg.SentRetention)

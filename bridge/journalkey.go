@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/directbridge/directbridge/mailbox"
+	"github.com/directbridge/directbridge/internal/state"
 )
 
 // journalKey loads the key the journals' fingerprints are made under (the
@@ -15,7 +15,7 @@ import (
 // key, or whose key file was lost), those entries no longer match a
 // retry: the operator is told how many, and what that risks.
 func (b *Bridge) journalKey() ([]byte, error) {
-	key, created, err := mailbox.LoadJournalKey(b.cfg.DataDir)
+	key, created, err := state.LoadJournalKey(b.cfg.DataDir)
 	if err != nil {
 		return nil, fmt.Errorf("journal key: %w", err)
 	}
@@ -31,7 +31,7 @@ func (b *Bridge) journalKey() ([]byte, error) {
 	case n > 0:
 		b.log.Warn("journal key made for a state store with journal entries made without it: they no longer match, "+
 			"and a client's retry of one of those messages within the next 24 hours is sent or saved again rather than recognised",
-			"entries", n, "file", mailbox.JournalKeyFile)
+			"entries", n, "file", state.JournalKeyFile)
 	}
 	return key, nil
 }

@@ -20,7 +20,7 @@ import (
 	"github.com/emersion/go-smtp"
 
 	"github.com/directbridge/directbridge/bridge"
-	"github.com/directbridge/directbridge/mailbox"
+	"github.com/directbridge/directbridge/internal/state"
 )
 
 // running starts a bridge on cfg and returns it with its stop function,
@@ -91,11 +91,11 @@ func TestBounceFiledAfterBridgeRestart(t *testing.T) {
 	c.Quit()
 	stop()
 
-	key, err := os.ReadFile(filepath.Join(cfg.DataDir, mailbox.JournalKeyFile))
-	if err != nil || len(key) != mailbox.JournalKeySize {
+	key, err := os.ReadFile(filepath.Join(cfg.DataDir, state.JournalKeyFile))
+	if err != nil || len(key) != state.JournalKeySize {
 		t.Fatalf("journal key: %d bytes, %v", len(key), err)
 	}
-	if fi, _ := os.Stat(filepath.Join(cfg.DataDir, mailbox.JournalKeyFile)); fi.Mode().Perm() != 0o600 {
+	if fi, _ := os.Stat(filepath.Join(cfg.DataDir, state.JournalKeyFile)); fi.Mode().Perm() != 0o600 {
 		t.Errorf("journal key mode %o; want 0600", fi.Mode().Perm())
 	}
 	db, err := sql.Open("sqlite", "file:"+filepath.Join(cfg.DataDir, "state.db")+"?mode=ro")
@@ -151,11 +151,11 @@ func (s *syncBuffer) String() string {
 // a new data directory gets no warning.
 func TestJournalKeyMadeForOldStore(t *testing.T) {
 	cfg := testConfig(t)
-	st, err := mailbox.OpenStore(cfg.DataDir)
+	st, err := state.OpenStore(cfg.DataDir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := st.ClaimSubmission(context.Background(), mailbox.Submission{Key: "old", Username: "alice@direct.example", Match: "m", FirstAt: time.Now()}); err != nil {
+	if _, _, err := st.ClaimSubmission(context.Background(), state.Submission{Key: "old", Username: "alice@direct.example", Match: "m", FirstAt: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
 	st.Close()
@@ -168,7 +168,7 @@ func TestJournalKeyMadeForOldStore(t *testing.T) {
 	if !strings.Contains(logs.String(), "journal key made") || !strings.Contains(logs.String(), "entries=1") {
 		t.Errorf("no warning about the entry made without the key:\n%s", logs.String())
 	}
-	if _, err := os.Stat(filepath.Join(cfg.DataDir, mailbox.JournalKeyFile)); err != nil {
+	if _, err := os.Stat(filepath.Join(cfg.DataDir, state.JournalKeyFile)); err != nil {
 		t.Error(err)
 	}
 

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/directbridge/directbridge/imapbackend"
-	"github.com/directbridge/directbridge/mailbox"
+	"github.com/directbridge/directbridge/internal/state"
 )
 
 // TestIMAPLayoutDefault: a new data directory gets the flat layout, one
@@ -17,7 +17,7 @@ func TestIMAPLayoutDefault(t *testing.T) {
 	ctx := context.Background()
 	layoutOf := func(dir, env string) imapbackend.Layout {
 		t.Helper()
-		st, err := mailbox.OpenStore(dir)
+		st, err := state.OpenStore(dir)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -41,7 +41,7 @@ func TestIMAPLayoutDefault(t *testing.T) {
 	}
 
 	used := t.TempDir()
-	st, err := mailbox.OpenStore(used)
+	st, err := state.OpenStore(used)
 	if err != nil {
 		t.Fatal(err)
 	}

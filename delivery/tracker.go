@@ -6,7 +6,7 @@
 // refused (Remotely Failed), one whose recipient never confirmed within
 // the provider's hour (NO MDN Received).
 //
-// What is followed is kept in the state store too (mailbox.Tracking: the
+// What is followed is kept in the state store too (state.Tracking: the
 // envelope only, no header or content), so that a restart does not lose
 // the bounces of the messages sent before it. The sender's credentials,
 // which every status request and the filing of a DSN need, are never
@@ -15,7 +15,7 @@
 // on. A DSN filed after a restart lacks the original's header section
 // (it held the subject, which the store does not keep); it is threaded to
 // the original by In-Reply-To all the same. What was reported is kept in
-// the state store (mailbox.Reported), so a recipient is reported once,
+// the state store (state.Reported), so a recipient is reported once,
 // across restarts too.
 package delivery
 
@@ -29,7 +29,7 @@ import (
 	"time"
 
 	"github.com/directbridge/directbridge/directapi"
-	"github.com/directbridge/directbridge/mailbox"
+	"github.com/directbridge/directbridge/internal/state"
 	"github.com/directbridge/directbridge/upstream"
 )
 
@@ -112,14 +112,14 @@ type Message struct {
 }
 
 // Reported is the state the tracker keeps: which recipients were
-// reported (mailbox.Reported says how).
-type Reported = mailbox.Reported
+// reported (state.Reported says how).
+type Reported = state.Reported
 
 // Store is the state the tracker keeps: what was reported, and what is
-// followed (mailbox.Store implements it).
+// followed (state.Store implements it).
 type Store interface {
 	Reported
-	mailbox.Tracking
+	state.Tracking
 }
 
 // Config configures a Tracker.
@@ -343,10 +343,10 @@ func (t *Tracker) record(tr *tracked) {
 	if m.DirectAddr != "" {
 		return
 	}
-	rec := mailbox.TrackedMessage{SmtpID: m.SmtpID, Username: m.Auth.Username, Sender: m.Sender,
+	rec := state.TrackedMessage{SmtpID: m.SmtpID, Username: m.Auth.Username, Sender: m.Sender,
 		MessageID: m.MessageID, EnvID: m.EnvID, SentAt: m.At}
 	for _, r := range m.Recipients {
-		rec.Recipients = append(rec.Recipients, mailbox.TrackedRecipient{Address: r, Notify: m.Notify[strings.ToLower(r)].String()})
+		rec.Recipients = append(rec.Recipients, state.TrackedRecipient{Address: r, Notify: m.Notify[strings.ToLower(r)].String()})
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
 	defer cancel()

@@ -12,7 +12,7 @@ import (
 
 	"github.com/directbridge/directbridge/delivery"
 	"github.com/directbridge/directbridge/directapi"
-	"github.com/directbridge/directbridge/mailbox"
+	"github.com/directbridge/directbridge/internal/state"
 	"github.com/directbridge/directbridge/restclient"
 	"github.com/directbridge/directbridge/sandbox"
 	"github.com/directbridge/directbridge/upstream"
@@ -58,9 +58,9 @@ func newEnv(t *testing.T) *env {
 }
 
 // open opens the state store, as a bridge does at start.
-func (e *env) open(t *testing.T) *mailbox.Store {
+func (e *env) open(t *testing.T) *state.Store {
 	t.Helper()
-	st, err := mailbox.OpenStore(e.dir)
+	st, err := state.OpenStore(e.dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +68,7 @@ func (e *env) open(t *testing.T) *mailbox.Store {
 }
 
 // tracker starts a tracker on st that checks often.
-func (e *env) tracker(st *mailbox.Store, tweak ...func(*delivery.Config)) *delivery.Tracker {
+func (e *env) tracker(st *state.Store, tweak ...func(*delivery.Config)) *delivery.Tracker {
 	cfg := delivery.Config{Provider: e.p, Store: st, Hostname: "bridge.test",
 		FirstCheck: 20 * time.Millisecond, MaxInterval: 50 * time.Millisecond, Tick: 10 * time.Millisecond}
 	for _, f := range tweak {
@@ -266,8 +266,8 @@ func TestNoSecondBounceAfterRestart(t *testing.T) {
 	waitFor(t, "the message to be finished", func() bool { return tr.Pending() == 0 })
 	tr.Close()
 	// What a stop between filing and forgetting leaves.
-	if err := st.TrackMessage(context.Background(), mailbox.TrackedMessage{SmtpID: m.SmtpID, Username: aliceAddr, Sender: aliceAddr,
-		SentAt: time.Now(), Recipients: []mailbox.TrackedRecipient{{Address: doctorAddr}}}); err != nil {
+	if err := st.TrackMessage(context.Background(), state.TrackedMessage{SmtpID: m.SmtpID, Username: aliceAddr, Sender: aliceAddr,
+		SentAt: time.Now(), Recipients: []state.TrackedRecipient{{Address: doctorAddr}}}); err != nil {
 		t.Fatal(err)
 	}
 	st.Close()
@@ -297,8 +297,8 @@ func TestWaitingMessageGivenUp(t *testing.T) {
 	st := e.open(t)
 	defer st.Close()
 	ctx := context.Background()
-	if err := st.TrackMessage(ctx, mailbox.TrackedMessage{SmtpID: "gone-1", Username: aliceAddr, Sender: aliceAddr,
-		SentAt: time.Now(), Recipients: []mailbox.TrackedRecipient{{Address: doctorAddr}}}); err != nil {
+	if err := st.TrackMessage(ctx, state.TrackedMessage{SmtpID: "gone-1", Username: aliceAddr, Sender: aliceAddr,
+		SentAt: time.Now(), Recipients: []state.TrackedRecipient{{Address: doctorAddr}}}); err != nil {
 		t.Fatal(err)
 	}
 	tr := e.tracker(st, func(c *delivery.Config) { c.ResumeWithin = 300 * time.Millisecond })
@@ -404,7 +404,7 @@ func TestClaimOnItsWayNotFiledTwice(t *testing.T) {
 // refusedClaimed sends a message from alice to doctorAddr that the remote
 // side refused, with the DSN about it claimed under dsnID (what a
 // stop during its filing leaves): the Message to track.
-func (e *env) refusedClaimed(t *testing.T, st *mailbox.Store, dsnID string) delivery.Message {
+func (e *env) refusedClaimed(t *testing.T, st *state.Store, dsnID string) delivery.Message {
 	t.Helper()
 	ctx := context.Background()
 	m := e.send(t, doctorAddr)
@@ -418,7 +418,7 @@ func (e *env) refusedClaimed(t *testing.T, st *mailbox.Store, dsnID string) deli
 }
 
 // claimFiled fails t unless the claim of m's DSN is marked filed.
-func claimFiled(t *testing.T, st *mailbox.Store, m delivery.Message) {
+func claimFiled(t *testing.T, st *state.Store, m delivery.Message) {
 	t.Helper()
 	if c, err := st.ClaimReport(context.Background(), m.SmtpID, doctorAddr, "other"); err != nil || !c.Filed {
 		t.Fatalf("the claim is %+v, %v; want it marked filed", c, err)

@@ -16,7 +16,7 @@ import (
 	"github.com/directbridge/directbridge/directapi"
 	"github.com/directbridge/directbridge/imapbackend"
 	"github.com/directbridge/directbridge/internal/limits"
-	"github.com/directbridge/directbridge/mailbox"
+	"github.com/directbridge/directbridge/internal/state"
 	"github.com/directbridge/directbridge/mailstore"
 	"github.com/directbridge/directbridge/sandbox"
 )
@@ -140,7 +140,7 @@ func TestAppendSentNoDuplicate(t *testing.T) {
 		t.Fatal(err)
 	}
 	clientID := "<client-1@direct.example>"
-	if err := store.RecordSent(ctx, mailbox.SentRecord{Username: alice, SmtpID: smtpID, MessageID: clientID, SentAt: time.Now()}); err != nil {
+	if err := store.RecordSent(ctx, state.SentRecord{Username: alice, SmtpID: smtpID, MessageID: clientID, SentAt: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
 	pids, err := e.client.GetUIDs(ctx, auth(alice), "INBOX.Sent")

@@ -20,7 +20,7 @@ import (
 
 // TestConcurrentKeywordsNotLost: two connections that add different
 // keywords to one message at the same moment both keep theirs. +FLAGS is a
-// change applied to the set kept at that moment (mailbox.ChangeFlags), not
+// change applied to the set kept at that moment (state.ChangeFlags), not
 // a read of the set followed by a write of the whole set, which lost one
 // keyword in about one round in five.
 func TestConcurrentKeywordsNotLost(t *testing.T) {

@@ -20,7 +20,7 @@ import (
 
 	"github.com/directbridge/directbridge/directapi"
 	"github.com/directbridge/directbridge/imapbackend"
-	"github.com/directbridge/directbridge/mailbox"
+	"github.com/directbridge/directbridge/internal/state"
 	"github.com/directbridge/directbridge/sandbox"
 )
 
@@ -767,7 +767,7 @@ func TestFetchCanonicalFlags(t *testing.T) {
 // first selected, as an earlier run of the bridge would have left them.
 func fsKeepFlags(t *testing.T, e *env, folder string, flags map[uint32][]string) {
 	t.Helper()
-	st, err := mailbox.OpenStore(e.stateDir)
+	st, err := state.OpenStore(e.stateDir)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,7 +13,7 @@ import (
 	"github.com/emersion/go-imap/v2"
 	"github.com/emersion/go-imap/v2/imapclient"
 
-	"github.com/directbridge/directbridge/mailbox"
+	"github.com/directbridge/directbridge/internal/state"
 	"github.com/directbridge/directbridge/sandbox"
 )
 
@@ -266,7 +266,7 @@ func TestDeleteSelectedFolder(t *testing.T) {
 // STORE would, before the bridge first reads the folder.
 func (e *env) setKeptFlags(user, folder string, flags map[uint32][]string) uint32 {
 	e.t.Helper()
-	st, err := mailbox.OpenStore(e.stateDir)
+	st, err := state.OpenStore(e.stateDir)
 	if err != nil {
 		e.t.Fatal(err)
 	}

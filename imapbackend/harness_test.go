@@ -19,7 +19,7 @@ import (
 	"github.com/directbridge/directbridge/directapi"
 	"github.com/directbridge/directbridge/imapbackend"
 	"github.com/directbridge/directbridge/internal/login"
-	"github.com/directbridge/directbridge/mailbox"
+	"github.com/directbridge/directbridge/internal/state"
 	"github.com/directbridge/directbridge/mailstore"
 	"github.com/directbridge/directbridge/restclient"
 	"github.com/directbridge/directbridge/sandbox"
@@ -38,9 +38,9 @@ type env struct {
 	client   *restclient.Client // for arranging and checking provider state
 	server   *imapbackend.Server
 	engine   *mailstore.Store
-	store    mailbox.StateStore // the state store under the engine
-	addr     string             // STARTTLS listener (loopback: LOGIN allowed in clear)
-	tlsAddr  string             // implicit TLS listener
+	store    state.StateStore // the state store under the engine
+	addr     string           // STARTTLS listener (loopback: LOGIN allowed in clear)
+	tlsAddr  string           // implicit TLS listener
 	tlsConf  *tls.Config
 	stateDir string
 }
@@ -87,7 +87,7 @@ func newEnv(t testing.TB, o options) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	store, err := mailbox.OpenStore(o.stateDir)
+	store, err := state.OpenStore(o.stateDir)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,7 +11,7 @@ import (
 	"github.com/emersion/go-imap/v2"
 
 	"github.com/directbridge/directbridge/directapi"
-	"github.com/directbridge/directbridge/mailbox"
+	"github.com/directbridge/directbridge/internal/state"
 	"github.com/directbridge/directbridge/mimeconv"
 	"github.com/directbridge/directbridge/upstream"
 )
@@ -214,7 +214,7 @@ func (m *Folder) placed(a *arrival) imap.UID {
 // metadata does not tell) by content, then by Message-ID and size. Arrivals not
 // placed wait up to arrivalTTL. Failures are logged: the messages are
 // saved, and only their flags are at stake.
-func (m *Folder) placeArrivals(ctx context.Context, newUIDs []imap.UID, started time.Time, w *mailbox.RefreshWrite) (placed map[imap.UID]bool, commit func()) {
+func (m *Folder) placeArrivals(ctx context.Context, newUIDs []imap.UID, started time.Time, w *state.RefreshWrite) (placed map[imap.UID]bool, commit func()) {
 	m.mu.Lock()
 	pending := slices.Clone(m.pending)
 	auth := m.auth
@@ -798,7 +798,7 @@ func (m *Folder) Append(ctx context.Context, auth upstream.Auth, raw []byte, msg
 		err = nil
 	}
 	// Decided: saved, or certainly not.
-	st.endAttempts(jctx, []mailbox.Attempt{{ID: id}})
+	st.endAttempts(jctx, []state.Attempt{{ID: id}})
 	if err != nil || !wantUID {
 		return 0, err
 	}

@@ -10,7 +10,7 @@ import (
 
 	"github.com/emersion/go-imap/v2"
 
-	"github.com/directbridge/directbridge/mailbox"
+	"github.com/directbridge/directbridge/internal/state"
 	"github.com/directbridge/directbridge/upstream"
 )
 
@@ -20,7 +20,7 @@ import (
 // client stopped waiting (late processing). Answering such a change NO
 // and forgetting it makes the client's retry store a second copy. So
 // every APPEND is written in the state store's journal of attempts
-// (mailbox.Attempts) before its request leaves and dropped when its
+// (state.Attempts) before its request leaves and dropped when its
 // outcome is known; one whose outcome is unknown stays, and a retry of
 // the very same change (any connection, after a restart too) is answered
 // from what the provider did: the message found in the folder is the
@@ -57,7 +57,7 @@ func newOwner() string {
 // (Config.JournalKey), so that the state store holds no plain hash of a
 // message.
 func (st *Store) appendKey(folder string, raw []byte) string {
-	h := mailbox.JournalHash(st.cfg.JournalKey)
+	h := state.JournalHash(st.cfg.JournalKey)
 	fmt.Fprintf(h, "append\x00%s\x00", folder)
 	h.Write(raw)
 	return hex.EncodeToString(h.Sum(nil))
@@ -66,7 +66,7 @@ func (st *Store) appendKey(folder string, raw []byte) string {
 // undecided is what the journal holds for a change about to be asked
 // again: nothing (go on), or attempts whose outcome must be decided first.
 type undecided struct {
-	attempts []mailbox.Attempt
+	attempts []state.Attempt
 	since    time.Time // the earliest attempt's start
 	until    time.Time // when the last one may still be carried out
 }
@@ -86,7 +86,7 @@ func (st *Store) undecidedOf(ctx context.Context, user, key string) (undecided, 
 		// at most CallTimeout from its start; an unknown one stopped
 		// waiting at Updated.
 		last := a.Updated
-		if a.State == mailbox.AttemptAsking {
+		if a.State == state.AttemptAsking {
 			last = a.Created.Add(st.cfg.CallTimeout)
 		}
 		if t := last.Add(st.cfg.AttemptHold); t.After(u.until) {
@@ -98,7 +98,7 @@ func (st *Store) undecidedOf(ctx context.Context, user, key string) (undecided, 
 
 // endAttempts forgets attempts whose outcome is decided; a failure is
 // logged (the next retry decides again).
-func (st *Store) endAttempts(ctx context.Context, atts []mailbox.Attempt) {
+func (st *Store) endAttempts(ctx context.Context, atts []state.Attempt) {
 	for _, a := range atts {
 		if err := st.cfg.State.EndAttempt(ctx, a.ID); err != nil {
 			st.cfg.Logger.Warn("imap: attempts journal", "err", err)
@@ -120,14 +120,14 @@ func (st *Store) decideAttempt(ctx context.Context, id int64, err error) error {
 		}
 		return fmt.Errorf("%w: %w", ErrOutcomeUnknown, err)
 	}
-	st.endAttempts(jctx, []mailbox.Attempt{{ID: id}})
+	st.endAttempts(jctx, []state.Attempt{{ID: id}})
 	return err
 }
 
 // copyKey is the journal key of a COPY of the messages uids (ascending)
 // of folder (under validity) to dest, under the journal key as appendKey.
 func (st *Store) copyKey(folder string, validity uint32, dest string, uids []imap.UID) string {
-	h := mailbox.JournalHash(st.cfg.JournalKey)
+	h := state.JournalHash(st.cfg.JournalKey)
 	fmt.Fprintf(h, "copy\x00%s\x00%d\x00%s\x00", folder, validity, dest)
 	for _, u := range uids {
 		fmt.Fprintf(h, "%d,", u)

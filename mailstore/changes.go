@@ -6,7 +6,7 @@ import (
 	"github.com/emersion/go-imap/v2"
 
 	"github.com/directbridge/directbridge/directapi"
-	"github.com/directbridge/directbridge/mailbox"
+	"github.com/directbridge/directbridge/internal/state"
 	"github.com/directbridge/directbridge/seqview"
 )
 
@@ -160,7 +160,7 @@ func (m *Folder) takeCarriedLocked(u imap.UID, v0 uint64, stored []imap.Flag) []
 	if c.version <= v0 {
 		return stored
 	}
-	return canonicalFlags(mailbox.ApplyFlagChange(flagStrings(stored), mailbox.FlagChange{Add: flagStrings(c.flags)}))
+	return canonicalFlags(state.ApplyFlagChange(flagStrings(stored), state.FlagChange{Add: flagStrings(c.flags)}))
 }
 
 // dropCarriedLocked forgets carried flags a refresh that started at

@@ -8,7 +8,7 @@ import (
 	"github.com/emersion/go-imap/v2"
 	"go.uber.org/goleak"
 
-	"github.com/directbridge/directbridge/mailbox"
+	"github.com/directbridge/directbridge/internal/state"
 )
 
 // TestCloseStopsEverything: after Close no goroutine of the engine is
@@ -18,7 +18,7 @@ import (
 func TestCloseStopsEverything(t *testing.T) {
 	before := goleak.IgnoreCurrent()
 	p := newFolderProvider(3)
-	state, err := mailbox.OpenStore(t.TempDir())
+	state, err := state.OpenStore(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,7 +11,7 @@ import (
 	"github.com/emersion/go-imap/v2"
 
 	"github.com/directbridge/directbridge/directapi"
-	"github.com/directbridge/directbridge/mailbox"
+	"github.com/directbridge/directbridge/internal/state"
 	"github.com/directbridge/directbridge/upstream"
 )
 
@@ -67,10 +67,10 @@ func (st *Store) placeCopies(ctx context.Context, auth upstream.Auth, dest strin
 	// by now (a session that saw a copy through a refresh may have
 	// stored a flag on it already), and the mirror shows the sets the
 	// store made, in the order of the store's writes (flagMu, flags.go).
-	var changes []mailbox.FlagChange
+	var changes []state.FlagChange
 	for i, cp := range src {
 		if len(cp.Flags) > 0 {
-			changes = append(changes, mailbox.FlagChange{UID: uint32(newUIDs[i]), Add: flagStrings(cp.Flags)})
+			changes = append(changes, state.FlagChange{UID: uint32(newUIDs[i]), Add: flagStrings(cp.Flags)})
 		}
 	}
 	shown := func() bool {
@@ -114,7 +114,7 @@ func (st *Store) placeCopies(ctx context.Context, auth upstream.Auth, dest strin
 // in the state store, and sets src's flags to the sets the store made.
 // A failure is logged: the copies are made, and a NO would make the
 // client copy them again.
-func (st *Store) carryFlags(ctx context.Context, auth upstream.Auth, dest string, validity uint32, changes []mailbox.FlagChange, newUIDs []imap.UID, src []copied) {
+func (st *Store) carryFlags(ctx context.Context, auth upstream.Auth, dest string, validity uint32, changes []state.FlagChange, newUIDs []imap.UID, src []copied) {
 	if len(changes) == 0 {
 		return
 	}
@@ -323,7 +323,7 @@ func (st *Store) landed(auth upstream.Auth, m *Folder, dest string, prev int64, 
 
 // notePendingFlags writes down, before a COPY or MOVE of msgs from m to
 // dest, the kept flags of those that have any, under their Message-ID and
-// size (mailbox.PendingFlags): a bridge killed during the provider's call
+// size (state.PendingFlags): a bridge killed during the provider's call
 // finds them again when dest is next refreshed (pendingFlagsFor).
 // Messages whose metadata the bridge has not loaded are left out (their
 // flags go on after the call only). It returns the entries' ids, for
@@ -349,7 +349,7 @@ func (st *Store) notePendingFlags(ctx context.Context, dest string, m *Folder, m
 			seen[twin{meta.MsgID, meta.Size}]++
 		}
 	}
-	var pf []mailbox.PendingFlag
+	var pf []state.PendingFlag
 	for _, msg := range msgs {
 		fl, ok := mb.Flags(msg.UID)
 		kept := KeptOf(fl)
@@ -358,9 +358,9 @@ func (st *Store) notePendingFlags(ctx context.Context, dest string, m *Folder, m
 			len(kept) == 0 && seen[twin{meta.MsgID, meta.Size}] < 2 {
 			continue
 		}
-		pf = append(pf, mailbox.PendingFlag{MsgID: meta.MsgID, Size: meta.Size, Flags: flagStrings(kept)})
+		pf = append(pf, state.PendingFlag{MsgID: meta.MsgID, Size: meta.Size, Flags: flagStrings(kept)})
 	}
-	if !slices.ContainsFunc(pf, func(p mailbox.PendingFlag) bool { return len(p.Flags) > 0 }) {
+	if !slices.ContainsFunc(pf, func(p state.PendingFlag) bool { return len(p.Flags) > 0 }) {
 		return nil
 	}
 	ids, err := st.cfg.State.AddPendingFlags(ctx, m.user, dest, pf)
@@ -580,7 +580,7 @@ func (st *Store) pendingState(id int64) (held bool, since time.Time) {
 // transaction, see doRefresh). It costs a state-store read per refresh
 // that found new messages, and a provider call for the new messages'
 // metadata only when flags wait.
-func (m *Folder) pendingFlagsFor(ctx context.Context, auth upstream.Auth, added []imap.UID, kept map[uint32][]string, w *mailbox.RefreshWrite) error {
+func (m *Folder) pendingFlagsFor(ctx context.Context, auth upstream.Auth, added []imap.UID, kept map[uint32][]string, w *state.RefreshWrite) error {
 	// New UIDs a transfer under way may have given its copies are its to
 	// flag (placeCopies adds the sources' flags): an entry left by an
 	// earlier transfer of the same message must not add its flags too.

@@ -7,7 +7,7 @@ import (
 
 	"github.com/emersion/go-imap/v2"
 
-	"github.com/directbridge/directbridge/mailbox"
+	"github.com/directbridge/directbridge/internal/state"
 	"github.com/directbridge/directbridge/seqview"
 )
 
@@ -92,7 +92,7 @@ func (m *Folder) discoverBySearch(ctx context.Context, started time.Time) (done 
 	}
 	// What the listing refresh writes for arrivals: their kept flags and
 	// the largest UID, in one transaction, before anyone sees them.
-	w := mailbox.RefreshWrite{MaxUID: uint32(newUIDs[len(newUIDs)-1])}
+	w := state.RefreshWrite{MaxUID: uint32(newUIDs[len(newUIDs)-1])}
 	var readUIDs []imap.UID
 	shown := make(map[imap.UID][]imap.Flag, len(pairs))
 	for i, u := range pairs {

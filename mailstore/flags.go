@@ -8,7 +8,7 @@ import (
 
 	"github.com/emersion/go-imap/v2"
 
-	"github.com/directbridge/directbridge/mailbox"
+	"github.com/directbridge/directbridge/internal/state"
 	"github.com/directbridge/directbridge/seqview"
 	"github.com/directbridge/directbridge/upstream"
 )
@@ -39,11 +39,11 @@ type KeptChange struct {
 
 // applyTo is kept changed by c, as the state store applies it.
 func (c *KeptChange) applyTo(kept []imap.Flag) []imap.Flag {
-	return canonicalFlags(mailbox.ApplyFlagChange(flagStrings(kept), c.storeChange(0)))
+	return canonicalFlags(state.ApplyFlagChange(flagStrings(kept), c.storeChange(0)))
 }
 
-func (c *KeptChange) storeChange(uid imap.UID) mailbox.FlagChange {
-	return mailbox.FlagChange{UID: uint32(uid), Replace: c.Replace, Add: flagStrings(c.Add), Del: flagStrings(c.Del)}
+func (c *KeptChange) storeChange(uid imap.UID) state.FlagChange {
+	return state.FlagChange{UID: uint32(uid), Replace: c.Replace, Add: flagStrings(c.Add), Del: flagStrings(c.Del)}
 }
 
 // shown is a flag change as the mirror shows it: \Seen, and the whole
@@ -115,10 +115,10 @@ func (st *Store) ApplyFlags(ctx context.Context, auth upstream.Auth, folder stri
 				return nil, err
 			}
 		}
-		state := current()
+		mirror := current()
 		var uids []imap.UID
 		for _, u := range ups {
-			cs := state[u.UID]
+			cs := mirror[u.UID]
 			if u.Seen != nil && *u.Seen == read && (u.ForceSeen || !cs.known || cs.seen != read) {
 				uids = append(uids, u.UID)
 			}
@@ -170,14 +170,14 @@ func (st *Store) ApplyFlags(ctx context.Context, auth upstream.Auth, folder stri
 		}
 	}
 
-	state := current()
-	var changes []mailbox.FlagChange
+	mirror := current()
+	var changes []state.FlagChange
 	for _, u := range ups {
 		if u.Kept == nil {
 			continue
 		}
 		// A change the mirror shows done already costs no write.
-		if cs := state[u.UID]; cs.known && slices.Equal(u.Kept.applyTo(cs.kept), cs.kept) {
+		if cs := mirror[u.UID]; cs.known && slices.Equal(u.Kept.applyTo(cs.kept), cs.kept) {
 			continue
 		}
 		changes = append(changes, u.Kept.storeChange(u.UID))

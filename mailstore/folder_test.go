@@ -13,7 +13,7 @@ import (
 	"github.com/emersion/go-imap/v2"
 
 	"github.com/directbridge/directbridge/directapi"
-	"github.com/directbridge/directbridge/mailbox"
+	"github.com/directbridge/directbridge/internal/state"
 	"github.com/directbridge/directbridge/upstream"
 )
 
@@ -179,7 +179,7 @@ func (p *folderProvider) Delete(_ context.Context, _ upstream.Auth, _ string, ui
 // newTestStore is a Store over p with a real state store.
 func newTestStore(t *testing.T, p upstream.Provider) *Store {
 	t.Helper()
-	state, err := mailbox.OpenStore(t.TempDir())
+	state, err := state.OpenStore(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -338,7 +338,7 @@ func TestAppendFindsUID(t *testing.T) {
 func TestReleasedFolderForgotten(t *testing.T) {
 	p := newFolderProvider(4)
 	p.read[1], p.read[3] = true, true
-	state, err := mailbox.OpenStore(t.TempDir())
+	state, err := state.OpenStore(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -404,12 +404,12 @@ func TestRepeatedAppendIsANewMessage(t *testing.T) {
 }
 
 // TestInheritedUIDNextUndercut: a folder created again under a name
-// inherits the name's UIDNEXT (mailbox.Store.ForgetFolder); a provider
+// inherits the name's UIDNEXT (state.Store.ForgetFolder); a provider
 // that numbers the new folder from 1 again costs one new UIDVALIDITY,
 // with a UIDNEXT above what it lists, not one per arriving message.
 func TestInheritedUIDNextUndercut(t *testing.T) {
 	p := newFolderProvider(0)
-	state, err := mailbox.OpenStore(t.TempDir())
+	state, err := state.OpenStore(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,7 @@ import (
 	"github.com/emersion/go-imap/v2"
 
 	"github.com/directbridge/directbridge/directapi"
-	"github.com/directbridge/directbridge/mailbox"
+	"github.com/directbridge/directbridge/internal/state"
 	"github.com/directbridge/directbridge/seqview"
 )
 
@@ -142,10 +142,10 @@ func (m *Folder) doRefresh(ctx context.Context, started time.Time, light bool) e
 	// folder writes the largest UID it saw) could pass over a UID the
 	// listing lacks, and the next refresh would take that UID for a
 	// renumbering.
-	var state mailbox.FolderState
+	var first state.FolderState // the folder's state before a first load
 	if !loaded {
 		var err error
-		if state, err = m.store.cfg.State.Folder(ctx, m.user, m.name); err != nil {
+		if first, err = m.store.cfg.State.Folder(ctx, m.user, m.name); err != nil {
 			return err
 		}
 	}
@@ -200,7 +200,7 @@ func (m *Folder) doRefresh(ctx context.Context, started time.Time, light bool) e
 	uids = slices.Compact(uids)
 
 	if !loaded {
-		return m.load(ctx, auth, state, uids, unread)
+		return m.load(ctx, auth, first, uids, unread)
 	}
 	if !light {
 		// Appended messages asked \Seen are shown read and counted
@@ -235,7 +235,7 @@ func (m *Folder) doRefresh(ctx context.Context, started time.Time, light bool) e
 	m.mu.Unlock()
 
 	// What the state store gets, once, before the views see anything.
-	var w mailbox.RefreshWrite
+	var w state.RefreshWrite
 	// Messages this bridge saved (APPEND) get their flags now.
 	placed, commitArrivals := m.placeArrivals(ctx, candidates, started, &w)
 
@@ -270,7 +270,7 @@ func (m *Folder) doRefresh(ctx context.Context, started time.Time, light bool) e
 			return err
 		}
 		for u, fl := range w.Flags { // the arrivals' own, added when written
-			kept[u] = mailbox.ApplyFlagChange(kept[u], mailbox.FlagChange{Add: fl})
+			kept[u] = state.ApplyFlagChange(kept[u], state.FlagChange{Add: fl})
 		}
 		// Copies whose flags were written down before a call the bridge
 		// did not see end (copies.go).
@@ -396,7 +396,7 @@ func (m *Folder) unreadUIDs(ctx context.Context, auth directapi.Authentication) 
 }
 
 // load builds the mirror the first time.
-func (m *Folder) load(ctx context.Context, auth directapi.Authentication, st mailbox.FolderState, uids []imap.UID, unread int) error {
+func (m *Folder) load(ctx context.Context, auth directapi.Authentication, st state.FolderState, uids []imap.UID, unread int) error {
 	// New UIDs a transfer under way may have made wait for it, as in a
 	// refresh (holdBackLocked); the count then covers more than the
 	// messages shown, so the read state is asked for below.
@@ -420,7 +420,7 @@ func (m *Folder) load(ctx context.Context, auth directapi.Authentication, st mai
 			newer = append(newer, u)
 		}
 	}
-	var w mailbox.RefreshWrite
+	var w state.RefreshWrite
 	if err := m.pendingFlagsFor(ctx, auth, newer, kept, &w); err != nil {
 		m.store.cfg.Logger.Warn("imap load: flags written down before a copy", "user", m.user, "err", err)
 	}
@@ -569,7 +569,7 @@ func (m *Folder) apply(ctx context.Context, v0, readGen uint64, uids []imap.UID,
 	// A UID the mirror never knew, below the largest one it knows, means
 	// the provider renumbered the folder: the old UIDs are void. Below the
 	// UIDNEXT it announced, too: a folder created again under a name
-	// inherits the name's UIDNEXT (mailbox.Store.ForgetFolder), which a
+	// inherits the name's UIDNEXT (state.Store.ForgetFolder), which a
 	// provider that numbers a new folder from 1 again undercuts. Either
 	// way the folder gets a new UIDVALIDITY once, and a UIDNEXT above the
 	// UIDs the provider now lists, not the old one, so the next arrival

@@ -11,7 +11,7 @@ import (
 	"github.com/emersion/go-imap/v2"
 
 	"github.com/directbridge/directbridge/directapi"
-	"github.com/directbridge/directbridge/mailbox"
+	"github.com/directbridge/directbridge/internal/state"
 	"github.com/directbridge/directbridge/upstream"
 )
 
@@ -63,7 +63,7 @@ type Config struct {
 	Provider upstream.Provider
 	// State keeps what the provider does not: UIDVALIDITY, the largest
 	// UID seen, flags other than \Seen.
-	State mailbox.StateStore
+	State state.StateStore
 	// Budget is the provider budget Provider spends, if any: polls are
 	// paced to take at most its poll share.
 	Budget *upstream.Budget
@@ -88,10 +88,10 @@ type Config struct {
 	// false takes its answer for the whole tree.
 	FolderWalk bool
 	// JournalKey keys the fingerprints the journal of attempts holds
-	// (HMAC-SHA256, mailbox.JournalHash): a plain hash of a message's
+	// (HMAC-SHA256, state.JournalHash): a plain hash of a message's
 	// bytes in the state store would let its holder confirm a guessed
 	// message. nil makes them plain SHA-256 (tests); the bridge sets the
-	// data directory's key (mailbox.LoadJournalKey).
+	// data directory's key (state.LoadJournalKey).
 	JournalKey []byte
 	Logger     *slog.Logger
 }

@@ -12,7 +12,7 @@ import (
 // is the names clients subscribed, whether or not a folder has the name.
 // The provider holds a subscribed flag per existing folder
 // (SetFoldersSubscribed); the bridge's state store holds the subscribed
-// names that have no folder (mailbox.Subscriptions). The subscription
+// names that have no folder (state.Subscriptions). The subscription
 // list is the union of the two, and the engine keeps the provider's flags
 // in agreement with what IMAP clients did:
 //

@@ -40,7 +40,7 @@ import (
 
 	"github.com/directbridge/directbridge/directapi"
 	"github.com/directbridge/directbridge/internal/login"
-	"github.com/directbridge/directbridge/mailbox"
+	"github.com/directbridge/directbridge/internal/state"
 	"github.com/directbridge/directbridge/restclient"
 	"github.com/directbridge/directbridge/sandbox"
 	"github.com/directbridge/directbridge/smtpbackend"
@@ -74,7 +74,7 @@ type harness struct {
 	sb       *sandbox.Server
 	provider *httptest.Server   // the provider URL the bridge uses
 	admin    *restclient.Client // inspection through a second server on the same sandbox
-	store    *mailbox.Store
+	store    *state.Store
 	srv      *smtpbackend.Server
 	cfg      smtpbackend.Config
 	subAddr  string // submission with STARTTLS
@@ -126,7 +126,7 @@ func newHarnessWith(t testing.TB, sbTweak func(*sandbox.Options), tweak func(*sm
 	if err != nil {
 		t.Fatalf("restclient.New: %v", err)
 	}
-	h.store, err = mailbox.OpenStore(t.TempDir())
+	h.store, err = state.OpenStore(t.TempDir())
 	if err != nil {
 		t.Fatalf("OpenStore: %v", err)
 	}

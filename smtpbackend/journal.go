@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/directbridge/directbridge/directapi"
-	"github.com/directbridge/directbridge/mailbox"
+	"github.com/directbridge/directbridge/internal/state"
 	"github.com/directbridge/directbridge/mimeconv"
 	"github.com/directbridge/directbridge/upstream"
 )
@@ -26,7 +26,7 @@ import (
 // timed out or was killed) may or may not have reached the provider. The
 // client gets 451, keeps the message and retries; a blind resend would
 // deliver it twice. So every send is journalled in the state store before
-// it leaves the bridge (mailbox.Submissions: fingerprints only, no
+// it leaves the bridge (state.Submissions: fingerprints only, no
 // content), and marked sent, unknown or forgotten when the answer comes.
 //
 // Identical bytes submitted again by the same account (the entry's key)
@@ -72,7 +72,7 @@ import (
 //     provider may still be processing it; after that the provider is
 //     taken not to have it, and the message is sent again. Sent again by
 //     one retry only: taking the entry over is a compare-and-set
-//     (mailbox.Submissions.BeginSubmission), and a retry that lost it to
+//     (state.Submissions.BeginSubmission), and a retry that lost it to
 //     another one, arriving at the same time on another connection, gets
 //     451 like a retry during the hold.
 //
@@ -113,7 +113,7 @@ import (
 //
 // The journal's fingerprints (the entry's key and its match) are
 // HMAC-SHA256 under the data directory's journal key (WithJournalKey,
-// mailbox.LoadJournalKey), not plain hashes: the state store must not let
+// state.LoadJournalKey), not plain hashes: the state store must not let
 // whoever holds it confirm a guessed message. The key lives outside the
 // database, so a copy of state.db alone tells nothing. A new key (a data
 // directory from before the key existed) disowns the entries made under
@@ -122,7 +122,7 @@ import (
 // WithJournalKey returns st, for Config.Store, carrying the key the send
 // journal's fingerprints are made under. Without it (a Store given
 // directly, as tests do) they are plain SHA-256.
-func WithJournalKey(st mailbox.StateStore, key []byte) mailbox.StateStore {
+func WithJournalKey(st state.StateStore, key []byte) state.StateStore {
 	if st == nil {
 		return nil
 	}
@@ -132,7 +132,7 @@ func WithJournalKey(st mailbox.StateStore, key []byte) mailbox.StateStore {
 // keyedStore is a state store with the journal key (WithJournalKey). The
 // key travels with the store because the entries are valid under it only.
 type keyedStore struct {
-	mailbox.StateStore
+	state.StateStore
 	key []byte
 }
 
@@ -156,7 +156,7 @@ var errUndecided = errors.New("smtpbackend: an earlier attempt of this message m
 // submissionKey identifies a submission of the same bytes by the same
 // account, acting for the same address, under the journal key.
 func submissionKey(key []byte, username, directAddr string, raw []byte) string {
-	h := mailbox.JournalHash(key)
+	h := state.JournalHash(key)
 	fmt.Fprintf(h, "%s\x00%s\x00", strings.ToLower(username), strings.ToLower(directAddr))
 	h.Write(raw)
 	return hex.EncodeToString(h.Sum(nil))
@@ -184,7 +184,7 @@ func copyMatch(key []byte, subject string, shown []string, content directapi.Mes
 		lower[i] = strings.ToLower(strings.TrimSpace(a))
 	}
 	slices.Sort(lower)
-	h := mailbox.JournalHash(key)
+	h := state.JournalHash(key)
 	fp := fingerprint(content)
 	fmt.Fprintf(h, "%d:%s\x00%s\x00", len(subject), subject, strings.Join(lower, ","))
 	h.Write(fp[:])
@@ -259,7 +259,7 @@ func (ss *session) prepare(raw []byte, sub *Submission) attempt {
 // found under the first's. Keyed like the journal, it says nothing of the
 // message to its recipients.
 func tuserMessageID(jkey []byte, key string, at time.Time, sender string) string {
-	h := mailbox.JournalHash(jkey)
+	h := state.JournalHash(jkey)
 	fmt.Fprintf(h, "message-id\x00%s\x00%d", key, at.UnixMilli())
 	domain := "directbridge.invalid"
 	if _, d, ok := strings.Cut(sender, "@"); ok && d != "" {
@@ -279,7 +279,7 @@ func (ss *session) send(ctx context.Context, a attempt, sub *Submission) (_ stri
 			}
 		}()
 	}
-	claim := mailbox.Submission{Key: a.key, Username: ss.username, Match: a.match, FirstAt: a.at}
+	claim := state.Submission{Key: a.key, Username: ss.username, Match: a.match, FirstAt: a.at}
 	entry, claimed, err := j.ClaimSubmission(ctx, claim)
 	if err != nil {
 		return "", err // unrecorded, a lost answer could not be resolved: 451
@@ -297,7 +297,7 @@ func (ss *session) send(ctx context.Context, a attempt, sub *Submission) (_ stri
 		ss.completed(a.key, smtpID, sub)
 		ss.checkTuserID(smtpID, sub)
 	case errors.Is(err, upstream.ErrUnknownOutcome):
-		ss.journalEnd(a.key, mailbox.SubmissionUnknown, "")
+		ss.journalEnd(a.key, state.SubmissionUnknown, "")
 	default:
 		// Certainly not taken (refused, or never reached the provider).
 		if ferr := j.ForgetSubmission(context.WithoutCancel(ctx), a.key); ferr != nil {
@@ -314,7 +314,7 @@ func (ss *session) send(ctx context.Context, a attempt, sub *Submission) (_ stri
 // a retry answered from the entry (the smtpId, again false), one told to
 // try later (errUndecided), or an attempt to send, the entry taken over
 // for it (again true). See the top of this file.
-func (ss *session) again(ctx context.Context, claim, entry mailbox.Submission, sub *Submission) (id string, again bool, err error) {
+func (ss *session) again(ctx context.Context, claim, entry state.Submission, sub *Submission) (id string, again bool, err error) {
 	j := ss.s.journal
 	// Only bytes without a Message-ID can be a second submission, so
 	// only theirs are counted: every submission told to try later owes a
@@ -326,7 +326,7 @@ func (ss *session) again(ctx context.Context, claim, entry mailbox.Submission, s
 			return "", false, err
 		}
 	}
-	if counted && !owed && entry.State == mailbox.SubmissionSent && !entry.Answered {
+	if counted && !owed && entry.State == state.SubmissionSent && !entry.Answered {
 		// The first attempt's 250 may be being written on another
 		// connection: whether it was decides what these bytes are.
 		waited, err := ss.s.answering.wait(ctx, claim.Key)
@@ -345,10 +345,10 @@ func (ss *session) again(ctx context.Context, claim, entry mailbox.Submission, s
 		}
 	}
 	switch {
-	case entry.State == mailbox.SubmissionSent && (!counted || owed || !entry.Answered):
+	case entry.State == state.SubmissionSent && (!counted || owed || !entry.Answered):
 		ss.s.log.Info("smtp retry of a sent message recognised", "user", ss.username, "smtp_id", entry.SmtpID)
 		return entry.SmtpID, false, nil
-	case entry.State == mailbox.SubmissionSent:
+	case entry.State == state.SubmissionSent:
 		// Its 250 was written and nothing in the bytes says they are the
 		// same message: the client sends it again on purpose.
 		ss.s.log.Info("smtp second submission of a sent message", "user", ss.username, "first_smtp_id", entry.SmtpID)
@@ -383,7 +383,7 @@ func (ss *session) again(ctx context.Context, claim, entry mailbox.Submission, s
 }
 
 // deferred counts a submission told to try later (a 4xx reply) in the
-// entry of key, if it has one (mailbox.Submissions.DeferSubmission): its
+// entry of key, if it has one (state.Submissions.DeferSubmission): its
 // retry is owed.
 func (ss *session) deferred(key string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -397,7 +397,7 @@ func (ss *session) deferred(key string) {
 // findDelivered looks for the provider's copy of an undecided attempt:
 // in the sender's INBOX.Sent, or for a T-user, whose mailbox it cannot
 // read, in the delivery status.
-func (ss *session) findDelivered(ctx context.Context, entry mailbox.Submission, sub *Submission) (string, bool, error) {
+func (ss *session) findDelivered(ctx context.Context, entry state.Submission, sub *Submission) (string, bool, error) {
 	if ss.directAddr != "" {
 		return ss.findTuserDelivery(ctx, entry, sub)
 	}
@@ -409,7 +409,7 @@ func (ss *session) findDelivered(ctx context.Context, entry mailbox.Submission, 
 // one write of the state store. A failure is logged only: the provider has
 // the message, and the answer must be 250.
 func (ss *session) completed(key, smtpID string, sub *Submission) {
-	rec := mailbox.SentRecord{Username: ss.sender(), SmtpID: smtpID, MessageID: sub.MessageID, SentAt: time.Now()}
+	rec := state.SentRecord{Username: ss.sender(), SmtpID: smtpID, MessageID: sub.MessageID, SentAt: time.Now()}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := ss.s.journal.CompleteSubmission(ctx, key, rec); err != nil {
@@ -418,7 +418,7 @@ func (ss *session) completed(key, smtpID string, sub *Submission) {
 }
 
 // journalEnd records an outcome; the send's own context may have expired.
-func (ss *session) journalEnd(key string, state mailbox.SubmissionState, smtpID string) {
+func (ss *session) journalEnd(key string, state state.SubmissionState, smtpID string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := ss.s.journal.EndSubmission(ctx, key, state, smtpID); err != nil {
@@ -431,7 +431,7 @@ func (ss *session) journalEnd(key string, state mailbox.SubmissionState, smtpID 
 // the sender's INBOX.Sent and returns its smtpId (the copy's Message-ID).
 // A failed look-up is an error: the retry must wait rather than risk a
 // duplicate.
-func (ss *session) findSentCopy(ctx context.Context, entry mailbox.Submission) (string, bool, error) {
+func (ss *session) findSentCopy(ctx context.Context, entry state.Submission) (string, bool, error) {
 	auth := directapi.Authentication{Username: ss.username, Password: ss.password}
 	from := entry.FirstAt.Add(-sentClockSkew)
 	msgs, err := ss.s.cfg.Provider.MetadataReceived(ctx, auth, "INBOX.Sent", from, time.Now().Add(sentClockSkew))
@@ -486,7 +486,7 @@ func (ss *session) findSentCopy(ctx context.Context, entry mailbox.Submission) (
 // smtpId no 250 of the bridge named (a client's Message-ID used again on
 // another message finds that one). A failed look-up is an error, as for
 // the Sent copy.
-func (ss *session) findTuserDelivery(ctx context.Context, entry mailbox.Submission, sub *Submission) (string, bool, error) {
+func (ss *session) findTuserDelivery(ctx context.Context, entry state.Submission, sub *Submission) (string, bool, error) {
 	id := strings.TrimSuffix(strings.TrimPrefix(strings.TrimSpace(sub.MessageID), "<"), ">")
 	if sub.MessageID == "" {
 		id = tuserMessageID(ss.s.journalKey(), entry.Key, entry.FirstAt, ss.directAddr)
@@ -552,8 +552,8 @@ func (ss *session) checkTuserID(smtpID string, sub *Submission) {
 // answer (an unknown outcome), or, for one still marked sending (the
 // bridge was killed during the call, or the call is under way), hold
 // after the call would have timed out.
-func undecidedUntil(e mailbox.Submission, sendTimeout, hold time.Duration) time.Time {
-	if e.State == mailbox.SubmissionUnknown {
+func undecidedUntil(e state.Submission, sendTimeout, hold time.Duration) time.Time {
+	if e.State == state.SubmissionUnknown {
 		return e.UpdatedAt.Add(hold)
 	}
 	return e.FirstAt.Add(sendTimeout + hold)
@@ -563,20 +563,20 @@ func undecidedUntil(e mailbox.Submission, sendTimeout, hold time.Duration) time.
 // configured without a state store (it then does not survive a restart).
 type memJournal struct {
 	mu sync.Mutex
-	m  map[string]mailbox.Submission
+	m  map[string]state.Submission
 }
 
-func (j *memJournal) ClaimSubmission(_ context.Context, s mailbox.Submission) (mailbox.Submission, bool, error) {
+func (j *memJournal) ClaimSubmission(_ context.Context, s state.Submission) (state.Submission, bool, error) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	if prev, ok := j.m[s.Key]; ok && time.Since(prev.FirstAt) <= mailbox.SubmissionTTL {
+	if prev, ok := j.m[s.Key]; ok && time.Since(prev.FirstAt) <= state.SubmissionTTL {
 		return prev, false, nil
 	}
 	j.beginLocked(s)
-	return mailbox.Submission{}, true, nil
+	return state.Submission{}, true, nil
 }
 
-func (j *memJournal) BeginSubmission(_ context.Context, prev, s mailbox.Submission) (bool, error) {
+func (j *memJournal) BeginSubmission(_ context.Context, prev, s state.Submission) (bool, error) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	cur, ok := j.m[s.Key]
@@ -588,13 +588,13 @@ func (j *memJournal) BeginSubmission(_ context.Context, prev, s mailbox.Submissi
 	return true, nil
 }
 
-func (j *memJournal) beginLocked(s mailbox.Submission) {
+func (j *memJournal) beginLocked(s state.Submission) {
 	for k, v := range j.m {
-		if time.Since(v.FirstAt) > mailbox.SubmissionTTL {
+		if time.Since(v.FirstAt) > state.SubmissionTTL {
 			delete(j.m, k)
 		}
 	}
-	s.State, s.SmtpID, s.UpdatedAt, s.Answered = mailbox.SubmissionSending, "", time.Now(), false
+	s.State, s.SmtpID, s.UpdatedAt, s.Answered = state.SubmissionSending, "", time.Now(), false
 	j.m[s.Key] = s
 }
 
@@ -622,14 +622,14 @@ func (j *memJournal) TakeDeferred(_ context.Context, key string) (bool, error) {
 func (j *memJournal) AnswerSubmission(_ context.Context, key, smtpID string) error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	if s, ok := j.m[key]; ok && s.State == mailbox.SubmissionSent && s.SmtpID == smtpID {
+	if s, ok := j.m[key]; ok && s.State == state.SubmissionSent && s.SmtpID == smtpID {
 		s.Answered, s.UpdatedAt = true, time.Now()
 		j.m[key] = s
 	}
 	return nil
 }
 
-func (j *memJournal) EndSubmission(_ context.Context, key string, state mailbox.SubmissionState, smtpID string) error {
+func (j *memJournal) EndSubmission(_ context.Context, key string, state state.SubmissionState, smtpID string) error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if s, ok := j.m[key]; ok {
@@ -646,7 +646,7 @@ func (j *memJournal) ForgetSubmission(_ context.Context, key string) error {
 	return nil
 }
 
-func (j *memJournal) FindSubmission(_ context.Context, key string) (mailbox.Submission, bool, error) {
+func (j *memJournal) FindSubmission(_ context.Context, key string) (state.Submission, bool, error) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	s, ok := j.m[key]
@@ -655,6 +655,6 @@ func (j *memJournal) FindSubmission(_ context.Context, key string) (mailbox.Subm
 
 // CompleteSubmission marks the entry sent; there are no sent records
 // without a state store.
-func (j *memJournal) CompleteSubmission(ctx context.Context, key string, rec mailbox.SentRecord) error {
-	return j.EndSubmission(ctx, key, mailbox.SubmissionSent, rec.SmtpID)
+func (j *memJournal) CompleteSubmission(ctx context.Context, key string, rec state.SentRecord) error {
+	return j.EndSubmission(ctx, key, state.SubmissionSent, rec.SmtpID)
 }

@@ -16,14 +16,14 @@ import (
 	"github.com/emersion/go-sasl"
 	"github.com/emersion/go-smtp"
 
-	"github.com/directbridge/directbridge/mailbox"
+	"github.com/directbridge/directbridge/internal/state"
 	"github.com/directbridge/directbridge/smtpbackend"
 )
 
 // startServer starts another SMTP server of the harness, on the same
 // provider, with the state store st: the bridge after a restart. It is
 // shut down before the harness's own cleanup checks its servers.
-func startServer(t *testing.T, h *harness, st mailbox.StateStore) string {
+func startServer(t *testing.T, h *harness, st state.StateStore) string {
 	t.Helper()
 	cfg := h.cfg
 	cfg.Store = st
@@ -82,7 +82,7 @@ func journalKeys(t *testing.T, dir string) (keys, matches []string) {
 }
 
 // TestJournalKeyedAcrossRestart: with the data directory's journal key
-// (mailbox.LoadJournalKey, as the bridge loads it), the send journal holds
+// (state.LoadJournalKey, as the bridge loads it), the send journal holds
 // the message's fingerprint as HMAC-SHA256 under the key, and the state
 // store holds no plain SHA-256 of the message (nor the old unkeyed
 // journal key) anywhere in its files. After a restart (the store closed
@@ -97,11 +97,11 @@ func journalKeys(t *testing.T, dir string) (keys, matches []string) {
 func TestJournalKeyedAcrossRestart(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	key, created, err := mailbox.LoadJournalKey(dir)
+	key, created, err := state.LoadJournalKey(dir)
 	if err != nil || !created {
 		t.Fatalf("LoadJournalKey on a new directory: created %v, %v", created, err)
 	}
-	st, err := mailbox.OpenStore(dir)
+	st, err := state.OpenStore(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,11 +158,11 @@ func TestJournalKeyedAcrossRestart(t *testing.T) {
 	}
 
 	// The restart: the key is read back, not made again.
-	again, created, err := mailbox.LoadJournalKey(dir)
+	again, created, err := state.LoadJournalKey(dir)
 	if err != nil || created || !bytes.Equal(again, key) {
 		t.Fatalf("LoadJournalKey after the restart: created %v, %v, same key %v", created, err, bytes.Equal(again, key))
 	}
-	st2, err := mailbox.OpenStore(dir)
+	st2, err := state.OpenStore(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,7 +176,7 @@ func TestJournalKeyedAcrossRestart(t *testing.T) {
 	}
 
 	// Under another key the journal entry is not this message's.
-	other := make([]byte, mailbox.JournalKeySize)
+	other := make([]byte, state.JournalKeySize)
 	rand.Read(other)
 	c3 := loginAt(t, startServer(t, h, smtpbackend.WithJournalKey(st2, other)), aliceAddr)
 	if reply := mustSubmit(t, c3, aliceAddr, []string{bobAddr}, raw); strings.Contains(reply, id) {

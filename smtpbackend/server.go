@@ -16,7 +16,7 @@ import (
 	"github.com/directbridge/directbridge/internal/limits"
 	"github.com/directbridge/directbridge/internal/login"
 	"github.com/directbridge/directbridge/internal/observe"
-	"github.com/directbridge/directbridge/mailbox"
+	"github.com/directbridge/directbridge/internal/state"
 	"github.com/directbridge/directbridge/upstream"
 )
 
@@ -57,7 +57,7 @@ type Config struct {
 	Guard *login.Guard
 	// Store records submitted messages (smtpId, Message-ID, time); nil
 	// keeps no record.
-	Store mailbox.StateStore
+	Store state.StateStore
 	// Hostname is announced in the greeting.
 	Hostname string
 	// TLSConfig is needed for STARTTLS and implicit TLS.
@@ -114,7 +114,7 @@ type Server struct {
 	cfg     Config
 	log     *slog.Logger
 	metrics Metrics
-	journal mailbox.Submissions
+	journal state.Submissions
 	auth    *login.Guard
 
 	inData atomic.Int64 // transactions between DATA and their answer
@@ -169,7 +169,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.UndecidedHold <= 0 {
 		cfg.UndecidedHold = DefaultUndecidedHold
 	}
-	var journal mailbox.Submissions = &memJournal{m: map[string]mailbox.Submission{}}
+	var journal state.Submissions = &memJournal{m: map[string]state.Submission{}}
 	if cfg.Store != nil {
 		journal = cfg.Store
 	}

@@ -9,7 +9,7 @@ import (
 
 	"github.com/directbridge/directbridge/imapbackend"
 	"github.com/directbridge/directbridge/internal/login"
-	"github.com/directbridge/directbridge/mailbox"
+	"github.com/directbridge/directbridge/internal/state"
 	"github.com/directbridge/directbridge/mailstore"
 	"github.com/directbridge/directbridge/upstream"
 )
@@ -23,7 +23,7 @@ import (
 // imapbackend.Config changes, this function changes and nothing else.
 func startBridge(t testing.TB, p upstream.Provider, poll time.Duration, log *slog.Logger) (addr string, stop func()) {
 	t.Helper()
-	store, err := mailbox.OpenStore(t.TempDir())
+	store, err := state.OpenStore(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,7 +15,7 @@ import (
 
 	"github.com/directbridge/directbridge/imapbackend"
 	"github.com/directbridge/directbridge/internal/login"
-	"github.com/directbridge/directbridge/mailbox"
+	"github.com/directbridge/directbridge/internal/state"
 	"github.com/directbridge/directbridge/mailstore"
 	"github.com/directbridge/directbridge/restclient"
 	"github.com/directbridge/directbridge/sandbox"
@@ -41,7 +41,7 @@ func TestSpreadAttackOverFronts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	store, err := mailbox.OpenStore(t.TempDir())
+	store, err := state.OpenStore(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,7 +26,7 @@
 //     delay on the failing path only: its replies of failure come late,
 //     while a correct password is answered at once.
 //   - A username that fails from many addresses is also checked with the
-//     provider at a bounded rate (AllowCheck, asked by mailbox.Verifier),
+//     provider at a bounded rate (AllowCheck, asked by Verifier),
 //     because the delay alone does not bound the checks: an attacker with
 //     many addresses would turn each address into a provider call, and
 //     may get the real user locked out at the provider. Once the username
@@ -342,7 +342,7 @@ func (g *Guard) attemptLocked(ctx context.Context, user string) (addr string, ok
 	return a.addr, true
 }
 
-// AllowCheck tells a credential verifier (mailbox.Verifier) whether
+// AllowCheck tells a credential verifier (Verifier) whether
 // credentials of username that it does not remember as good may be
 // checked with the provider now; if not, it answers as for a wrong
 // password without asking. ctx is the one given to Admit for the attempt.

@@ -1,5 +1,5 @@
 // Package sqlstmt keeps SQL statements prepared, for the SQLite databases
-// of the state store (package mailbox) and the sandbox, which run the
+// of the state store (package internal/state) and the sandbox, which run the
 // same few dozen statements thousands of times a second. SQLite compiles
 // a statement's text each time it is prepared, and database/sql prepares
 // every Exec and Query anew: under imaptest's stress that compilation was

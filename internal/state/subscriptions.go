@@ -1,4 +1,4 @@
-package mailbox
+package state
 
 import (
 	"context"
@@ -28,14 +28,14 @@ type Subscriptions interface {
 func (s *Store) Subscribed(ctx context.Context, username string) ([]string, error) {
 	rows, err := s.stmts.Query(ctx, `SELECT name FROM subscriptions WHERE username = ? ORDER BY name`, strings.ToLower(username))
 	if err != nil {
-		return nil, fmt.Errorf("mailbox: subscriptions: %w", err)
+		return nil, fmt.Errorf("state: subscriptions: %w", err)
 	}
 	defer rows.Close()
 	var out []string
 	for rows.Next() {
 		var n string
 		if err := rows.Scan(&n); err != nil {
-			return nil, fmt.Errorf("mailbox: subscriptions: %w", err)
+			return nil, fmt.Errorf("state: subscriptions: %w", err)
 		}
 		out = append(out, n)
 	}
@@ -45,7 +45,7 @@ func (s *Store) Subscribed(ctx context.Context, username string) ([]string, erro
 func (s *Store) Subscribe(ctx context.Context, username, name string) error {
 	if _, err := s.stmts.Exec(ctx, `INSERT INTO subscriptions (username, name) VALUES (?, ?) ON CONFLICT DO NOTHING`,
 		strings.ToLower(username), name); err != nil {
-		return fmt.Errorf("mailbox: subscriptions: %w", err)
+		return fmt.Errorf("state: subscriptions: %w", err)
 	}
 	return nil
 }
@@ -55,11 +55,11 @@ func (s *Store) Unsubscribe(ctx context.Context, username string, names ...strin
 	for _, name := range names {
 		res, err := s.stmts.Exec(ctx, `DELETE FROM subscriptions WHERE username = ? AND name = ?`, strings.ToLower(username), name)
 		if err != nil {
-			return n, fmt.Errorf("mailbox: subscriptions: %w", err)
+			return n, fmt.Errorf("state: subscriptions: %w", err)
 		}
 		k, err := res.RowsAffected()
 		if err != nil {
-			return n, fmt.Errorf("mailbox: subscriptions: %w", err)
+			return n, fmt.Errorf("state: subscriptions: %w", err)
 		}
 		n += int(k)
 	}

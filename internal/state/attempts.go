@@ -1,4 +1,4 @@
-package mailbox
+package state
 
 import (
 	"context"
@@ -77,11 +77,11 @@ func (s *Store) BeginAttempt(ctx context.Context, username, key, owner string, m
 	res, err := s.stmts.Exec(ctx, `INSERT INTO attempts (username, key, owner, state, mark, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)`,
 		strings.ToLower(username), key, owner, AttemptAsking, mark, now, now)
 	if err != nil {
-		return 0, fmt.Errorf("mailbox: attempts: %w", err)
+		return 0, fmt.Errorf("state: attempts: %w", err)
 	}
 	id, err := res.LastInsertId()
 	if err != nil {
-		return 0, fmt.Errorf("mailbox: attempts: %w", err)
+		return 0, fmt.Errorf("state: attempts: %w", err)
 	}
 	return id, nil
 }
@@ -89,14 +89,14 @@ func (s *Store) BeginAttempt(ctx context.Context, username, key, owner string, m
 func (s *Store) UnknownAttempt(ctx context.Context, id int64) error {
 	if _, err := s.stmts.Exec(ctx, `UPDATE attempts SET state = ?, updated_at = ? WHERE id = ?`,
 		AttemptUnknown, time.Now().UnixMilli(), id); err != nil {
-		return fmt.Errorf("mailbox: attempts: %w", err)
+		return fmt.Errorf("state: attempts: %w", err)
 	}
 	return nil
 }
 
 func (s *Store) EndAttempt(ctx context.Context, id int64) error {
 	if _, err := s.stmts.Exec(ctx, `DELETE FROM attempts WHERE id = ?`, id); err != nil {
-		return fmt.Errorf("mailbox: attempts: %w", err)
+		return fmt.Errorf("state: attempts: %w", err)
 	}
 	return nil
 }
@@ -105,14 +105,14 @@ func (s *Store) UndecidedAttempts(ctx context.Context, username, key, owner stri
 	now := time.Now()
 	if last := s.attemptsPurgedAt.Load(); now.UnixMilli()-last > time.Minute.Milliseconds() && s.attemptsPurgedAt.CompareAndSwap(last, now.UnixMilli()) {
 		if _, err := s.stmts.Exec(ctx, `DELETE FROM attempts WHERE created_at < ?`, now.Add(-AttemptTTL).UnixMilli()); err != nil {
-			return nil, fmt.Errorf("mailbox: attempts: %w", err)
+			return nil, fmt.Errorf("state: attempts: %w", err)
 		}
 	}
 	rows, err := s.stmts.Query(ctx, `SELECT id, username, key, owner, state, mark, created_at, updated_at FROM attempts
 		WHERE username = ? AND key = ? AND (state = ? OR owner <> ?) AND created_at >= ? ORDER BY id`,
 		strings.ToLower(username), key, AttemptUnknown, owner, now.Add(-AttemptTTL).UnixMilli())
 	if err != nil {
-		return nil, fmt.Errorf("mailbox: attempts: %w", err)
+		return nil, fmt.Errorf("state: attempts: %w", err)
 	}
 	defer rows.Close()
 	var out []Attempt
@@ -120,13 +120,13 @@ func (s *Store) UndecidedAttempts(ctx context.Context, username, key, owner stri
 		var a Attempt
 		var created, updated int64
 		if err := rows.Scan(&a.ID, &a.Username, &a.Key, &a.Owner, &a.State, &a.Mark, &created, &updated); err != nil {
-			return nil, fmt.Errorf("mailbox: attempts: %w", err)
+			return nil, fmt.Errorf("state: attempts: %w", err)
 		}
 		a.Created, a.Updated = time.UnixMilli(created), time.UnixMilli(updated)
 		out = append(out, a)
 	}
 	if err := rows.Err(); err != nil && !errors.Is(err, sql.ErrNoRows) {
-		return nil, fmt.Errorf("mailbox: attempts: %w", err)
+		return nil, fmt.Errorf("state: attempts: %w", err)
 	}
 	return out, nil
 }

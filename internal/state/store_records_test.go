@@ -1,11 +1,11 @@
-package mailbox_test
+package state_test
 
 import (
 	"context"
 	"testing"
 	"time"
 
-	"github.com/directbridge/directbridge/mailbox"
+	"github.com/directbridge/directbridge/internal/state"
 )
 
 // alice is the user of the store tests of this file.
@@ -13,17 +13,17 @@ const alice = "alice@direct.example"
 
 func TestStoreSentRecords(t *testing.T) {
 	dir := t.TempDir()
-	s, err := mailbox.OpenStore(dir)
+	s, err := state.OpenStore(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
 	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	if err := s.RecordSent(ctx, mailbox.SentRecord{Username: "Alice@Direct.Example", SmtpID: "abc@direct.example", MessageID: "<m1@client>", SentAt: at}); err != nil {
+	if err := s.RecordSent(ctx, state.SentRecord{Username: "Alice@Direct.Example", SmtpID: "abc@direct.example", MessageID: "<m1@client>", SentAt: at}); err != nil {
 		t.Fatal(err)
 	}
 	s.Close()
-	s, err = mailbox.OpenStore(dir) // survives a restart
+	s, err = state.OpenStore(dir) // survives a restart
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +42,7 @@ func TestStoreSentRecords(t *testing.T) {
 
 func TestStoreFolderState(t *testing.T) {
 	dir := t.TempDir()
-	s, err := mailbox.OpenStore(dir)
+	s, err := state.OpenStore(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +64,7 @@ func TestStoreFolderState(t *testing.T) {
 	}
 	s.Close()
 
-	s, _ = mailbox.OpenStore(dir) // survives a restart
+	s, _ = state.OpenStore(dir) // survives a restart
 	defer s.Close()
 	again, _ := s.Folder(ctx, alice, "INBOX")
 	if again.UIDValidity != a.UIDValidity || again.UIDNext != 42 {
@@ -119,7 +119,7 @@ func TestStoreFolderState(t *testing.T) {
 	if st, _ := s.Folder(ctx, alice, "INBOX.Old"); st.UIDNext != 150 || st.UIDValidity == created.UIDValidity {
 		t.Fatalf("old name after rename: %+v", st)
 	}
-	if st, _ := s.Folder(ctx, alice, "INBOX.New"); st != (mailbox.FolderState{UIDValidity: created.UIDValidity, UIDNext: 150}) {
+	if st, _ := s.Folder(ctx, alice, "INBOX.New"); st != (state.FolderState{UIDValidity: created.UIDValidity, UIDNext: 150}) {
 		t.Fatalf("new name after rename: %+v", st)
 	}
 	if fresh, _ := s.Folder(ctx, alice, "INBOX.Never"); fresh.UIDNext != 1 {
@@ -130,7 +130,7 @@ func TestStoreFolderState(t *testing.T) {
 // TestStoreNonASCIIFolderNames: prefixes are measured in characters, as
 // SQLite measures them, so sub-folders of non-ASCII names follow a rename.
 func TestStoreNonASCIIFolderNames(t *testing.T) {
-	s, err := mailbox.OpenStore(t.TempDir())
+	s, err := state.OpenStore(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}

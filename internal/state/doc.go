@@ -1,4 +1,4 @@
-// Package mailbox is the bridge's own state store: what the provider does
+// Package state is the bridge's own state store: what the provider does
 // not keep, such as UIDVALIDITY and UIDNEXT of every folder, kept flags and
 // keywords, subscriptions, the send journal and the record of messages the
 // bridge submitted, bounce tracking. The engine and the fronts hold it
@@ -6,4 +6,4 @@
 // whose schema is versioned by numbered migrations (schema.go). It holds
 // no message content and no password; the credential check lives in
 // internal/login.
-package mailbox
+package state

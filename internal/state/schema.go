@@ -1,4 +1,4 @@
-package mailbox
+package state
 
 // migrations is the state store's schema history, oldest first. Version n
 // is migrations[n-1]. Append only: a released migration is never edited,

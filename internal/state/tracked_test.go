@@ -1,4 +1,4 @@
-package mailbox_test
+package state_test
 
 import (
 	"context"
@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/directbridge/directbridge/mailbox"
+	"github.com/directbridge/directbridge/internal/state"
 )
 
 // TestTrackedMessages: what the delivery tracker follows survives
@@ -16,21 +16,21 @@ import (
 func TestTrackedMessages(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	st, err := mailbox.OpenStore(dir)
+	st, err := state.OpenStore(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	now := time.Now().Truncate(time.Millisecond).UTC()
-	a := mailbox.TrackedMessage{SmtpID: "id-a", Username: "alice@direct.example", Sender: "alice@direct.example",
+	a := state.TrackedMessage{SmtpID: "id-a", Username: "alice@direct.example", Sender: "alice@direct.example",
 		MessageID: "<a@client.example>", EnvID: "env-a", SentAt: now.Add(-time.Hour),
-		Recipients: []mailbox.TrackedRecipient{{Address: "bob@direct.example"}, {Address: "doc@remote.example", Notify: "NEVER"}}}
-	b := mailbox.TrackedMessage{SmtpID: "id-b", Username: "alice@direct.example", Sender: "alice@direct.example",
-		SentAt: now, Recipients: []mailbox.TrackedRecipient{{Address: "carol@direct.example", Notify: "SUCCESS,FAILURE"}}}
-	old := mailbox.TrackedMessage{SmtpID: "id-old", Username: "alice@direct.example", Sender: "alice@direct.example",
-		SentAt: now.Add(-48 * time.Hour), Recipients: []mailbox.TrackedRecipient{{Address: "bob@direct.example"}}}
-	gone := mailbox.TrackedMessage{SmtpID: "id-gone", Username: "alice@direct.example", Sender: "alice@direct.example",
-		SentAt: now, Recipients: []mailbox.TrackedRecipient{{Address: "bob@direct.example"}}}
-	for _, m := range []mailbox.TrackedMessage{b, a, old, gone} {
+		Recipients: []state.TrackedRecipient{{Address: "bob@direct.example"}, {Address: "doc@remote.example", Notify: "NEVER"}}}
+	b := state.TrackedMessage{SmtpID: "id-b", Username: "alice@direct.example", Sender: "alice@direct.example",
+		SentAt: now, Recipients: []state.TrackedRecipient{{Address: "carol@direct.example", Notify: "SUCCESS,FAILURE"}}}
+	old := state.TrackedMessage{SmtpID: "id-old", Username: "alice@direct.example", Sender: "alice@direct.example",
+		SentAt: now.Add(-48 * time.Hour), Recipients: []state.TrackedRecipient{{Address: "bob@direct.example"}}}
+	gone := state.TrackedMessage{SmtpID: "id-gone", Username: "alice@direct.example", Sender: "alice@direct.example",
+		SentAt: now, Recipients: []state.TrackedRecipient{{Address: "bob@direct.example"}}}
+	for _, m := range []state.TrackedMessage{b, a, old, gone} {
 		if err := st.TrackMessage(ctx, m); err != nil {
 			t.Fatal(err)
 		}
@@ -42,7 +42,7 @@ func TestTrackedMessages(t *testing.T) {
 		t.Fatal(err)
 	}
 	st.Close()
-	if st, err = mailbox.OpenStore(dir); err != nil {
+	if st, err = state.OpenStore(dir); err != nil {
 		t.Fatal(err)
 	}
 	defer st.Close()
@@ -50,7 +50,7 @@ func TestTrackedMessages(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := []mailbox.TrackedMessage{a, b}; !reflect.DeepEqual(got, want) {
+	if want := []state.TrackedMessage{a, b}; !reflect.DeepEqual(got, want) {
 		t.Fatalf("after reopening:\n got %+v\nwant %+v", got, want)
 	}
 	// The old one was dropped, not only left out.

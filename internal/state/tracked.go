@@ -1,4 +1,4 @@
-package mailbox
+package state
 
 import (
 	"context"
@@ -50,33 +50,33 @@ type TrackedRecipient struct {
 func (s *Store) TrackMessage(ctx context.Context, m TrackedMessage) error {
 	rcpts, err := json.Marshal(m.Recipients)
 	if err != nil {
-		return fmt.Errorf("mailbox: tracked: %w", err)
+		return fmt.Errorf("state: tracked: %w", err)
 	}
 	if _, err := s.stmts.Exec(ctx, `INSERT INTO tracked (smtp_id, username, sender, message_id, env_id, recipients, sent_at)
 		VALUES (?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (smtp_id) DO UPDATE SET username = excluded.username, sender = excluded.sender,
 			message_id = excluded.message_id, env_id = excluded.env_id, recipients = excluded.recipients, sent_at = excluded.sent_at`,
 		m.SmtpID, strings.ToLower(m.Username), strings.ToLower(m.Sender), m.MessageID, m.EnvID, string(rcpts), m.SentAt.UnixMilli()); err != nil {
-		return fmt.Errorf("mailbox: tracked: %w", err)
+		return fmt.Errorf("state: tracked: %w", err)
 	}
 	return nil
 }
 
 func (s *Store) UntrackMessage(ctx context.Context, smtpID string) error {
 	if _, err := s.stmts.Exec(ctx, `DELETE FROM tracked WHERE smtp_id = ?`, smtpID); err != nil {
-		return fmt.Errorf("mailbox: tracked: %w", err)
+		return fmt.Errorf("state: tracked: %w", err)
 	}
 	return nil
 }
 
 func (s *Store) TrackedMessages(ctx context.Context, since time.Time) ([]TrackedMessage, error) {
 	if _, err := s.stmts.Exec(ctx, `DELETE FROM tracked WHERE sent_at < ?`, since.UnixMilli()); err != nil {
-		return nil, fmt.Errorf("mailbox: tracked: %w", err)
+		return nil, fmt.Errorf("state: tracked: %w", err)
 	}
 	rows, err := s.stmts.Query(ctx, `SELECT smtp_id, username, sender, message_id, env_id, recipients, sent_at FROM tracked
 		ORDER BY sent_at, smtp_id`)
 	if err != nil {
-		return nil, fmt.Errorf("mailbox: tracked: %w", err)
+		return nil, fmt.Errorf("state: tracked: %w", err)
 	}
 	defer rows.Close()
 	var out []TrackedMessage
@@ -85,16 +85,16 @@ func (s *Store) TrackedMessages(ctx context.Context, since time.Time) ([]Tracked
 		var rcpts string
 		var at int64
 		if err := rows.Scan(&m.SmtpID, &m.Username, &m.Sender, &m.MessageID, &m.EnvID, &rcpts, &at); err != nil {
-			return nil, fmt.Errorf("mailbox: tracked: %w", err)
+			return nil, fmt.Errorf("state: tracked: %w", err)
 		}
 		if err := json.Unmarshal([]byte(rcpts), &m.Recipients); err != nil {
-			return nil, fmt.Errorf("mailbox: tracked message %s: recipients: %w", m.SmtpID, err)
+			return nil, fmt.Errorf("state: tracked message %s: recipients: %w", m.SmtpID, err)
 		}
 		m.SentAt = time.UnixMilli(at).UTC()
 		out = append(out, m)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("mailbox: tracked: %w", err)
+		return nil, fmt.Errorf("state: tracked: %w", err)
 	}
 	return out, nil
 }

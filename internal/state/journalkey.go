@@ -1,4 +1,4 @@
-package mailbox
+package state
 
 import (
 	"context"
@@ -54,11 +54,11 @@ func LoadJournalKey(dir string) (key []byte, created bool, err error) {
 		return nil, false, err
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, false, fmt.Errorf("mailbox: journal key: %w", err)
+		return nil, false, fmt.Errorf("state: journal key: %w", err)
 	}
 	key = make([]byte, JournalKeySize)
 	if _, err := rand.Read(key); err != nil {
-		return nil, false, fmt.Errorf("mailbox: journal key: %w", err)
+		return nil, false, fmt.Errorf("state: journal key: %w", err)
 	}
 	// Written whole to a temporary file, then linked into place: a crash
 	// leaves no short key behind, and of two bridges starting at once
@@ -66,7 +66,7 @@ func LoadJournalKey(dir string) (key []byte, created bool, err error) {
 	// does not replace) and uses it.
 	tmp, err := os.CreateTemp(dir, "."+JournalKeyFile+"-*") // mode 0600
 	if err != nil {
-		return nil, false, fmt.Errorf("mailbox: journal key: %w", err)
+		return nil, false, fmt.Errorf("state: journal key: %w", err)
 	}
 	defer os.Remove(tmp.Name())
 	_, err = tmp.Write(key)
@@ -77,14 +77,14 @@ func LoadJournalKey(dir string) (key []byte, created bool, err error) {
 		err = cerr
 	}
 	if err != nil {
-		return nil, false, fmt.Errorf("mailbox: journal key: %w", err)
+		return nil, false, fmt.Errorf("state: journal key: %w", err)
 	}
 	if err := os.Link(tmp.Name(), path); err != nil {
 		if errors.Is(err, os.ErrExist) {
 			key, err = readJournalKey(path)
 			return key, false, err
 		}
-		return nil, false, fmt.Errorf("mailbox: journal key: %w", err)
+		return nil, false, fmt.Errorf("state: journal key: %w", err)
 	}
 	// The link must outlive a crash, or the next start makes another
 	// key and the journal written meanwhile no longer matches.
@@ -100,19 +100,19 @@ func LoadJournalKey(dir string) (key []byte, created bool, err error) {
 func readJournalKey(path string) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("mailbox: journal key: %w", err)
+		return nil, fmt.Errorf("state: journal key: %w", err)
 	}
 	defer f.Close()
 	key, err := io.ReadAll(io.LimitReader(f, JournalKeySize+1))
 	if err != nil {
-		return nil, fmt.Errorf("mailbox: journal key: %w", err)
+		return nil, fmt.Errorf("state: journal key: %w", err)
 	}
 	if len(key) != JournalKeySize {
-		return nil, fmt.Errorf("mailbox: journal key %s holds %d bytes, want %d; remove it to have a new one made (retries of messages sent in the last day may then be sent again)",
+		return nil, fmt.Errorf("state: journal key %s holds %d bytes, want %d; remove it to have a new one made (retries of messages sent in the last day may then be sent again)",
 			path, len(key), JournalKeySize)
 	}
 	if err := os.Chmod(path, 0o600); err != nil {
-		return nil, fmt.Errorf("mailbox: cannot make %s private (mode 0600): %w", path, err)
+		return nil, fmt.Errorf("state: cannot make %s private (mode 0600): %w", path, err)
 	}
 	return key, nil
 }
@@ -135,10 +135,10 @@ func (s *Store) JournalEntries(ctx context.Context) (int, error) {
 	now := time.Now()
 	var subs, atts int
 	if err := s.stmts.QueryRow(ctx, `SELECT count(*) FROM submissions WHERE first_at >= ?`, now.Add(-SubmissionTTL).UnixMilli()).Scan(&subs); err != nil {
-		return 0, fmt.Errorf("mailbox: journal: %w", err)
+		return 0, fmt.Errorf("state: journal: %w", err)
 	}
 	if err := s.stmts.QueryRow(ctx, `SELECT count(*) FROM attempts WHERE created_at >= ?`, now.Add(-AttemptTTL).UnixMilli()).Scan(&atts); err != nil {
-		return 0, fmt.Errorf("mailbox: attempts: %w", err)
+		return 0, fmt.Errorf("state: attempts: %w", err)
 	}
 	return subs + atts, nil
 }

@@ -1,4 +1,4 @@
-package mailbox_test
+package state_test
 
 import (
 	"bytes"
@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/directbridge/directbridge/mailbox"
+	"github.com/directbridge/directbridge/internal/state"
 )
 
 // TestJournalKeyFile: the first start makes a 32-byte key in
@@ -21,11 +21,11 @@ import (
 // journal entry).
 func TestJournalKeyFile(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "data") // not there yet
-	key, created, err := mailbox.LoadJournalKey(dir)
-	if err != nil || !created || len(key) != mailbox.JournalKeySize {
+	key, created, err := state.LoadJournalKey(dir)
+	if err != nil || !created || len(key) != state.JournalKeySize {
 		t.Fatalf("first load: %d bytes, created %v, %v; want a new 32-byte key", len(key), created, err)
 	}
-	path := filepath.Join(dir, mailbox.JournalKeyFile)
+	path := filepath.Join(dir, state.JournalKeyFile)
 	fi, err := os.Stat(path)
 	if err != nil {
 		t.Fatal(err)
@@ -40,7 +40,7 @@ func TestJournalKeyFile(t *testing.T) {
 		t.Errorf("the directory holds %d files; want the key alone (no temporary file left)", len(entries))
 	}
 
-	again, created, err := mailbox.LoadJournalKey(dir)
+	again, created, err := state.LoadJournalKey(dir)
 	if err != nil || created || !bytes.Equal(again, key) {
 		t.Fatalf("second load: %x, created %v, %v; want the same key, not made again", again, created, err)
 	}
@@ -48,7 +48,7 @@ func TestJournalKeyFile(t *testing.T) {
 	if err := os.Chmod(path, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := mailbox.LoadJournalKey(dir); err != nil {
+	if _, _, err := state.LoadJournalKey(dir); err != nil {
 		t.Fatal(err)
 	}
 	if fi, _ := os.Stat(path); fi.Mode().Perm() != 0o600 {
@@ -58,7 +58,7 @@ func TestJournalKeyFile(t *testing.T) {
 	if err := os.WriteFile(path, key[:10], 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := mailbox.LoadJournalKey(dir); err == nil {
+	if _, _, err := state.LoadJournalKey(dir); err == nil {
 		t.Error("a 10-byte key file was accepted")
 	}
 	if onDisk, _ := os.ReadFile(path); !bytes.Equal(onDisk, key[:10]) {
@@ -79,7 +79,7 @@ func TestJournalKeyConcurrentStart(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			var err error
-			if keys[i], made[i], err = mailbox.LoadJournalKey(dir); err != nil {
+			if keys[i], made[i], err = state.LoadJournalKey(dir); err != nil {
 				t.Error(err)
 			}
 		}()
@@ -105,7 +105,7 @@ func TestJournalKeyConcurrentStart(t *testing.T) {
 func TestJournalHash(t *testing.T) {
 	data := []byte("Subject: lab results\r\n\r\npotassium 6.8 mmol/L\r\n")
 	sum := func(key []byte) []byte {
-		h := mailbox.JournalHash(key)
+		h := state.JournalHash(key)
 		h.Write(data)
 		return h.Sum(nil)
 	}
@@ -128,7 +128,7 @@ func TestJournalHash(t *testing.T) {
 // send-journal entries and attempts.
 func TestJournalEntries(t *testing.T) {
 	ctx := context.Background()
-	st, err := mailbox.OpenStore(t.TempDir())
+	st, err := state.OpenStore(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +136,7 @@ func TestJournalEntries(t *testing.T) {
 	if n, err := st.JournalEntries(ctx); err != nil || n != 0 {
 		t.Fatalf("empty store: %d, %v", n, err)
 	}
-	if _, _, err := st.ClaimSubmission(ctx, mailbox.Submission{Key: "k", Username: "alice@direct.example", Match: "m", FirstAt: time.Now()}); err != nil {
+	if _, _, err := st.ClaimSubmission(ctx, state.Submission{Key: "k", Username: "alice@direct.example", Match: "m", FirstAt: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := st.BeginAttempt(ctx, "alice@direct.example", "a", "owner", 0); err != nil {

@@ -1,4 +1,4 @@
-package mailbox_test
+package state_test
 
 import (
 	"context"
@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/directbridge/directbridge/mailbox"
+	"github.com/directbridge/directbridge/internal/state"
 )
 
 // TestSubmissionAnswered: an entry is marked answered only while it is
@@ -22,12 +22,12 @@ import (
 func TestSubmissionAnswered(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	st, err := mailbox.OpenStore(dir)
+	st, err := state.OpenStore(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	at := time.Now().Add(-time.Minute).Truncate(time.Millisecond)
-	sub := mailbox.Submission{Key: "k", Username: "alice@direct.example", Match: "m", FirstAt: at}
+	sub := state.Submission{Key: "k", Username: "alice@direct.example", Match: "m", FirstAt: at}
 	if _, claimed, err := st.ClaimSubmission(ctx, sub); err != nil || !claimed {
 		t.Fatalf("claim: %v, %v", claimed, err)
 	}
@@ -38,7 +38,7 @@ func TestSubmissionAnswered(t *testing.T) {
 	if got, _, _ := st.FindSubmission(ctx, "k"); got.Answered {
 		t.Fatalf("an entry still sending was marked answered: %+v", got)
 	}
-	if err := st.CompleteSubmission(ctx, "k", mailbox.SentRecord{Username: "alice@direct.example", SmtpID: "smtp-1", SentAt: time.Now()}); err != nil {
+	if err := st.CompleteSubmission(ctx, "k", state.SentRecord{Username: "alice@direct.example", SmtpID: "smtp-1", SentAt: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
 	if err := st.AnswerSubmission(ctx, "k", "smtp-other"); err != nil {
@@ -53,12 +53,12 @@ func TestSubmissionAnswered(t *testing.T) {
 		t.Fatal(err)
 	}
 	st.Close()
-	if st, err = mailbox.OpenStore(dir); err != nil {
+	if st, err = state.OpenStore(dir); err != nil {
 		t.Fatal(err)
 	}
 	defer st.Close()
 	answered, ok, err := st.FindSubmission(ctx, "k")
-	if err != nil || !ok || !answered.Answered || answered.State != mailbox.SubmissionSent || answered.SmtpID != "smtp-1" {
+	if err != nil || !ok || !answered.Answered || answered.State != state.SubmissionSent || answered.SmtpID != "smtp-1" {
 		t.Fatalf("after the reply was written and a reopen: %+v, %v, %v", answered, ok, err)
 	}
 	if !answered.UpdatedAt.After(before.UpdatedAt) {
@@ -73,11 +73,11 @@ func TestSubmissionAnswered(t *testing.T) {
 		t.Fatalf("a second submission taking the answered entry over: began %v, %v", began, err)
 	}
 	got, _, _ := st.FindSubmission(ctx, "k")
-	if got.Answered || got.State != mailbox.SubmissionSending || got.SmtpID != "" {
+	if got.Answered || got.State != state.SubmissionSending || got.SmtpID != "" {
 		t.Fatalf("the new attempt: %+v; want sending, not answered", got)
 	}
 	// The earlier attempt's smtpId no longer marks it, even once sent.
-	if err := st.EndSubmission(ctx, "k", mailbox.SubmissionSent, "smtp-2"); err != nil {
+	if err := st.EndSubmission(ctx, "k", state.SubmissionSent, "smtp-2"); err != nil {
 		t.Fatal(err)
 	}
 	if err := st.AnswerSubmission(ctx, "k", "smtp-1"); err != nil {
@@ -102,16 +102,16 @@ func TestSubmissionAnswered(t *testing.T) {
 func TestSubmissionDeferred(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	st, err := mailbox.OpenStore(dir)
+	st, err := state.OpenStore(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	at := time.Now().Add(-time.Minute).Truncate(time.Millisecond)
-	sub := mailbox.Submission{Key: "k", Username: "alice@direct.example", Match: "m", FirstAt: at}
+	sub := state.Submission{Key: "k", Username: "alice@direct.example", Match: "m", FirstAt: at}
 	if _, claimed, err := st.ClaimSubmission(ctx, sub); err != nil || !claimed {
 		t.Fatalf("claim: %v, %v", claimed, err)
 	}
-	if err := st.EndSubmission(ctx, "k", mailbox.SubmissionUnknown, ""); err != nil {
+	if err := st.EndSubmission(ctx, "k", state.SubmissionUnknown, ""); err != nil {
 		t.Fatal(err)
 	}
 	unknown, _, _ := st.FindSubmission(ctx, "k")
@@ -131,7 +131,7 @@ func TestSubmissionDeferred(t *testing.T) {
 		t.Fatalf("after three deferrals: %+v; want 3, updated_at unchanged (%v)", got, unknown.UpdatedAt)
 	}
 	st.Close()
-	if st, err = mailbox.OpenStore(dir); err != nil {
+	if st, err = state.OpenStore(dir); err != nil {
 		t.Fatal(err)
 	}
 	defer st.Close()
@@ -164,7 +164,7 @@ func TestSubmissionDeferred(t *testing.T) {
 	}
 
 	// An expired entry claimed again starts from no deferral.
-	old := mailbox.Submission{Key: "old", Username: "alice@direct.example", Match: "m", FirstAt: time.Now().Add(-mailbox.SubmissionTTL - time.Minute)}
+	old := state.Submission{Key: "old", Username: "alice@direct.example", Match: "m", FirstAt: time.Now().Add(-state.SubmissionTTL - time.Minute)}
 	if _, claimed, err := st.ClaimSubmission(ctx, old); err != nil || !claimed {
 		t.Fatalf("claim: %v, %v", claimed, err)
 	}

@@ -1,4 +1,4 @@
-package mailbox_test
+package state_test
 
 import (
 	"context"
@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/directbridge/directbridge/mailbox"
+	"github.com/directbridge/directbridge/internal/state"
 )
 
 // TestSubmissionJournal: an entry goes from sending to sent or unknown,
@@ -14,33 +14,33 @@ import (
 func TestSubmissionJournal(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	st, err := mailbox.OpenStore(dir)
+	st, err := state.OpenStore(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	at := time.Now().Add(-time.Minute).Truncate(time.Millisecond)
 	for _, k := range []string{"k1", "k2", "k3"} {
-		if _, claimed, err := st.ClaimSubmission(ctx, mailbox.Submission{Key: k, Username: "Alice@direct.example", Match: "m-" + k, FirstAt: at}); err != nil || !claimed {
+		if _, claimed, err := st.ClaimSubmission(ctx, state.Submission{Key: k, Username: "Alice@direct.example", Match: "m-" + k, FirstAt: at}); err != nil || !claimed {
 			t.Fatalf("claim %s: claimed %v, %v", k, claimed, err)
 		}
 	}
-	if err := st.EndSubmission(ctx, "k1", mailbox.SubmissionSent, "smtp-1"); err != nil {
+	if err := st.EndSubmission(ctx, "k1", state.SubmissionSent, "smtp-1"); err != nil {
 		t.Fatal(err)
 	}
-	if err := st.EndSubmission(ctx, "k2", mailbox.SubmissionUnknown, ""); err != nil {
+	if err := st.EndSubmission(ctx, "k2", state.SubmissionUnknown, ""); err != nil {
 		t.Fatal(err)
 	}
 	if err := st.ForgetSubmission(ctx, "k3"); err != nil {
 		t.Fatal(err)
 	}
 	st.Close()
-	if st, err = mailbox.OpenStore(dir); err != nil {
+	if st, err = state.OpenStore(dir); err != nil {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	for _, want := range []mailbox.Submission{
-		{Key: "k1", Username: "alice@direct.example", State: mailbox.SubmissionSent, SmtpID: "smtp-1", Match: "m-k1", FirstAt: at.UTC()},
-		{Key: "k2", Username: "alice@direct.example", State: mailbox.SubmissionUnknown, Match: "m-k2", FirstAt: at.UTC()},
+	for _, want := range []state.Submission{
+		{Key: "k1", Username: "alice@direct.example", State: state.SubmissionSent, SmtpID: "smtp-1", Match: "m-k1", FirstAt: at.UTC()},
+		{Key: "k2", Username: "alice@direct.example", State: state.SubmissionUnknown, Match: "m-k2", FirstAt: at.UTC()},
 	} {
 		got, ok, err := st.FindSubmission(ctx, want.Key)
 		if got.UpdatedAt.Before(got.FirstAt) {
@@ -57,10 +57,10 @@ func TestSubmissionJournal(t *testing.T) {
 	// A new attempt of the same submission starts over as sending.
 	again := at.Add(30 * time.Second)
 	prev, _, _ := st.FindSubmission(ctx, "k2")
-	if began, err := st.BeginSubmission(ctx, prev, mailbox.Submission{Key: "k2", Username: "alice@direct.example", Match: "m-k2", FirstAt: again}); err != nil || !began {
+	if began, err := st.BeginSubmission(ctx, prev, state.Submission{Key: "k2", Username: "alice@direct.example", Match: "m-k2", FirstAt: again}); err != nil || !began {
 		t.Fatalf("BeginSubmission: began %v, %v", began, err)
 	}
-	if got, _, _ := st.FindSubmission(ctx, "k2"); got.State != mailbox.SubmissionSending || !got.FirstAt.Equal(again) {
+	if got, _, _ := st.FindSubmission(ctx, "k2"); got.State != state.SubmissionSending || !got.FirstAt.Equal(again) {
 		t.Errorf("after a new attempt: %+v", got)
 	}
 }
@@ -70,17 +70,17 @@ func TestSubmissionJournal(t *testing.T) {
 // older than SubmissionTTL is taken over as a new one.
 func TestClaimSubmission(t *testing.T) {
 	ctx := context.Background()
-	st, err := mailbox.OpenStore(t.TempDir())
+	st, err := state.OpenStore(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer st.Close()
 	at := time.Now().Truncate(time.Millisecond)
-	sub := mailbox.Submission{Key: "k", Username: "alice@direct.example", Match: "m", FirstAt: at}
+	sub := state.Submission{Key: "k", Username: "alice@direct.example", Match: "m", FirstAt: at}
 	if _, claimed, err := st.ClaimSubmission(ctx, sub); err != nil || !claimed {
 		t.Fatalf("first claim: claimed %v, %v", claimed, err)
 	}
-	if err := st.EndSubmission(ctx, "k", mailbox.SubmissionSent, "smtp-k"); err != nil {
+	if err := st.EndSubmission(ctx, "k", state.SubmissionSent, "smtp-k"); err != nil {
 		t.Fatal(err)
 	}
 	later := sub
@@ -89,10 +89,10 @@ func TestClaimSubmission(t *testing.T) {
 	if err != nil || claimed {
 		t.Fatalf("second claim: claimed %v, %v", claimed, err)
 	}
-	if prev.State != mailbox.SubmissionSent || prev.SmtpID != "smtp-k" || prev.Match != "m" || !prev.FirstAt.Equal(at.UTC()) {
+	if prev.State != state.SubmissionSent || prev.SmtpID != "smtp-k" || prev.Match != "m" || !prev.FirstAt.Equal(at.UTC()) {
 		t.Errorf("second claim found %+v; want the first entry, sent", prev)
 	}
-	old := mailbox.Submission{Key: "old", Username: "alice@direct.example", FirstAt: at.Add(-mailbox.SubmissionTTL - time.Minute)}
+	old := state.Submission{Key: "old", Username: "alice@direct.example", FirstAt: at.Add(-state.SubmissionTTL - time.Minute)}
 	if _, claimed, err := st.ClaimSubmission(ctx, old); err != nil || !claimed {
 		t.Fatalf("claim of an old entry: claimed %v, %v", claimed, err)
 	}
@@ -100,7 +100,7 @@ func TestClaimSubmission(t *testing.T) {
 	if _, claimed, err := st.ClaimSubmission(ctx, old); err != nil || !claimed {
 		t.Fatalf("claim over an expired entry: claimed %v, %v", claimed, err)
 	}
-	if got, ok, _ := st.FindSubmission(ctx, "old"); !ok || got.State != mailbox.SubmissionSending || !got.FirstAt.Equal(at.UTC()) {
+	if got, ok, _ := st.FindSubmission(ctx, "old"); !ok || got.State != state.SubmissionSending || !got.FirstAt.Equal(at.UTC()) {
 		t.Errorf("after taking over an expired entry: %+v (found %v)", got, ok)
 	}
 }
@@ -112,26 +112,26 @@ func TestClaimSubmission(t *testing.T) {
 // take-over of the same state (a killed bridge's entry, still sending).
 func TestBeginSubmissionIsCompareAndSet(t *testing.T) {
 	ctx := context.Background()
-	st, err := mailbox.OpenStore(t.TempDir())
+	st, err := state.OpenStore(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer st.Close()
 	at := time.Now().Add(-10 * time.Minute).Truncate(time.Millisecond)
-	sub := mailbox.Submission{Key: "k", Username: "alice@direct.example", Match: "m", FirstAt: at}
+	sub := state.Submission{Key: "k", Username: "alice@direct.example", Match: "m", FirstAt: at}
 	if _, claimed, err := st.ClaimSubmission(ctx, sub); err != nil || !claimed {
 		t.Fatalf("first claim: claimed %v, %v", claimed, err)
 	}
-	if err := st.EndSubmission(ctx, "k", mailbox.SubmissionUnknown, ""); err != nil {
+	if err := st.EndSubmission(ctx, "k", state.SubmissionUnknown, ""); err != nil {
 		t.Fatal(err)
 	}
 	// Both retries read the entry before either starts it over.
 	retry := sub
 	retry.FirstAt = time.Now().Truncate(time.Millisecond)
-	var found [2]mailbox.Submission
+	var found [2]state.Submission
 	for i := range found {
 		prev, claimed, err := st.ClaimSubmission(ctx, retry)
-		if err != nil || claimed || prev.State != mailbox.SubmissionUnknown {
+		if err != nil || claimed || prev.State != state.SubmissionUnknown {
 			t.Fatalf("retry %d: claim found %+v, claimed %v, %v; want the unknown entry", i, prev, claimed, err)
 		}
 		found[i] = prev
@@ -145,7 +145,7 @@ func TestBeginSubmissionIsCompareAndSet(t *testing.T) {
 		t.Fatalf("the second retry started the entry over too (began %v, %v): both would send", began, err)
 	}
 	got, ok, err := st.FindSubmission(ctx, "k")
-	if err != nil || !ok || got.State != mailbox.SubmissionSending || !got.FirstAt.Equal(retry.FirstAt.UTC()) {
+	if err != nil || !ok || got.State != state.SubmissionSending || !got.FirstAt.Equal(retry.FirstAt.UTC()) {
 		t.Fatalf("after the race: %+v (found %v, %v); want the first retry's attempt, sending", got, ok, err)
 	}
 
@@ -166,13 +166,13 @@ func TestBeginSubmissionIsCompareAndSet(t *testing.T) {
 
 	// Ended meanwhile: the provider took it; nothing starts it over.
 	now, _, _ := st.FindSubmission(ctx, "k")
-	if err := st.EndSubmission(ctx, "k", mailbox.SubmissionSent, "smtp-k"); err != nil {
+	if err := st.EndSubmission(ctx, "k", state.SubmissionSent, "smtp-k"); err != nil {
 		t.Fatal(err)
 	}
 	if began, err := st.BeginSubmission(ctx, now, fourth); err != nil || began {
 		t.Fatalf("an entry sent since it was read was started over (began %v, %v)", began, err)
 	}
-	if got, _, _ := st.FindSubmission(ctx, "k"); got.State != mailbox.SubmissionSent || got.SmtpID != "smtp-k" {
+	if got, _, _ := st.FindSubmission(ctx, "k"); got.State != state.SubmissionSent || got.SmtpID != "smtp-k" {
 		t.Errorf("the sent entry changed: %+v", got)
 	}
 
@@ -193,7 +193,7 @@ func TestBeginSubmissionIsCompareAndSet(t *testing.T) {
 // the same store: exactly one may send.
 func TestConcurrentClaimsOneWins(t *testing.T) {
 	ctx := context.Background()
-	st, err := mailbox.OpenStore(t.TempDir())
+	st, err := state.OpenStore(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -205,7 +205,7 @@ func TestConcurrentClaimsOneWins(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, claimed, err := st.ClaimSubmission(ctx, mailbox.Submission{Key: "k", Username: "a@direct.example", FirstAt: time.Now()})
+			_, claimed, err := st.ClaimSubmission(ctx, state.Submission{Key: "k", Username: "a@direct.example", FirstAt: time.Now()})
 			if err != nil {
 				t.Error(err)
 			}
@@ -229,20 +229,20 @@ func TestConcurrentClaimsOneWins(t *testing.T) {
 // next purge (the first send of the minute); younger ones stay.
 func TestSentRecordsPruned(t *testing.T) {
 	ctx := context.Background()
-	st, err := mailbox.OpenStore(t.TempDir())
+	st, err := state.OpenStore(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer st.Close()
 	st.SetSentRetention(time.Hour)
-	old := mailbox.SentRecord{Username: "a@direct.example", SmtpID: "old", MessageID: "<old@x>", SentAt: time.Now().Add(-2 * time.Hour)}
-	young := mailbox.SentRecord{Username: "a@direct.example", SmtpID: "young", MessageID: "<young@x>", SentAt: time.Now()}
-	for _, r := range []mailbox.SentRecord{old, young} {
+	old := state.SentRecord{Username: "a@direct.example", SmtpID: "old", MessageID: "<old@x>", SentAt: time.Now().Add(-2 * time.Hour)}
+	young := state.SentRecord{Username: "a@direct.example", SmtpID: "young", MessageID: "<young@x>", SentAt: time.Now()}
+	for _, r := range []state.SentRecord{old, young} {
 		if err := st.RecordSent(ctx, r); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, _, err := st.ClaimSubmission(ctx, mailbox.Submission{Key: "k", Username: "a@direct.example", FirstAt: time.Now()}); err != nil {
+	if _, _, err := st.ClaimSubmission(ctx, state.Submission{Key: "k", Username: "a@direct.example", FirstAt: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
 	if _, ok, _ := st.FindSent(ctx, "a@direct.example", "<old@x>", time.Time{}); ok {

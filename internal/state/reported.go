@@ -1,4 +1,4 @@
-package mailbox
+package state
 
 import (
 	"context"
@@ -42,10 +42,10 @@ func (s *Store) ClaimReport(ctx context.Context, smtpID, recipient, dsnID string
 	res, err := s.stmts.Exec(ctx, `INSERT INTO reported (smtp_id, recipient, at, filed, dsn_id) VALUES (?, ?, ?, 0, ?) ON CONFLICT DO NOTHING`,
 		smtpID, recipient, now.UnixMilli(), dsnID)
 	if err != nil {
-		return ReportClaim{}, fmt.Errorf("mailbox: reported: %w", err)
+		return ReportClaim{}, fmt.Errorf("state: reported: %w", err)
 	}
 	if n, err := res.RowsAffected(); err != nil {
-		return ReportClaim{}, fmt.Errorf("mailbox: reported: %w", err)
+		return ReportClaim{}, fmt.Errorf("state: reported: %w", err)
 	} else if n == 1 {
 		return ReportClaim{First: true, DSNID: dsnID, At: now}, nil
 	}
@@ -58,7 +58,7 @@ func (s *Store) ClaimReport(ctx context.Context, smtpID, recipient, dsnID string
 		return s.ClaimReport(ctx, smtpID, recipient, dsnID)
 	}
 	if err != nil {
-		return ReportClaim{}, fmt.Errorf("mailbox: reported: %w", err)
+		return ReportClaim{}, fmt.Errorf("state: reported: %w", err)
 	}
 	c.Filed, c.At = filed != 0, time.UnixMilli(at)
 	return c, nil
@@ -68,7 +68,7 @@ func (s *Store) ClaimReport(ctx context.Context, smtpID, recipient, dsnID string
 func (s *Store) MarkFiled(ctx context.Context, smtpID string, recipients []string) error {
 	for _, r := range recipients {
 		if _, err := s.stmts.Exec(ctx, `UPDATE reported SET filed = 1 WHERE smtp_id = ? AND recipient = ?`, smtpID, strings.ToLower(r)); err != nil {
-			return fmt.Errorf("mailbox: reported: %w", err)
+			return fmt.Errorf("state: reported: %w", err)
 		}
 	}
 	return nil
@@ -77,7 +77,7 @@ func (s *Store) MarkFiled(ctx context.Context, smtpID string, recipients []strin
 // UnmarkReported takes a record back: the DSN could not be filed.
 func (s *Store) UnmarkReported(ctx context.Context, smtpID, recipient string) error {
 	if _, err := s.stmts.Exec(ctx, `DELETE FROM reported WHERE smtp_id = ? AND recipient = ?`, smtpID, strings.ToLower(recipient)); err != nil {
-		return fmt.Errorf("mailbox: reported: %w", err)
+		return fmt.Errorf("state: reported: %w", err)
 	}
 	return nil
 }

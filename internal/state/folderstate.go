@@ -1,4 +1,4 @@
-package mailbox
+package state
 
 import (
 	"context"
@@ -53,11 +53,11 @@ func nextValidity(tx *sqlstmt.Tx) (uint32, error) {
 func (s *Store) tx(ctx context.Context, fn func(*sqlstmt.Tx) error) error {
 	tx, err := s.stmts.Begin(ctx, nil)
 	if err != nil {
-		return fmt.Errorf("mailbox: state store: %w", err)
+		return fmt.Errorf("state: state store: %w", err)
 	}
 	if err := fn(tx); err != nil {
 		tx.Rollback()
-		return fmt.Errorf("mailbox: state store: %w", err)
+		return fmt.Errorf("state: state store: %w", err)
 	}
 	return tx.Commit()
 }
@@ -183,7 +183,7 @@ func (s *Store) FlagsFrom(ctx context.Context, username, folder string, validity
 	rows, err := s.stmts.Query(ctx, `SELECT uid, flags FROM flags WHERE username = ? AND folder = ? AND uid_validity = ? AND uid >= ?`,
 		username, folder, validity, from)
 	if err != nil {
-		return nil, fmt.Errorf("mailbox: state store: %w", err)
+		return nil, fmt.Errorf("state: state store: %w", err)
 	}
 	defer rows.Close()
 	out := map[uint32][]string{}
@@ -191,7 +191,7 @@ func (s *Store) FlagsFrom(ctx context.Context, username, folder string, validity
 		var uid uint32
 		var flags string
 		if err := rows.Scan(&uid, &flags); err != nil {
-			return nil, fmt.Errorf("mailbox: state store: %w", err)
+			return nil, fmt.Errorf("state: state store: %w", err)
 		}
 		out[uid] = strings.Fields(flags)
 	}

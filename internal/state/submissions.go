@@ -1,4 +1,4 @@
-package mailbox
+package state
 
 import (
 	"context"
@@ -132,17 +132,17 @@ func (s *Store) SetSentRetention(d time.Duration) {
 func (s *Store) purgeSubmissions(ctx context.Context, now time.Time) error {
 	if last := s.purgedAt.Load(); now.UnixMilli()-last > time.Minute.Milliseconds() && s.purgedAt.CompareAndSwap(last, now.UnixMilli()) {
 		if _, err := s.stmts.Exec(ctx, `DELETE FROM submissions WHERE first_at < ?`, now.Add(-SubmissionTTL).UnixMilli()); err != nil {
-			return fmt.Errorf("mailbox: journal: %w", err)
+			return fmt.Errorf("state: journal: %w", err)
 		}
 		retention := time.Duration(s.sentRetention.Load())
 		if retention <= 0 {
 			retention = DefaultSentRetention
 		}
 		if _, err := s.stmts.Exec(ctx, `DELETE FROM sent WHERE sent_at < ?`, now.Add(-retention).UnixMilli()); err != nil {
-			return fmt.Errorf("mailbox: sent records: %w", err)
+			return fmt.Errorf("state: sent records: %w", err)
 		}
 		if _, err := s.stmts.Exec(ctx, `DELETE FROM reported WHERE at < ?`, now.Add(-retention).UnixMilli()); err != nil {
-			return fmt.Errorf("mailbox: reported: %w", err)
+			return fmt.Errorf("state: reported: %w", err)
 		}
 	}
 	return nil
@@ -167,10 +167,10 @@ func (s *Store) ClaimSubmission(ctx context.Context, sub Submission) (Submission
 			WHERE submissions.first_at < ?`, sub.Key, strings.ToLower(sub.Username), SubmissionSending, sub.Match,
 			sub.FirstAt.UnixMilli(), now.UnixMilli(), now.Add(-SubmissionTTL).UnixMilli())
 		if err != nil {
-			return Submission{}, false, fmt.Errorf("mailbox: journal: %w", err)
+			return Submission{}, false, fmt.Errorf("state: journal: %w", err)
 		}
 		if n, err := res.RowsAffected(); err != nil {
-			return Submission{}, false, fmt.Errorf("mailbox: journal: %w", err)
+			return Submission{}, false, fmt.Errorf("state: journal: %w", err)
 		} else if n == 1 {
 			return Submission{}, true, nil
 		}
@@ -184,7 +184,7 @@ func (s *Store) ClaimSubmission(ctx context.Context, sub Submission) (Submission
 		// two of them send).
 		now = time.Now()
 	}
-	return Submission{}, false, fmt.Errorf("mailbox: journal: the entry of submission %.12s keeps changing", sub.Key)
+	return Submission{}, false, fmt.Errorf("state: journal: the entry of submission %.12s keeps changing", sub.Key)
 }
 
 func (s *Store) BeginSubmission(ctx context.Context, prev, sub Submission) (bool, error) {
@@ -202,11 +202,11 @@ func (s *Store) BeginSubmission(ctx context.Context, prev, sub Submission) (bool
 		SubmissionSending, sub.Match, sub.FirstAt.UnixMilli(), now.UnixMilli(),
 		sub.Key, prev.State, prev.FirstAt.UnixMilli(), prev.UpdatedAt.UnixMilli())
 	if err != nil {
-		return false, fmt.Errorf("mailbox: journal: %w", err)
+		return false, fmt.Errorf("state: journal: %w", err)
 	}
 	n, err := res.RowsAffected()
 	if err != nil {
-		return false, fmt.Errorf("mailbox: journal: %w", err)
+		return false, fmt.Errorf("state: journal: %w", err)
 	}
 	return n == 1, nil
 }
@@ -215,7 +215,7 @@ func (s *Store) EndSubmission(ctx context.Context, key string, state SubmissionS
 	_, err := s.stmts.Exec(ctx, `UPDATE submissions SET state = ?, smtp_id = ?, updated_at = ? WHERE key = ?`,
 		state, smtpID, time.Now().UnixMilli(), key)
 	if err != nil {
-		return fmt.Errorf("mailbox: journal: %w", err)
+		return fmt.Errorf("state: journal: %w", err)
 	}
 	return nil
 }
@@ -223,18 +223,18 @@ func (s *Store) EndSubmission(ctx context.Context, key string, state SubmissionS
 func (s *Store) CompleteSubmission(ctx context.Context, key string, rec SentRecord) error {
 	tx, err := s.stmts.Begin(ctx, nil)
 	if err != nil {
-		return fmt.Errorf("mailbox: journal: %w", err)
+		return fmt.Errorf("state: journal: %w", err)
 	}
 	defer tx.Rollback()
 	if _, err := tx.ExecContext(ctx, `UPDATE submissions SET state = ?, smtp_id = ?, updated_at = ? WHERE key = ?`, SubmissionSent, rec.SmtpID, time.Now().UnixMilli(), key); err != nil {
-		return fmt.Errorf("mailbox: journal: %w", err)
+		return fmt.Errorf("state: journal: %w", err)
 	}
 	if _, err := tx.ExecContext(ctx, `INSERT INTO sent (username, smtp_id, message_id, sent_at) VALUES (?, ?, ?, ?)`,
 		strings.ToLower(rec.Username), rec.SmtpID, rec.MessageID, rec.SentAt.UnixMilli()); err != nil {
-		return fmt.Errorf("mailbox: recording sent message: %w", err)
+		return fmt.Errorf("state: recording sent message: %w", err)
 	}
 	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("mailbox: journal: %w", err)
+		return fmt.Errorf("state: journal: %w", err)
 	}
 	return nil
 }
@@ -245,14 +245,14 @@ func (s *Store) AnswerSubmission(ctx context.Context, key, smtpID string) error 
 	_, err := s.stmts.Exec(ctx, `UPDATE submissions SET answered = 1, updated_at = ? WHERE key = ? AND state = ? AND smtp_id = ?`,
 		time.Now().UnixMilli(), key, SubmissionSent, smtpID)
 	if err != nil {
-		return fmt.Errorf("mailbox: journal: %w", err)
+		return fmt.Errorf("state: journal: %w", err)
 	}
 	return nil
 }
 
 func (s *Store) DeferSubmission(ctx context.Context, key string) error {
 	if _, err := s.stmts.Exec(ctx, `UPDATE submissions SET deferred = deferred + 1 WHERE key = ?`, key); err != nil {
-		return fmt.Errorf("mailbox: journal: %w", err)
+		return fmt.Errorf("state: journal: %w", err)
 	}
 	return nil
 }
@@ -260,18 +260,18 @@ func (s *Store) DeferSubmission(ctx context.Context, key string) error {
 func (s *Store) TakeDeferred(ctx context.Context, key string) (bool, error) {
 	res, err := s.stmts.Exec(ctx, `UPDATE submissions SET deferred = deferred - 1 WHERE key = ? AND deferred > 0`, key)
 	if err != nil {
-		return false, fmt.Errorf("mailbox: journal: %w", err)
+		return false, fmt.Errorf("state: journal: %w", err)
 	}
 	n, err := res.RowsAffected()
 	if err != nil {
-		return false, fmt.Errorf("mailbox: journal: %w", err)
+		return false, fmt.Errorf("state: journal: %w", err)
 	}
 	return n == 1, nil
 }
 
 func (s *Store) ForgetSubmission(ctx context.Context, key string) error {
 	if _, err := s.stmts.Exec(ctx, `DELETE FROM submissions WHERE key = ?`, key); err != nil {
-		return fmt.Errorf("mailbox: journal: %w", err)
+		return fmt.Errorf("state: journal: %w", err)
 	}
 	return nil
 }
@@ -286,7 +286,7 @@ func (s *Store) FindSubmission(ctx context.Context, key string) (Submission, boo
 		return Submission{}, false, nil
 	}
 	if err != nil {
-		return Submission{}, false, fmt.Errorf("mailbox: journal: %w", err)
+		return Submission{}, false, fmt.Errorf("state: journal: %w", err)
 	}
 	sub.FirstAt = time.UnixMilli(first).UTC()
 	sub.UpdatedAt = time.UnixMilli(updated).UTC()

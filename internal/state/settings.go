@@ -1,4 +1,4 @@
-package mailbox
+package state
 
 import (
 	"context"
@@ -17,7 +17,7 @@ func (s *Store) Setting(ctx context.Context, name string) (string, error) {
 		return "", nil
 	}
 	if err != nil {
-		return "", fmt.Errorf("mailbox: settings: %w", err)
+		return "", fmt.Errorf("state: settings: %w", err)
 	}
 	return v, nil
 }
@@ -26,7 +26,7 @@ func (s *Store) Setting(ctx context.Context, name string) (string, error) {
 func (s *Store) SetSetting(ctx context.Context, name, value string) error {
 	if _, err := s.stmts.Exec(ctx, `INSERT INTO settings (name, value) VALUES (?, ?)
 		ON CONFLICT (name) DO UPDATE SET value = excluded.value`, name, value); err != nil {
-		return fmt.Errorf("mailbox: settings: %w", err)
+		return fmt.Errorf("state: settings: %w", err)
 	}
 	return nil
 }
@@ -36,7 +36,7 @@ func (s *Store) SetSetting(ctx context.Context, name, value string) error {
 func (s *Store) UsedBefore(ctx context.Context) (bool, error) {
 	var n int
 	if err := s.stmts.QueryRow(ctx, `SELECT count(*) FROM (SELECT 1 FROM folder_state LIMIT 1)`).Scan(&n); err != nil {
-		return false, fmt.Errorf("mailbox: settings: %w", err)
+		return false, fmt.Errorf("state: settings: %w", err)
 	}
 	return n > 0, nil
 }

@@ -1,4 +1,4 @@
-package mailbox
+package state
 
 import (
 	"context"
@@ -67,12 +67,12 @@ func (s *Store) PendingFlagsOf(ctx context.Context, username, folder string) ([]
 	user := strings.ToLower(username)
 	if _, err := s.stmts.Exec(ctx, `DELETE FROM pending_flags WHERE username = ? AND folder = ? AND created_at < ?`,
 		user, folder, time.Now().Add(-PendingFlagsTTL).UnixMilli()); err != nil {
-		return nil, fmt.Errorf("mailbox: pending flags: %w", err)
+		return nil, fmt.Errorf("state: pending flags: %w", err)
 	}
 	rows, err := s.stmts.Query(ctx, `SELECT id, msg_id, size, flags, created_at FROM pending_flags WHERE username = ? AND folder = ? ORDER BY id`,
 		user, folder)
 	if err != nil {
-		return nil, fmt.Errorf("mailbox: pending flags: %w", err)
+		return nil, fmt.Errorf("state: pending flags: %w", err)
 	}
 	defer rows.Close()
 	var out []PendingFlag
@@ -81,7 +81,7 @@ func (s *Store) PendingFlagsOf(ctx context.Context, username, folder string) ([]
 		var flags string
 		var created int64
 		if err := rows.Scan(&p.ID, &p.MsgID, &p.Size, &flags, &created); err != nil {
-			return nil, fmt.Errorf("mailbox: pending flags: %w", err)
+			return nil, fmt.Errorf("state: pending flags: %w", err)
 		}
 		p.Flags, p.Created = strings.Fields(flags), time.UnixMilli(created)
 		out = append(out, p)
@@ -92,7 +92,7 @@ func (s *Store) PendingFlagsOf(ctx context.Context, username, folder string) ([]
 func (s *Store) DropPendingFlags(ctx context.Context, ids []int64) error {
 	for _, id := range ids {
 		if _, err := s.stmts.Exec(ctx, `DELETE FROM pending_flags WHERE id = ?`, id); err != nil {
-			return fmt.Errorf("mailbox: pending flags: %w", err)
+			return fmt.Errorf("state: pending flags: %w", err)
 		}
 	}
 	return nil

@@ -1,4 +1,4 @@
-package mailbox
+package state
 
 import (
 	"context"
@@ -43,17 +43,17 @@ type Store struct {
 // with SQLITE_BUSY half-way when another process holds the store too.
 func OpenStore(dir string) (*Store, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("mailbox: state directory: %w", err)
+		return nil, fmt.Errorf("state: state directory: %w", err)
 	}
 	path := filepath.Join(dir, "state.db")
 	if err := sqlstmt.PrivateFile(path); err != nil {
-		return nil, fmt.Errorf("mailbox: state store: %w", err)
+		return nil, fmt.Errorf("state: state store: %w", err)
 	}
 	dsn := "file:" + (&url.URL{Path: path}).EscapedPath() +
 		"?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_txlock=immediate"
 	db, err := sql.Open("sqlite", dsn)
 	if err != nil {
-		return nil, fmt.Errorf("mailbox: opening state store: %w", err)
+		return nil, fmt.Errorf("state: opening state store: %w", err)
 	}
 	db.SetMaxOpenConns(1)
 	// Two processes opening a new store at once: the switch to WAL takes
@@ -66,7 +66,7 @@ func OpenStore(dir string) (*Store, error) {
 	}
 	if err != nil {
 		db.Close()
-		return nil, fmt.Errorf("mailbox: state store %s: %w", path, err)
+		return nil, fmt.Errorf("state: state store %s: %w", path, err)
 	}
 	return &Store{db: db, stmts: sqlstmt.New(db)}, nil
 }
@@ -93,7 +93,7 @@ func (s *Store) RecordSent(ctx context.Context, r SentRecord) error {
 	_, err := s.stmts.Exec(ctx, `INSERT INTO sent (username, smtp_id, message_id, sent_at) VALUES (?, ?, ?, ?)`,
 		strings.ToLower(r.Username), r.SmtpID, r.MessageID, r.SentAt.UnixMilli())
 	if err != nil {
-		return fmt.Errorf("mailbox: recording sent message: %w", err)
+		return fmt.Errorf("state: recording sent message: %w", err)
 	}
 	return nil
 }
@@ -109,7 +109,7 @@ func (s *Store) FindSent(ctx context.Context, username, messageID string, since 
 		return SentRecord{}, false, nil
 	}
 	if err != nil {
-		return SentRecord{}, false, fmt.Errorf("mailbox: looking up sent message: %w", err)
+		return SentRecord{}, false, fmt.Errorf("state: looking up sent message: %w", err)
 	}
 	rec.SentAt = time.UnixMilli(at).UTC()
 	return rec, true, nil
@@ -121,7 +121,7 @@ func (s *Store) KnownSmtpID(ctx context.Context, smtpID string) (bool, error) {
 	var n int
 	err := s.stmts.QueryRow(ctx, `SELECT COUNT(*) FROM sent WHERE smtp_id = ?`, smtpID).Scan(&n)
 	if err != nil {
-		return false, fmt.Errorf("mailbox: looking up sent message: %w", err)
+		return false, fmt.Errorf("state: looking up sent message: %w", err)
 	}
 	return n > 0, nil
 }
@@ -134,7 +134,7 @@ func (s *Store) RecentSent(ctx context.Context, username string, since time.Time
 		WHERE username = ? AND sent_at >= ? ORDER BY sent_at DESC, id DESC LIMIT ?`,
 		strings.ToLower(username), since.UnixMilli(), limit)
 	if err != nil {
-		return nil, fmt.Errorf("mailbox: listing sent messages: %w", err)
+		return nil, fmt.Errorf("state: listing sent messages: %w", err)
 	}
 	defer rows.Close()
 	var out []SentRecord
@@ -142,13 +142,13 @@ func (s *Store) RecentSent(ctx context.Context, username string, since time.Time
 		var rec SentRecord
 		var at int64
 		if err := rows.Scan(&rec.Username, &rec.SmtpID, &rec.MessageID, &at); err != nil {
-			return nil, fmt.Errorf("mailbox: listing sent messages: %w", err)
+			return nil, fmt.Errorf("state: listing sent messages: %w", err)
 		}
 		rec.SentAt = time.UnixMilli(at).UTC()
 		out = append(out, rec)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("mailbox: listing sent messages: %w", err)
+		return nil, fmt.Errorf("state: listing sent messages: %w", err)
 	}
 	return out, nil
 }
