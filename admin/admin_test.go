@@ -18,11 +18,11 @@ import (
 	"time"
 
 	"github.com/directbridge/directbridge/admin"
-	"github.com/directbridge/directbridge/directapi"
 	"github.com/directbridge/directbridge/internal/state"
 	"github.com/directbridge/directbridge/restclient"
 	"github.com/directbridge/directbridge/sandbox"
 	"github.com/directbridge/directbridge/upstream"
+	"github.com/directbridge/directbridge/upstream/directapi"
 )
 
 // env is an admin server on a real socket in front of a sandbox on real

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/directbridge/directbridge/directapi"
+	"github.com/directbridge/directbridge/upstream/directapi"
 )
 
 // The mailbox operations no mail protocol reaches: Forward (the

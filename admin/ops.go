@@ -13,9 +13,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/directbridge/directbridge/directapi"
 	"github.com/directbridge/directbridge/restclient"
 	"github.com/directbridge/directbridge/upstream"
+	"github.com/directbridge/directbridge/upstream/directapi"
 )
 
 // Bounds of the status operations.

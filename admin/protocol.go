@@ -40,7 +40,7 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/directbridge/directbridge/directapi"
+	"github.com/directbridge/directbridge/upstream/directapi"
 )
 
 // MaxRequestBytes bounds one request line, newline included.

@@ -8,8 +8,8 @@ import (
 	"sync"
 
 	"github.com/directbridge/directbridge/admin"
-	"github.com/directbridge/directbridge/directapi"
 	"github.com/directbridge/directbridge/restclient"
+	"github.com/directbridge/directbridge/upstream/directapi"
 )
 
 // AdminSocketName is the admin socket's file name in the data directory.

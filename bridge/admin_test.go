@@ -16,7 +16,7 @@ import (
 
 	"github.com/directbridge/directbridge/admin"
 	"github.com/directbridge/directbridge/bridge"
-	"github.com/directbridge/directbridge/directapi"
+	"github.com/directbridge/directbridge/upstream/directapi"
 )
 
 // startBridge runs b until the test ends and returns a function that stops

@@ -10,9 +10,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/directbridge/directbridge/directapi"
 	"github.com/directbridge/directbridge/imapbackend"
 	"github.com/directbridge/directbridge/sandbox"
+	"github.com/directbridge/directbridge/upstream/directapi"
 )
 
 // Off disables a listener when given as its address.

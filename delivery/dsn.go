@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/directbridge/directbridge/directapi"
+	"github.com/directbridge/directbridge/upstream/directapi"
 )
 
 // A delivery status notification (RFC 3464) is what mail clients and EHR

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/directbridge/directbridge/directapi"
+	"github.com/directbridge/directbridge/upstream/directapi"
 )
 
 // TestDSNStructure: the DSN is an RFC 3464 multipart/report whose parts

@@ -28,9 +28,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/directbridge/directbridge/directapi"
 	"github.com/directbridge/directbridge/internal/state"
 	"github.com/directbridge/directbridge/upstream"
+	"github.com/directbridge/directbridge/upstream/directapi"
 )
 
 // Notify is what a sender asked to be told of one recipient (ESMTP

@@ -7,7 +7,7 @@ import (
 
 	"github.com/emersion/go-imap/v2"
 
-	"github.com/directbridge/directbridge/directapi"
+	"github.com/directbridge/directbridge/upstream/directapi"
 )
 
 // Benchmarks measure time; the tests count REST calls. Run with

@@ -12,8 +12,8 @@ import (
 
 	"github.com/emersion/go-imap/v2"
 
-	"github.com/directbridge/directbridge/directapi"
 	"github.com/directbridge/directbridge/mailstore"
+	"github.com/directbridge/directbridge/upstream/directapi"
 )
 
 // fill saves n small messages into folder at the provider in one call.

@@ -6,8 +6,8 @@ import (
 
 	"github.com/emersion/go-imap/v2"
 
-	"github.com/directbridge/directbridge/directapi"
 	"github.com/directbridge/directbridge/mimeconv"
+	"github.com/directbridge/directbridge/upstream/directapi"
 )
 
 // ENVELOPE (RFC 3501 §7.4.2, RFC 9051 §7.5.2) is read by mimeconv

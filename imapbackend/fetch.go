@@ -10,9 +10,9 @@ import (
 	"github.com/emersion/go-imap/v2"
 	"github.com/emersion/go-imap/v2/imapserver"
 
-	"github.com/directbridge/directbridge/directapi"
 	"github.com/directbridge/directbridge/mailstore"
 	"github.com/directbridge/directbridge/mimeconv"
+	"github.com/directbridge/directbridge/upstream/directapi"
 )
 
 // fetchNeeds says what one FETCH command needs from the provider, decided

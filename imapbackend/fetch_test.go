@@ -18,10 +18,10 @@ import (
 	"github.com/emersion/go-imap/v2"
 	"github.com/emersion/go-imap/v2/imapclient"
 
-	"github.com/directbridge/directbridge/directapi"
 	"github.com/directbridge/directbridge/imapbackend"
 	"github.com/directbridge/directbridge/internal/state"
 	"github.com/directbridge/directbridge/sandbox"
+	"github.com/directbridge/directbridge/upstream/directapi"
 )
 
 // fsConn is a line-level IMAP client over TCP, for what imapclient cannot

@@ -11,10 +11,10 @@ import (
 	"github.com/emersion/go-imap/v2"
 	"github.com/emersion/go-imap/v2/imapserver"
 
-	"github.com/directbridge/directbridge/directapi"
 	"github.com/directbridge/directbridge/mailstore"
 	"github.com/directbridge/directbridge/mimeconv"
 	"github.com/directbridge/directbridge/seqview"
+	"github.com/directbridge/directbridge/upstream/directapi"
 )
 
 // Search answers SEARCH and UID SEARCH (RFC 9051 §6.4.4) with every search

@@ -10,11 +10,11 @@ import (
 	"github.com/emersion/go-imap/v2"
 	"github.com/emersion/go-imap/v2/imapserver"
 
-	"github.com/directbridge/directbridge/directapi"
 	"github.com/directbridge/directbridge/internal/limits"
 	"github.com/directbridge/directbridge/internal/login"
 	"github.com/directbridge/directbridge/mailstore"
 	"github.com/directbridge/directbridge/seqview"
+	"github.com/directbridge/directbridge/upstream/directapi"
 )
 
 // session is one IMAP connection. Commands run one at a time per

@@ -6,8 +6,8 @@ import (
 
 	"github.com/emersion/go-imap/v2"
 
-	"github.com/directbridge/directbridge/directapi"
 	"github.com/directbridge/directbridge/seqview"
+	"github.com/directbridge/directbridge/upstream/directapi"
 )
 
 // This file holds what a front reads of a Folder. Each accessor takes the

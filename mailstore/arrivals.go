@@ -10,10 +10,10 @@ import (
 
 	"github.com/emersion/go-imap/v2"
 
-	"github.com/directbridge/directbridge/directapi"
 	"github.com/directbridge/directbridge/internal/state"
 	"github.com/directbridge/directbridge/mimeconv"
 	"github.com/directbridge/directbridge/upstream"
+	"github.com/directbridge/directbridge/upstream/directapi"
 )
 
 // APPEND saves with one provider call (SaveRawMessages), which answers

@@ -5,9 +5,9 @@ import (
 
 	"github.com/emersion/go-imap/v2"
 
-	"github.com/directbridge/directbridge/directapi"
 	"github.com/directbridge/directbridge/internal/state"
 	"github.com/directbridge/directbridge/seqview"
+	"github.com/directbridge/directbridge/upstream/directapi"
 )
 
 // This file holds the changes commands make to a mirror themselves,

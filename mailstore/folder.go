@@ -9,9 +9,9 @@ import (
 
 	"github.com/emersion/go-imap/v2"
 
-	"github.com/directbridge/directbridge/directapi"
 	"github.com/directbridge/directbridge/seqview"
 	"github.com/directbridge/directbridge/upstream"
+	"github.com/directbridge/directbridge/upstream/directapi"
 )
 
 // Folder is the mirror of one provider folder of one user: the bridge's view of one provider folder of one user, shared by

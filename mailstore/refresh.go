@@ -8,9 +8,9 @@ import (
 
 	"github.com/emersion/go-imap/v2"
 
-	"github.com/directbridge/directbridge/directapi"
 	"github.com/directbridge/directbridge/internal/state"
 	"github.com/directbridge/directbridge/seqview"
+	"github.com/directbridge/directbridge/upstream/directapi"
 )
 
 // Sync refreshes the mirror with a refresh that starts now or later.

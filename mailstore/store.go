@@ -10,9 +10,9 @@ import (
 
 	"github.com/emersion/go-imap/v2"
 
-	"github.com/directbridge/directbridge/directapi"
 	"github.com/directbridge/directbridge/internal/state"
 	"github.com/directbridge/directbridge/upstream"
+	"github.com/directbridge/directbridge/upstream/directapi"
 )
 
 // Store is the mail engine between the protocol fronts and the provider:

@@ -7,7 +7,7 @@ import (
 	"mime"
 	"strings"
 
-	"github.com/directbridge/directbridge/directapi"
+	"github.com/directbridge/directbridge/upstream/directapi"
 )
 
 // filePart is an attachment ready to write.

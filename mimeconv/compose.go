@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/directbridge/directbridge/directapi"
+	"github.com/directbridge/directbridge/upstream/directapi"
 	"github.com/emersion/go-message"
 	"github.com/emersion/go-message/textproto"
 )

@@ -17,7 +17,7 @@ import (
 	"github.com/emersion/go-message"
 	gomail "github.com/emersion/go-message/mail"
 
-	"github.com/directbridge/directbridge/directapi"
+	"github.com/directbridge/directbridge/upstream/directapi"
 )
 
 var testDate = time.Date(2025, 7, 1, 10, 30, 0, 0, time.FixedZone("", 2*3600))

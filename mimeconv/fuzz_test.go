@@ -11,7 +11,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"github.com/directbridge/directbridge/directapi"
+	"github.com/directbridge/directbridge/upstream/directapi"
 )
 
 // FuzzParse checks that Parse never panics and keeps its promises on any

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/directbridge/directbridge/directapi"
+	"github.com/directbridge/directbridge/upstream/directapi"
 )
 
 type wantAttachment struct {

@@ -7,7 +7,7 @@ import (
 	"mime"
 	"strings"
 
-	"github.com/directbridge/directbridge/directapi"
+	"github.com/directbridge/directbridge/upstream/directapi"
 )
 
 // walker walks the tree of one message and fills a Parsed.

@@ -12,7 +12,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/directbridge/directbridge/directapi"
+	"github.com/directbridge/directbridge/upstream/directapi"
 )
 
 // body is an encoded request body. It can be read more than once (a

@@ -18,8 +18,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/directbridge/directbridge/directapi"
 	"github.com/directbridge/directbridge/upstream"
+	"github.com/directbridge/directbridge/upstream/directapi"
 )
 
 // Defaults. The provider's documents state no limits ("Rate limits ...:

@@ -12,9 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/directbridge/directbridge/directapi"
 	"github.com/directbridge/directbridge/restclient"
 	"github.com/directbridge/directbridge/sandbox"
+	"github.com/directbridge/directbridge/upstream/directapi"
 )
 
 func ctLogin(e *ctEnv) directapi.Secret {

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/directbridge/directbridge/directapi"
+	"github.com/directbridge/directbridge/upstream/directapi"
 )
 
 // APIError is an application failure: the provider answered with

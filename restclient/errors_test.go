@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/directbridge/directbridge/directapi"
+	"github.com/directbridge/directbridge/upstream/directapi"
 )
 
 func TestIsAuthFailure(t *testing.T) {

@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"net/http/httptest"
 
-	"github.com/directbridge/directbridge/directapi"
 	"github.com/directbridge/directbridge/restclient"
 	"github.com/directbridge/directbridge/sandbox"
+	"github.com/directbridge/directbridge/upstream/directapi"
 )
 
 // Example sends a message through the provider and reads it from the

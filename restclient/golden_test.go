@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/directbridge/directbridge/directapi"
+	"github.com/directbridge/directbridge/upstream/directapi"
 )
 
 // This file checks every request the client sends against golden

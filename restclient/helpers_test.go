@@ -3,7 +3,7 @@ package restclient
 import (
 	"time"
 
-	"github.com/directbridge/directbridge/directapi"
+	"github.com/directbridge/directbridge/upstream/directapi"
 )
 
 // ts is the UTC time written as yyyyMMddHHmmss.

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/directbridge/directbridge/directapi"
+	"github.com/directbridge/directbridge/upstream/directapi"
 )
 
 // This file holds one method per messaging operation

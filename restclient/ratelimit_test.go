@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/directbridge/directbridge/directapi"
+	"github.com/directbridge/directbridge/upstream/directapi"
 )
 
 // fakeClock implements Clock. Sleep returns at once, advancing the fake time

@@ -4,7 +4,7 @@ import (
 	"context"
 	"net/http"
 
-	"github.com/directbridge/directbridge/directapi"
+	"github.com/directbridge/directbridge/upstream/directapi"
 )
 
 // This file holds one method per registration operation

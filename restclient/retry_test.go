@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/directbridge/directbridge/directapi"
+	"github.com/directbridge/directbridge/upstream/directapi"
 )
 
 // scripted is a test server that answers its n-th request with steps[n];

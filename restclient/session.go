@@ -5,7 +5,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/directbridge/directbridge/directapi"
+	"github.com/directbridge/directbridge/upstream/directapi"
 )
 
 // SessionLifetime is how long a registration sessionId lives

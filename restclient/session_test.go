@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/directbridge/directbridge/directapi"
+	"github.com/directbridge/directbridge/upstream/directapi"
 )
 
 // fakeRegistration is a registration service that issues sessions S1, S2,

@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/directbridge/directbridge/directapi"
 	"github.com/directbridge/directbridge/upstream"
+	"github.com/directbridge/directbridge/upstream/directapi"
 )
 
 // Upstream adapts c to upstream.Provider, the interface the bridge's mail

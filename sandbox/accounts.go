@@ -11,8 +11,8 @@ import (
 	"net/mail"
 	"strings"
 
-	"github.com/directbridge/directbridge/directapi"
 	"github.com/directbridge/directbridge/internal/sqlstmt"
+	"github.com/directbridge/directbridge/upstream/directapi"
 )
 
 // Folder names fixed by the document (messaging-rest.md, "Folder rules").

@@ -4,8 +4,8 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/directbridge/directbridge/directapi"
 	"github.com/directbridge/directbridge/internal/sqlstmt"
+	"github.com/directbridge/directbridge/upstream/directapi"
 )
 
 // This file holds Go-only operations that stand for what happens outside

@@ -12,8 +12,8 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/directbridge/directbridge/directapi"
 	"github.com/directbridge/directbridge/internal/readall"
+	"github.com/directbridge/directbridge/upstream/directapi"
 )
 
 // HTTP conventions of the sandbox. The documents do not show which HTTP

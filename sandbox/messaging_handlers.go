@@ -7,8 +7,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/directbridge/directbridge/directapi"
 	"github.com/directbridge/directbridge/internal/sqlstmt"
+	"github.com/directbridge/directbridge/upstream/directapi"
 )
 
 // This file holds the 34 messaging operations (messaging-rest.md,

@@ -8,7 +8,7 @@ import (
 	"testing/iotest"
 	"unicode/utf8"
 
-	"github.com/directbridge/directbridge/directapi"
+	"github.com/directbridge/directbridge/upstream/directapi"
 )
 
 // referenceRawSave reads a SaveRawMessages body the way every other

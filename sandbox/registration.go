@@ -15,8 +15,8 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/directbridge/directbridge/directapi"
 	"github.com/directbridge/directbridge/internal/sqlstmt"
+	"github.com/directbridge/directbridge/upstream/directapi"
 )
 
 // This file is the patient registration service (registration-rest.md):

@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/directbridge/directbridge/directapi"
 	"github.com/directbridge/directbridge/internal/sqlstmt"
+	"github.com/directbridge/directbridge/upstream/directapi"
 )
 
 // statusReport answers the status operations with the delivery logs of

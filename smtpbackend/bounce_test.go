@@ -13,9 +13,9 @@ import (
 	"github.com/emersion/go-smtp"
 
 	"github.com/directbridge/directbridge/delivery"
-	"github.com/directbridge/directbridge/directapi"
 	"github.com/directbridge/directbridge/sandbox"
 	"github.com/directbridge/directbridge/smtpbackend"
+	"github.com/directbridge/directbridge/upstream/directapi"
 )
 
 // withTracker gives the harness a delivery tracker that checks often.

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/directbridge/directbridge/directapi"
+	"github.com/directbridge/directbridge/upstream/directapi"
 )
 
 // The measured failure of the "reliability" issue: an older EHR's

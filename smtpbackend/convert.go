@@ -6,8 +6,8 @@ import (
 	"net/mail"
 	"strings"
 
-	"github.com/directbridge/directbridge/directapi"
 	"github.com/directbridge/directbridge/mimeconv"
+	"github.com/directbridge/directbridge/upstream/directapi"
 )
 
 // This file turns a message submitted by SMTP (RFC 5321, RFC 6409) into the

@@ -21,8 +21,8 @@ import (
 
 	gomessage "github.com/emersion/go-message"
 
-	"github.com/directbridge/directbridge/directapi"
 	"github.com/directbridge/directbridge/mimeconv"
+	"github.com/directbridge/directbridge/upstream/directapi"
 )
 
 var (

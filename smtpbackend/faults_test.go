@@ -16,10 +16,10 @@ import (
 	"github.com/emersion/go-sasl"
 	"github.com/emersion/go-smtp"
 
-	"github.com/directbridge/directbridge/directapi"
 	"github.com/directbridge/directbridge/restclient"
 	"github.com/directbridge/directbridge/sandbox"
 	"github.com/directbridge/directbridge/smtpbackend"
+	"github.com/directbridge/directbridge/upstream/directapi"
 )
 
 // TestProviderFaultReplies: one connection, one fault after another; each

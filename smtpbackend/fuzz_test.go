@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/directbridge/directbridge/directapi"
 	"github.com/directbridge/directbridge/mimeconv"
+	"github.com/directbridge/directbridge/upstream/directapi"
 )
 
 // FuzzConvert checks that Convert never panics on any message, envelope

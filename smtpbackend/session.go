@@ -16,12 +16,12 @@ import (
 	"github.com/emersion/go-smtp"
 
 	"github.com/directbridge/directbridge/delivery"
-	"github.com/directbridge/directbridge/directapi"
 	"github.com/directbridge/directbridge/internal/limits"
 	"github.com/directbridge/directbridge/internal/login"
 	"github.com/directbridge/directbridge/internal/readall"
 	"github.com/directbridge/directbridge/mimeconv"
 	"github.com/directbridge/directbridge/restclient"
+	"github.com/directbridge/directbridge/upstream/directapi"
 )
 
 // session is one SMTP connection.

@@ -8,11 +8,11 @@ import (
 
 	"github.com/emersion/go-smtp"
 
-	"github.com/directbridge/directbridge/directapi"
 	"github.com/directbridge/directbridge/internal/limits"
 	"github.com/directbridge/directbridge/restclient"
 	"github.com/directbridge/directbridge/sandbox"
 	"github.com/directbridge/directbridge/smtpbackend"
+	"github.com/directbridge/directbridge/upstream/directapi"
 )
 
 // sendCalls counts the send requests that reached the sandbox.

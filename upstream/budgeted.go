@@ -5,7 +5,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/directbridge/directbridge/directapi"
+	"github.com/directbridge/directbridge/upstream/directapi"
 )
 
 // The budget counts HTTP requests, not Provider calls. One call may send

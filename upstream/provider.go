@@ -13,7 +13,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/directbridge/directbridge/directapi"
+	"github.com/directbridge/directbridge/upstream/directapi"
 )
 
 // Auth is the credentials of one mailbox user, sent with every request.

@@ -16,7 +16,7 @@ import (
 
 	"github.com/directbridge/directbridge/admin"
 	"github.com/directbridge/directbridge/bridge"
-	"github.com/directbridge/directbridge/directapi"
+	"github.com/directbridge/directbridge/upstream/directapi"
 )
 
 // adminPasswordEnv holds the password an admin command needs, for scripts;

@@ -14,9 +14,9 @@ import (
 
 	"github.com/emersion/go-imap/v2/imapclient"
 
-	"github.com/directbridge/directbridge/directapi"
 	"github.com/directbridge/directbridge/internal/fakeprovider"
 	"github.com/directbridge/directbridge/upstream"
+	"github.com/directbridge/directbridge/upstream/directapi"
 )
 
 // The two users, and the folders the sessions use (INBOX.Work is made

@@ -8,11 +8,11 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/directbridge/directbridge/directapi"
 	"github.com/directbridge/directbridge/internal/fakeprovider"
 	"github.com/directbridge/directbridge/restclient"
 	"github.com/directbridge/directbridge/sandbox"
 	"github.com/directbridge/directbridge/upstream"
+	"github.com/directbridge/directbridge/upstream/directapi"
 )
 
 // TestConformsToTheSandbox runs the same random operations against the

@@ -3,8 +3,8 @@ package fakeprovider
 import (
 	"time"
 
-	"github.com/directbridge/directbridge/directapi"
 	"github.com/directbridge/directbridge/mimeconv"
+	"github.com/directbridge/directbridge/upstream/directapi"
 )
 
 // detail builds the MessageDetail of a stored message as the sandbox

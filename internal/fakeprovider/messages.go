@@ -8,8 +8,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/directbridge/directbridge/directapi"
 	"github.com/directbridge/directbridge/upstream"
+	"github.com/directbridge/directbridge/upstream/directapi"
 )
 
 // message is one stored message. raw is never changed once stored, so

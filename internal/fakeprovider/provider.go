@@ -9,8 +9,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/directbridge/directbridge/directapi"
 	"github.com/directbridge/directbridge/upstream"
+	"github.com/directbridge/directbridge/upstream/directapi"
 )
 
 // Folder names fixed by the document (messaging-rest.md, "Folder rules").

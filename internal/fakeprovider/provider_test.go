@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/directbridge/directbridge/directapi"
 	"github.com/directbridge/directbridge/internal/fakeprovider"
 	"github.com/directbridge/directbridge/upstream"
+	"github.com/directbridge/directbridge/upstream/directapi"
 )
 
 const (

@@ -8,9 +8,9 @@ import (
 	"net/mail"
 	"strings"
 
-	"github.com/directbridge/directbridge/directapi"
 	"github.com/directbridge/directbridge/mimeconv"
 	"github.com/directbridge/directbridge/upstream"
+	"github.com/directbridge/directbridge/upstream/directapi"
 )
 
 // Sending, in the small: the message is composed as the sandbox composes

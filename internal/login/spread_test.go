@@ -9,10 +9,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/directbridge/directbridge/directapi"
 	"github.com/directbridge/directbridge/internal/login"
 	"github.com/directbridge/directbridge/restclient"
 	"github.com/directbridge/directbridge/sandbox"
+	"github.com/directbridge/directbridge/upstream/directapi"
 )
 
 const (

@@ -10,8 +10,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/directbridge/directbridge/directapi"
 	"github.com/directbridge/directbridge/upstream"
+	"github.com/directbridge/directbridge/upstream/directapi"
 )
 
 // Sentinel errors of credential checks. The protocol fronts map them to

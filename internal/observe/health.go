@@ -18,7 +18,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/directbridge/directbridge/directapi"
+	"github.com/directbridge/directbridge/upstream/directapi"
 )
 
 // Defaults of NewProber.
