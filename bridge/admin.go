@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 	"sync"
 
-	"github.com/directbridge/directbridge/admin"
+	"github.com/directbridge/directbridge/internal/admin"
 	"github.com/directbridge/directbridge/restclient"
 	"github.com/directbridge/directbridge/upstream/directapi"
 )

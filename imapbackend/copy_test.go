@@ -12,7 +12,7 @@ import (
 	"github.com/emersion/go-imap/v2"
 	"github.com/emersion/go-imap/v2/imapclient"
 
-	"github.com/directbridge/directbridge/mailstore"
+	"github.com/directbridge/directbridge/internal/mailstore"
 	"github.com/directbridge/directbridge/sandbox"
 )
 

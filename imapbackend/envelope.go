@@ -6,7 +6,7 @@ import (
 
 	"github.com/emersion/go-imap/v2"
 
-	"github.com/directbridge/directbridge/mimeconv"
+	"github.com/directbridge/directbridge/internal/mimeconv"
 	"github.com/directbridge/directbridge/upstream/directapi"
 )
 

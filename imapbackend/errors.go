@@ -5,7 +5,7 @@ import (
 	"errors"
 
 	"github.com/directbridge/directbridge/internal/login"
-	"github.com/directbridge/directbridge/mailstore"
+	"github.com/directbridge/directbridge/internal/mailstore"
 	"github.com/directbridge/directbridge/upstream"
 	"github.com/emersion/go-imap/v2"
 )

@@ -6,7 +6,7 @@ import (
 	"github.com/emersion/go-imap/v2"
 	"github.com/emersion/go-imap/v2/imapserver"
 
-	"github.com/directbridge/directbridge/mailstore"
+	"github.com/directbridge/directbridge/internal/mailstore"
 )
 
 // Expunge removes the messages marked \Deleted (EXPUNGE, RFC 9051

@@ -6,7 +6,7 @@ import (
 
 	"github.com/emersion/go-imap/v2"
 
-	"github.com/directbridge/directbridge/mailstore"
+	"github.com/directbridge/directbridge/internal/mailstore"
 )
 
 // Folder commands: CREATE, DELETE, RENAME, SUBSCRIBE and UNSUBSCRIBE, on

@@ -5,7 +5,7 @@ import (
 
 	"github.com/emersion/go-imap/v2"
 
-	"github.com/directbridge/directbridge/mailstore"
+	"github.com/directbridge/directbridge/internal/mailstore"
 )
 
 // Layout is how the provider's folder names appear to IMAP clients. The

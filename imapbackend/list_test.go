@@ -10,7 +10,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/directbridge/directbridge/mailstore"
+	"github.com/directbridge/directbridge/internal/mailstore"
 	"github.com/directbridge/directbridge/sandbox"
 
 	"github.com/emersion/go-imap/v2"

@@ -6,8 +6,8 @@ import (
 
 	"github.com/emersion/go-imap/v2"
 
-	"github.com/directbridge/directbridge/mailstore"
-	"github.com/directbridge/directbridge/seqview"
+	"github.com/directbridge/directbridge/internal/mailstore"
+	"github.com/directbridge/directbridge/internal/seqview"
 )
 
 // target is one message a command names: its sequence number in this

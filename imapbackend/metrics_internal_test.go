@@ -7,7 +7,7 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/directbridge/directbridge/mailstore"
+	"github.com/directbridge/directbridge/internal/mailstore"
 )
 
 // TestMeteredSessionHasEveryMethod: every command method of session is

@@ -179,7 +179,7 @@ func TestMIMEEncodedMessagePart(t *testing.T) {
 // left out and the connection still up. There is no recover() behind
 // FETCH and SEARCH any more to hide a failure.
 func TestMIMETestdataThroughIMAP(t *testing.T) {
-	files, err := filepath.Glob("../mimeconv/testdata/messages/*")
+	files, err := filepath.Glob("../internal/mimeconv/testdata/messages/*")
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no test messages: %v", err)
 	}

@@ -11,9 +11,9 @@ import (
 	"github.com/emersion/go-imap/v2"
 	"github.com/emersion/go-imap/v2/imapserver"
 
-	"github.com/directbridge/directbridge/mailstore"
-	"github.com/directbridge/directbridge/mimeconv"
-	"github.com/directbridge/directbridge/seqview"
+	"github.com/directbridge/directbridge/internal/mailstore"
+	"github.com/directbridge/directbridge/internal/mimeconv"
+	"github.com/directbridge/directbridge/internal/seqview"
 	"github.com/directbridge/directbridge/upstream/directapi"
 )
 

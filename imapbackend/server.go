@@ -16,8 +16,8 @@ import (
 
 	"github.com/directbridge/directbridge/internal/limits"
 	"github.com/directbridge/directbridge/internal/login"
+	"github.com/directbridge/directbridge/internal/mailstore"
 	"github.com/directbridge/directbridge/internal/observe"
-	"github.com/directbridge/directbridge/mailstore"
 )
 
 // Defaults of Config.

@@ -12,8 +12,8 @@ import (
 
 	"github.com/directbridge/directbridge/internal/limits"
 	"github.com/directbridge/directbridge/internal/login"
-	"github.com/directbridge/directbridge/mailstore"
-	"github.com/directbridge/directbridge/seqview"
+	"github.com/directbridge/directbridge/internal/mailstore"
+	"github.com/directbridge/directbridge/internal/seqview"
 	"github.com/directbridge/directbridge/upstream/directapi"
 )
 

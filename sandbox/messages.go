@@ -10,8 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/directbridge/directbridge/internal/mimeconv"
 	"github.com/directbridge/directbridge/internal/sqlstmt"
-	"github.com/directbridge/directbridge/mimeconv"
 	"github.com/directbridge/directbridge/upstream/directapi"
 )
 

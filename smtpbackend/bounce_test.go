@@ -12,7 +12,7 @@ import (
 
 	"github.com/emersion/go-smtp"
 
-	"github.com/directbridge/directbridge/delivery"
+	"github.com/directbridge/directbridge/internal/delivery"
 	"github.com/directbridge/directbridge/sandbox"
 	"github.com/directbridge/directbridge/smtpbackend"
 	"github.com/directbridge/directbridge/upstream/directapi"

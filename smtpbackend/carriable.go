@@ -3,7 +3,7 @@ package smtpbackend
 import (
 	"errors"
 
-	"github.com/directbridge/directbridge/mimeconv"
+	"github.com/directbridge/directbridge/internal/mimeconv"
 )
 
 // The provider's Message model is a body (text or HTML), a list of

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/directbridge/directbridge/mimeconv"
+	"github.com/directbridge/directbridge/internal/mimeconv"
 )
 
 // The measured failure of the "reliability" issue: Windows-1252 (here also

@@ -21,7 +21,7 @@ import (
 
 	gomessage "github.com/emersion/go-message"
 
-	"github.com/directbridge/directbridge/mimeconv"
+	"github.com/directbridge/directbridge/internal/mimeconv"
 	"github.com/directbridge/directbridge/upstream/directapi"
 )
 

@@ -8,7 +8,7 @@ import (
 
 	"github.com/directbridge/directbridge/internal/limits"
 	"github.com/directbridge/directbridge/internal/login"
-	"github.com/directbridge/directbridge/mimeconv"
+	"github.com/directbridge/directbridge/internal/mimeconv"
 	"github.com/directbridge/directbridge/upstream"
 )
 

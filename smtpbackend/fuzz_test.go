@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/directbridge/directbridge/mimeconv"
+	"github.com/directbridge/directbridge/internal/mimeconv"
 	"github.com/directbridge/directbridge/upstream/directapi"
 )
 

@@ -15,8 +15,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/directbridge/directbridge/internal/mimeconv"
 	"github.com/directbridge/directbridge/internal/state"
-	"github.com/directbridge/directbridge/mimeconv"
 	"github.com/directbridge/directbridge/upstream"
 	"github.com/directbridge/directbridge/upstream/directapi"
 )

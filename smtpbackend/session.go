@@ -15,11 +15,11 @@ import (
 	"github.com/emersion/go-sasl"
 	"github.com/emersion/go-smtp"
 
-	"github.com/directbridge/directbridge/delivery"
+	"github.com/directbridge/directbridge/internal/delivery"
 	"github.com/directbridge/directbridge/internal/limits"
 	"github.com/directbridge/directbridge/internal/login"
+	"github.com/directbridge/directbridge/internal/mimeconv"
 	"github.com/directbridge/directbridge/internal/readall"
-	"github.com/directbridge/directbridge/mimeconv"
 	"github.com/directbridge/directbridge/restclient"
 	"github.com/directbridge/directbridge/upstream/directapi"
 )

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/directbridge/directbridge/mimeconv"
+	"github.com/directbridge/directbridge/internal/mimeconv"
 )
 
 // TestTuserMessageID: the Message-ID the bridge gives a T-user's message

@@ -14,8 +14,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/directbridge/directbridge/admin"
 	"github.com/directbridge/directbridge/bridge"
+	"github.com/directbridge/directbridge/internal/admin"
 	"github.com/directbridge/directbridge/upstream/directapi"
 )
 

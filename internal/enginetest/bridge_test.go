@@ -9,8 +9,8 @@ import (
 
 	"github.com/directbridge/directbridge/imapbackend"
 	"github.com/directbridge/directbridge/internal/login"
+	"github.com/directbridge/directbridge/internal/mailstore"
 	"github.com/directbridge/directbridge/internal/state"
-	"github.com/directbridge/directbridge/mailstore"
 	"github.com/directbridge/directbridge/upstream"
 )
 

@@ -3,7 +3,7 @@ package fakeprovider
 import (
 	"time"
 
-	"github.com/directbridge/directbridge/mimeconv"
+	"github.com/directbridge/directbridge/internal/mimeconv"
 	"github.com/directbridge/directbridge/upstream/directapi"
 )
 

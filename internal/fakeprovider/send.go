@@ -8,7 +8,7 @@ import (
 	"net/mail"
 	"strings"
 
-	"github.com/directbridge/directbridge/mimeconv"
+	"github.com/directbridge/directbridge/internal/mimeconv"
 	"github.com/directbridge/directbridge/upstream"
 	"github.com/directbridge/directbridge/upstream/directapi"
 )

@@ -7,8 +7,8 @@ import (
 
 	"github.com/emersion/go-imap/v2"
 
+	"github.com/directbridge/directbridge/internal/seqview"
 	"github.com/directbridge/directbridge/internal/state"
-	"github.com/directbridge/directbridge/seqview"
 )
 
 // An APPEND needs its message's UID (APPENDUID, RFC 4315 §3) and the

@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/directbridge/directbridge/admin"
+	"github.com/directbridge/directbridge/internal/admin"
 	"github.com/directbridge/directbridge/internal/state"
 	"github.com/directbridge/directbridge/restclient"
 	"github.com/directbridge/directbridge/sandbox"

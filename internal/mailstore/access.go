@@ -6,7 +6,7 @@ import (
 
 	"github.com/emersion/go-imap/v2"
 
-	"github.com/directbridge/directbridge/seqview"
+	"github.com/directbridge/directbridge/internal/seqview"
 	"github.com/directbridge/directbridge/upstream/directapi"
 )
 

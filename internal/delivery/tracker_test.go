@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/directbridge/directbridge/delivery"
+	"github.com/directbridge/directbridge/internal/delivery"
 	"github.com/directbridge/directbridge/internal/state"
 	"github.com/directbridge/directbridge/restclient"
 	"github.com/directbridge/directbridge/sandbox"

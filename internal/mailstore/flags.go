@@ -8,8 +8,8 @@ import (
 
 	"github.com/emersion/go-imap/v2"
 
+	"github.com/directbridge/directbridge/internal/seqview"
 	"github.com/directbridge/directbridge/internal/state"
-	"github.com/directbridge/directbridge/seqview"
 	"github.com/directbridge/directbridge/upstream"
 )
 
