@@ -29,6 +29,7 @@ import (
 	"github.com/kelseyhightower/envconfig"
 
 	"github.com/directbridge/directbridge/bridge"
+	"github.com/directbridge/directbridge/internal/admin"
 	"github.com/directbridge/directbridge/internal/gctune"
 	"github.com/directbridge/directbridge/sandbox"
 )
@@ -255,4 +256,13 @@ func tuneGC() {
 	if _, set := os.LookupEnv("GOGC"); !set {
 		gctune.Start(gctune.Config{Percent: 50, Headroom: 16 << 20, MaxPercent: 300})
 	}
+}
+
+// runAdmin runs `directbridge admin ...` (package internal/admin) with the
+// daemon's rule for where the socket is.
+func runAdmin(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	return admin.RunCLI(args, stdin, stdout, stderr, func() string {
+		cfg := bridge.Config{AdminSocket: os.Getenv("DIRECTBRIDGE_ADMIN_SOCKET"), DataDir: os.Getenv("DIRECTBRIDGE_DATA_DIR")}
+		return cfg.AdminSocketPath()
+	})
 }

@@ -1,4 +1,4 @@
-package main
+package admin
 
 import (
 	"bufio"
@@ -14,8 +14,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/directbridge/directbridge/bridge"
-	"github.com/directbridge/directbridge/internal/admin"
 	"github.com/directbridge/directbridge/upstream/directapi"
 )
 
@@ -26,7 +24,7 @@ const adminPasswordEnv = "DIRECTBRIDGE_ADMIN_PASSWORD"
 
 // adminCallTimeout is longer than the server's own request time limit, so
 // the server's answer (CodeTimeout) arrives before the client gives up.
-const adminCallTimeout = admin.DefaultRequestTimeout + 30*time.Second
+const adminCallTimeout = DefaultRequestTimeout + 30*time.Second
 
 const adminUsage = `usage: directbridge admin <command> [flags]
 
@@ -112,17 +110,17 @@ func (f *identityFlags) given() bool {
 	return f.id != 0 || f.first != "" || f.last != "" || f.ssn4 != "" || f.dob != ""
 }
 
-func (f *identityFlags) identity() (admin.Identity, error) {
+func (f *identityFlags) identity() (Identity, error) {
 	if f.id != 0 {
 		if f.first != "" || f.last != "" || f.ssn4 != "" || f.dob != "" {
-			return admin.Identity{}, usageError("give --id or --first, --last, --ssn4 and --dob, not both")
+			return Identity{}, usageError("give --id or --first, --last, --ssn4 and --dob, not both")
 		}
-		return admin.Identity{ID: f.id}, nil
+		return Identity{ID: f.id}, nil
 	}
 	if f.first == "" || f.last == "" || f.ssn4 == "" || f.dob == "" {
-		return admin.Identity{}, usageError("give --id, or all of --first, --last, --ssn4 and --dob")
+		return Identity{}, usageError("give --id, or all of --first, --last, --ssn4 and --dob")
 	}
-	return admin.Identity{FirstName: f.first, LastName: f.last, SSN4: f.ssn4, DOB: f.dob}, nil
+	return Identity{FirstName: f.first, LastName: f.last, SSN4: f.ssn4, DOB: f.dob}, nil
 }
 
 // adminCommand is one parsed command: its operation and a function that
@@ -133,8 +131,12 @@ type adminCommand struct {
 	args func() (any, error)
 }
 
-// runAdmin runs `directbridge admin ...` and returns the exit status.
-func runAdmin(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+// RunCLI runs `directbridge admin ...` and returns the exit status.
+//
+// defaultSocket gives the socket's path when --socket is not given (""
+// when the socket is off): the daemon's own rule (bridge.Config's
+// AdminSocketPath), which this package cannot import.
+func RunCLI(args []string, stdin io.Reader, stdout, stderr io.Writer, defaultSocket func() string) int {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, adminUsage)
 		return 2
@@ -166,8 +168,7 @@ func runAdmin(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	path := *socket
 	if path == "" {
-		cfg := bridge.Config{AdminSocket: os.Getenv("DIRECTBRIDGE_ADMIN_SOCKET"), DataDir: os.Getenv("DIRECTBRIDGE_DATA_DIR")}
-		if path = cfg.AdminSocketPath(); path == "" {
+		if path = defaultSocket(); path == "" {
 			fmt.Fprintln(stderr, "directbridge admin: the admin socket is off (DIRECTBRIDGE_ADMIN_SOCKET=off); give --socket")
 			return 2
 		}
@@ -177,7 +178,7 @@ func runAdmin(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	defer cancel()
 	// Connect before asking for a password, so nobody types one for a
 	// bridge that is not running.
-	c, err := admin.Dial(ctx, path)
+	c, err := Dial(ctx, path)
 	if err != nil {
 		if e := errors.Unwrap(err); e != nil {
 			err = e // the socket's path is named below
@@ -208,8 +209,8 @@ func runAdmin(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	out.WriteByte('\n')
 	stdout.Write(out.Bytes())
-	if cmd.op == admin.OpHealth {
-		var h admin.HealthResult
+	if cmd.op == OpHealth {
+		var h HealthResult
 		if json.Unmarshal(result, &h) != nil || !h.Provider.Reachable {
 			return 1
 		}
@@ -223,7 +224,7 @@ func parseAdmin(name string, fs *flag.FlagSet, args []string, password func(prom
 	var parse func() error // checks the parsed flags
 	switch name {
 	case "health":
-		cmd = adminCommand{op: admin.OpHealth, args: func() (any, error) { return nil, nil }}
+		cmd = adminCommand{op: OpHealth, args: func() (any, error) { return nil, nil }}
 		parse = func() error { return nil }
 
 	case "provision":
@@ -240,8 +241,8 @@ func parseAdmin(name string, fs *flag.FlagSet, args []string, password func(prom
 			if err != nil {
 				return err
 			}
-			cmd = adminCommand{op: admin.OpProvision, args: func() (any, error) {
-				a := admin.ProvisionArgs{Domain: *domain, Identity: id, DirectUsername: *username}
+			cmd = adminCommand{op: OpProvision, args: func() (any, error) {
+				a := ProvisionArgs{Domain: *domain, Identity: id, DirectUsername: *username}
 				if !*noPassword {
 					pw, err := password("Password of the new mailbox: ", true)
 					if err != nil {
@@ -266,8 +267,8 @@ func parseAdmin(name string, fs *flag.FlagSet, args []string, password func(prom
 			case *username != "" && who.given():
 				return usageError("give --username or the patient's identity, not both")
 			case *username != "":
-				cmd = adminCommand{op: admin.OpPatientByUsername, args: func() (any, error) {
-					return admin.PatientByUsernameArgs{Domain: *domain, Username: *username}, nil
+				cmd = adminCommand{op: OpPatientByUsername, args: func() (any, error) {
+					return PatientByUsernameArgs{Domain: *domain, Username: *username}, nil
 				}}
 				return nil
 			}
@@ -275,8 +276,8 @@ func parseAdmin(name string, fs *flag.FlagSet, args []string, password func(prom
 			if err != nil {
 				return usageError("patient needs --username, --id, or --first, --last, --ssn4 and --dob")
 			}
-			cmd = adminCommand{op: admin.OpPatientByMeta, args: func() (any, error) {
-				return admin.PatientByMetaArgs{Domain: *domain, Identity: id}, nil
+			cmd = adminCommand{op: OpPatientByMeta, args: func() (any, error) {
+				return PatientByMetaArgs{Domain: *domain, Identity: id}, nil
 			}}
 			return nil
 		}
@@ -288,12 +289,12 @@ func parseAdmin(name string, fs *flag.FlagSet, args []string, password func(prom
 			if *domain == "" || *username == "" {
 				return usageError("set-password needs --domain and --username")
 			}
-			cmd = adminCommand{op: admin.OpSetPasswords, args: func() (any, error) {
+			cmd = adminCommand{op: OpSetPasswords, args: func() (any, error) {
 				pw, err := password(fmt.Sprintf("New password of %s@%s: ", *username, *domain), true)
 				if err != nil {
 					return nil, err
 				}
-				return admin.SetPasswordsArgs{Domain: *domain,
+				return SetPasswordsArgs{Domain: *domain,
 					Passwords: []directapi.UserPassword{{Username: *username, Password: pw}}}, nil
 			}}
 			return nil
@@ -311,18 +312,18 @@ func parseAdmin(name string, fs *flag.FlagSet, args []string, password func(prom
 			case *directAddr != "" && len(ids) == 0:
 				return usageError("status with --direct-addr needs --smtp-id")
 			}
-			cmd = adminCommand{op: admin.OpStatus, args: func() (any, error) {
+			cmd = adminCommand{op: OpStatus, args: func() (any, error) {
 				pw, err := password(fmt.Sprintf("Password of %s: ", *user), false)
 				if err != nil {
 					return nil, err
 				}
 				if *directAddr != "" {
-					return admin.StatusTuserArgs{User: *user, Password: pw, DirectAddr: *directAddr, SmtpIDs: ids}, nil
+					return StatusTuserArgs{User: *user, Password: pw, DirectAddr: *directAddr, SmtpIDs: ids}, nil
 				}
-				return admin.StatusArgs{User: *user, Password: pw, SmtpIDs: ids}, nil
+				return StatusArgs{User: *user, Password: pw, SmtpIDs: ids}, nil
 			}}
 			if *directAddr != "" {
-				cmd.op = admin.OpStatusTuser
+				cmd.op = OpStatusTuser
 			}
 			return nil
 		}
@@ -345,12 +346,12 @@ func parseAdmin(name string, fs *flag.FlagSet, args []string, password func(prom
 				}
 				ids = append(ids, n)
 			}
-			cmd = adminCommand{op: admin.OpForward, args: func() (any, error) {
+			cmd = adminCommand{op: OpForward, args: func() (any, error) {
 				pw, err := password(fmt.Sprintf("Password of %s: ", *user), false)
 				if err != nil {
 					return nil, err
 				}
-				return admin.ForwardArgs{User: *user, Password: pw, Folder: *folder, UIDs: ids, Recipients: to}, nil
+				return ForwardArgs{User: *user, Password: pw, Folder: *folder, UIDs: ids, Recipients: to}, nil
 			}}
 			return nil
 		}
@@ -363,12 +364,12 @@ func parseAdmin(name string, fs *flag.FlagSet, args []string, password func(prom
 			if *user == "" {
 				return usageError("stats needs --user")
 			}
-			cmd = adminCommand{op: admin.OpStats, args: func() (any, error) {
+			cmd = adminCommand{op: OpStats, args: func() (any, error) {
 				pw, err := password(fmt.Sprintf("Password of %s: ", *user), false)
 				if err != nil {
 					return nil, err
 				}
-				return admin.StatsArgs{User: *user, Password: pw, Folders: folders}, nil
+				return StatsArgs{User: *user, Password: pw, Folders: folders}, nil
 			}}
 			return nil
 		}
@@ -387,7 +388,7 @@ func parseAdmin(name string, fs *flag.FlagSet, args []string, password func(prom
 			if *user == "" || *folder == "" {
 				return usageError("messages needs --user and --folder")
 			}
-			a := admin.MessagesArgs{User: *user, Folder: *folder, Sender: *sender, Subject: *subject, All: *all, UTC: *utc, Full: *full}
+			a := MessagesArgs{User: *user, Folder: *folder, Sender: *sender, Subject: *subject, All: *all, UTC: *utc, Full: *full}
 			for _, f := range []struct {
 				name, v string
 				t       *time.Time
@@ -401,7 +402,7 @@ func parseAdmin(name string, fs *flag.FlagSet, args []string, password func(prom
 				}
 				*f.t = t
 			}
-			cmd = adminCommand{op: admin.OpMessages, args: func() (any, error) {
+			cmd = adminCommand{op: OpMessages, args: func() (any, error) {
 				pw, err := password(fmt.Sprintf("Password of %s: ", *user), false)
 				if err != nil {
 					return nil, err

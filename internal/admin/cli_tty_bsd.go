@@ -1,6 +1,6 @@
 //go:build darwin || dragonfly || freebsd || netbsd || openbsd
 
-package main
+package admin
 
 import "golang.org/x/sys/unix"
 
