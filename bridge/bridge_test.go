@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -21,10 +22,7 @@ import (
 // testConfig is the default configuration on free loopback ports.
 func testConfig(t *testing.T) bridge.Config {
 	t.Helper()
-	var cfg bridge.Config
-	if err := envconfig.Process("DIRECTBRIDGE_TEST_UNSET", &cfg); err != nil {
-		t.Fatal(err)
-	}
+	cfg := bridge.DefaultConfig()
 	cfg.DataDir = t.TempDir()
 	cfg.SMTPAddr, cfg.SMTPSAddr, cfg.SandboxConfig.Addr = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
 	cfg.IMAPAddr, cfg.IMAPSAddr = "127.0.0.1:0", "127.0.0.1:0"
@@ -166,8 +164,7 @@ func TestSendThroughEmbeddedSandbox(t *testing.T) {
 // Example embeds the bridge in another Go program: configure, New, Run
 // until the context ends.
 func Example() {
-	var cfg bridge.Config
-	envconfig.Process("DIRECTBRIDGE", &cfg) // defaults, and whatever the environment sets
+	cfg := bridge.DefaultConfig()
 	dir, _ := os.MkdirTemp("", "bridge-example-")
 	defer os.RemoveAll(dir)
 	cfg.DataDir = dir
@@ -184,4 +181,25 @@ func Example() {
 	err = b.Run(ctx) // returns after ctx ends and everything has stopped
 	fmt.Println("stopped cleanly:", err == nil)
 	// Output: stopped cleanly: true
+}
+
+// TestDefaultConfig: DefaultConfig is what envconfig gives with nothing
+// set (every default tag parses), and ConfigFromEnv takes a variable of
+// the environment.
+func TestDefaultConfig(t *testing.T) {
+	var want bridge.Config
+	if err := envconfig.Process("DIRECTBRIDGE_TEST_UNSET", &want); err != nil {
+		t.Fatal(err)
+	}
+	if got := bridge.DefaultConfig(); !reflect.DeepEqual(got, want) {
+		t.Errorf("DefaultConfig() = %+v\nenvconfig with nothing set = %+v", got, want)
+	}
+	if d := bridge.DefaultConfig(); d.IMAPAddr != "127.0.0.1:1143" || d.APITimeout != time.Minute || d.APIBatchSize != 500 {
+		t.Errorf("DefaultConfig(): IMAP %q, API timeout %v, batch %d", d.IMAPAddr, d.APITimeout, d.APIBatchSize)
+	}
+	t.Setenv("DIRECTBRIDGE_IMAP_ADDR", "127.0.0.1:2143")
+	cfg, err := bridge.ConfigFromEnv()
+	if err != nil || cfg.IMAPAddr != "127.0.0.1:2143" || cfg.SMTPAddr != "127.0.0.1:1587" {
+		t.Errorf("ConfigFromEnv() = IMAP %q SMTP %q, %v", cfg.IMAPAddr, cfg.SMTPAddr, err)
+	}
 }

@@ -18,8 +18,9 @@ import (
 // Off disables a listener when given as its address.
 const Off = "off"
 
-// Config is the bridge's configuration, read from the environment with
-// envconfig under the prefix DIRECTBRIDGE (so APIURL is DIRECTBRIDGE_API_URL).
+// Config is the bridge's configuration: DefaultConfig for an embedder,
+// ConfigFromEnv for the daemon, which reads it from the environment with
+// envconfig under EnvPrefix (so APIURL is DIRECTBRIDGE_API_URL).
 type Config struct {
 	APIURL string `envconfig:"API_URL" desc:"provider base URL (https://...); empty: run the embedded sandbox provider"`
 

@@ -7,8 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kelseyhightower/envconfig"
-
 	"github.com/directbridge/directbridge/bridge"
 	"github.com/directbridge/directbridge/sandbox"
 )
@@ -67,8 +65,8 @@ func envConfig(t *testing.T, apiURL, value string) bridge.Config {
 			os.Unsetenv(k)
 		}
 	}
-	var cfg bridge.Config
-	if err := envconfig.Process("DIRECTBRIDGE", &cfg); err != nil {
+	cfg, err := bridge.ConfigFromEnv()
+	if err != nil {
 		t.Fatal(err)
 	}
 	return cfg

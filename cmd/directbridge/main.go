@@ -38,7 +38,7 @@ import (
 var version = ""
 
 // envPrefix is the prefix of every environment variable.
-const envPrefix = "DIRECTBRIDGE"
+const envPrefix = bridge.EnvPrefix
 
 // commonConfig holds what every subcommand reads.
 type commonConfig struct {
@@ -157,8 +157,12 @@ func readConfig(stderr io.Writer, specs ...any) (*slog.Logger, bool) {
 // runServe runs the bridge until SIGINT or SIGTERM.
 func runServe(stdout, stderr io.Writer) int {
 	tuneGC()
-	var cfg bridge.Config
-	log, ok := readConfig(stderr, &cfg)
+	log, ok := readConfig(stderr)
+	cfg, err := bridge.ConfigFromEnv()
+	if err != nil {
+		fmt.Fprintln(stderr, "directbridge: configuration:", err)
+		ok = false
+	}
 	if !ok {
 		return 2
 	}
