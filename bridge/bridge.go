@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/directbridge/directbridge/imapbackend"
@@ -307,11 +308,18 @@ func (b *Bridge) Run(ctx context.Context) error {
 	case <-ctx.Done():
 	case runErr = <-errc:
 	}
+	// What the shutdown drains, said before it starts and when it ends,
+	// so that an operator sees what a SIGTERM cost and how long it took.
+	stopAt := time.Now()
+	smtpConns, smtpInData := b.smtp.Open()
+	b.log.Info("shutting down", "imap_sessions", b.imap.Sessions(), "smtp_connections", smtpConns,
+		"smtp_messages_in_data", smtpInData, "grace", shutdownGrace)
 	sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
 	defer cancel()
 	// Every front stops at once, each within the same grace: a slow one
 	// (an IMAP client that stopped reading) must not eat another's time.
 	var stopping sync.WaitGroup
+	var cutShort atomic.Bool
 	for name, stop := range map[string]func(context.Context) error{
 		"imap": b.imap.Shutdown, "smtp": b.smtp.Shutdown, "metrics": b.obs.shutdown,
 		"admin": func(ctx context.Context) error { b.shutdownAdmin(ctx); return nil },
@@ -321,6 +329,7 @@ func (b *Bridge) Run(ctx context.Context) error {
 			defer stopping.Done()
 			if err := stop(sctx); err != nil {
 				b.log.Warn("shutdown", "part", name, "err", err)
+				cutShort.Store(true)
 			}
 		}()
 	}
@@ -332,6 +341,8 @@ func (b *Bridge) Run(ctx context.Context) error {
 	stopSandbox()
 	<-sandboxDone
 	b.close()
+	b.log.Info("stopped", "duration", time.Since(stopAt).Round(time.Millisecond),
+		"drained", !cutShort.Load()) // false: a part ran out of the grace (logged above)
 	return runErr
 }
 

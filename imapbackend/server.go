@@ -198,6 +198,14 @@ func (s *Server) isClosed() bool {
 	return s.closed
 }
 
+// Sessions is the number of IMAP connections open, for the shutdown's
+// log line.
+func (s *Server) Sessions() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.live)
+}
+
 // Shutdown stops the listeners and closes every connection (go-imap sends
 // BYE to each).
 func (s *Server) Shutdown(ctx context.Context) error {

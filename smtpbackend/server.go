@@ -272,6 +272,15 @@ wait:
 	return err
 }
 
+// Open reports the SMTP connections open and, of their transactions,
+// those in DATA (a message being read or sent), for the shutdown's log
+// line.
+func (s *Server) Open() (conns, inData int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.conns), int(s.inData.Load())
+}
+
 // txGrace is how long a shutdown waits for transactions with recipients
 // to reach DATA (see inTx); an idle client after RCPT holds it no longer.
 const txGrace = time.Second

@@ -140,4 +140,10 @@ func TestSIGTERMDuringDATA(t *testing.T) {
 	if !strings.Contains(p.logs.String(), "smtp message sent") {
 		t.Fatalf("the message was not sent:\n%s", p.logs.String())
 	}
+	// The shutdown says what it drains and, at its end, how long it took.
+	for _, want := range []string{"msg=\"shutting down\"", "smtp_connections=1", "smtp_messages_in_data=1", "msg=stopped", "drained=true", "duration="} {
+		if !strings.Contains(p.logs.String(), want) {
+			t.Errorf("the shutdown's log lacks %s:\n%s", want, p.logs.String())
+		}
+	}
 }
