@@ -11,7 +11,7 @@ import (
 
 // Append stores a message (APPEND, RFC 9051 §6.3.12) with one
 // SaveRawMessages call. The provider answers without a UID, so a light
-// refresh of the folder finds it at once (mailstore/arrivals.go; shared
+// refresh of the folder finds it at once (internal/mailstore/arrivals.go; shared
 // by concurrent APPENDs) and gives it the flags asked for, and the answer
 // carries APPENDUID (RFC 4315 §3), with EXISTS when the folder is the
 // selected one. The second call is the price of APPENDUID: without it

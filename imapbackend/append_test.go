@@ -35,7 +35,7 @@ func appendMsg(c *imapclient.Client, folder, raw string, flags ...imap.Flag) (*i
 
 // TestAppend: APPEND to a folder the connection has not selected saves
 // the message with one provider call and finds its UID with one more
-// (a light refresh, mailstore/arrivals.go), so the answer carries
+// (a light refresh, internal/mailstore/arrivals.go), so the answer carries
 // APPENDUID (RFC 4315 §3); SELECT then shows it with the flags asked for:
 // \Seen at the provider (which saves unread, so it is marked read with
 // the settle timer), the rest kept by the bridge.

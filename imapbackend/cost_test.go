@@ -272,7 +272,7 @@ func TestSelectAllUnreadCost(t *testing.T) {
 
 // TestReselectAfterEvictionCost: a folder forgotten after MirrorIdle is
 // loaded again without GetUnreadMessages when what the bridge knew of the
-// read state agrees with the counts (mailstore/readmemo.go), and the read state
+// read state agrees with the counts (internal/mailstore/readmemo.go), and the read state
 // shown is right, for old and new messages alike.
 func TestReselectAfterEvictionCost(t *testing.T) {
 	e := newEnv(t, options{engine: func(c *mailstore.Config) { c.Idle = 20 * time.Millisecond }})

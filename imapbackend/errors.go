@@ -64,7 +64,7 @@ func imapError(err error) error {
 	case errors.Is(err, mailstore.ErrOutcomeUnknown):
 		// Before the classes it may wrap (a timeout). RFC 9051 §7.1:
 		// UNAVAILABLE is temporary; the retry is answered from what the
-		// provider did (mailstore/attempts.go).
+		// provider did (internal/mailstore/attempts.go).
 		return no(imap.ResponseCodeUnavailable, "The provider did not confirm the change and may still carry it out; try again in a few minutes, the retry is answered from what it did")
 	case errors.Is(err, login.ErrAuthFailed), errors.Is(err, upstream.ErrAuth):
 		return no(imap.ResponseCodeAuthenticationFailed, "The provider refused the credentials")

@@ -13,7 +13,7 @@ import (
 // the provider's folder rules (messaging-rest.md, "Folder rules"): names
 // start with "INBOX.", and INBOX, INBOX.Sent, INBOX.Templates, INBOX.Drafts
 // and INBOX.Spam are reserved. Each is one mailstore operation
-// (mailstore/folderops.go, mailstore/subscriptions.go), which decides on
+// (internal/mailstore/folderops.go, internal/mailstore/subscriptions.go), which decides on
 // the provider's current folder list; the front checks the names and
 // passes its own rules on that list (reserved names, aliases) as the
 // operation's check, and maps the engine's refusals (folderError).
@@ -83,7 +83,7 @@ func (s *session) selectedWithin(folder string) bool {
 }
 
 // folderError is imapError for the folder operations' refusals
-// (mailstore/folderops.go): the one place they become IMAP answers.
+// (internal/mailstore/folderops.go): the one place they become IMAP answers.
 func folderError(err error) error {
 	switch {
 	case errors.Is(err, mailstore.ErrFolderExists):

@@ -80,7 +80,7 @@ func TestAppendConfirmNarrowsToProviderClock(t *testing.T) {
 		}
 	}
 	// With the clock known, an APPEND is one save and one search: the
-	// search alone tells the new UID (mailstore/discover.go), no listing
+	// search alone tells the new UID (internal/mailstore/discover.go), no listing
 	// of the folder.
 	e.sandbox.ResetCalls()
 	check(100)

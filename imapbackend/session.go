@@ -26,7 +26,7 @@ import (
 type session struct {
 	srv  *Server
 	conn *imapserver.Conn
-	id   uint64 // names the connection to the store (a retried APPEND, mailstore/retries.go)
+	id   uint64 // names the connection to the store (a retried APPEND, internal/mailstore/retries.go)
 
 	auth directapi.Authentication // set by LOGIN; memory only
 	// slotUser is the user whose connection slot this connection holds
@@ -39,7 +39,7 @@ type session struct {
 	readOnly  bool
 	searchRes imap.UIDSet // SEARCHRES "$" (RFC 5182)
 	// appended: the command that just ran was APPEND, whose arrival the
-	// poll after it leaves to be found with the next ones (mailstore/arrivals.go).
+	// poll after it leaves to be found with the next ones (internal/mailstore/arrivals.go).
 	appended bool
 	// copiedAway: messages this connection copied to another folder, by
 	// folder, which its EXPUNGE removes for good (expunge.go)

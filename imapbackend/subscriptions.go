@@ -3,7 +3,7 @@ package imapbackend
 // Subscriptions follow IMAP (RFC 9051 §6.3.7, RFC 3501 §6.3.6): the list
 // is the names clients subscribed, whether or not a folder has the name.
 // The engine keeps them, in the provider's subscribed flags and the state
-// store (mailstore/subscriptions.go says how); each SUBSCRIBE and
+// store (internal/mailstore/subscriptions.go says how); each SUBSCRIBE and
 // UNSUBSCRIBE is one mailstore.Store.SetSubscribed.
 
 // Subscribe and Unsubscribe: see above. INBOX is always subscribed.

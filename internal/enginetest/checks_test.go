@@ -30,7 +30,7 @@ func (r *run) checkAnswer(rec *record, allowed ...imap.ResponseCode) {
 		// The same COPY as one whose outcome a fault left unknown: the
 		// bridge cannot tell it from that one's retry, and answers it
 		// from the destination, "try later" while the copies may still
-		// come (mailstore/attempts.go).
+		// come (internal/mailstore/attempts.go).
 		return
 	case !no && !isIMAPError(rec.err):
 		r.fail("%v: the connection failed: %v", rec, rec.err)

@@ -207,7 +207,7 @@ func (m *Folder) markGoneLocked() {
 }
 
 // ctxMutex is a mutex whose Lock gives up when the caller's context ends
-// (mailstore/doc.go: every wait for another goroutine has a deadline).
+// (internal/mailstore/doc.go: every wait for another goroutine has a deadline).
 // Its zero value is unlocked.
 type ctxMutex struct {
 	once sync.Once

@@ -122,7 +122,7 @@ func (m *Folder) refresh(ctx context.Context, notBefore time.Time, light bool) e
 // A change by another client that keeps the count (one message read and
 // another unread between two polls) is seen at the next count change.
 //
-// A refresh is one pass (mailstore/doc.go, rule 4): it reads the provider
+// A refresh is one pass (internal/mailstore/doc.go, rule 4): it reads the provider
 // (the listing and the count together; on a first load the count
 // after the listing), sends the read marking that
 // waits for the messages the listing still has, reads what else it needs

@@ -18,7 +18,7 @@ import (
 // imaptest's stress two Deletes in three were refused. Instead a removal
 // under way claims its UIDs (Folder.removing); an EXPUNGE naming claimed
 // UIDs removes the others itself and waits for the claim's outcome, within
-// its own context (mailstore/doc.go: every wait is bounded). What the
+// its own context (internal/mailstore/doc.go: every wait is bounded). What the
 // claim removed is removed for the waiter too (RFC 9051 §6.4.3 asks only
 // that the messages be gone when EXPUNGE answers OK, and their EXPUNGE
 // responses reach every view); what it failed to remove the waiter tries

@@ -45,7 +45,7 @@ type folderKey struct {
 // under way, so that connections asking at the same moment wait for that
 // call and share its answer instead of each making their own; it is a
 // channel of one slot, not a mutex, so that the wait ends with the
-// waiter's context (mailstore/doc.go: every wait has a deadline).
+// waiter's context (internal/mailstore/doc.go: every wait has a deadline).
 type folderEntry struct {
 	fetch chan struct{}
 

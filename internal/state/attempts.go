@@ -13,7 +13,7 @@ import (
 // or MOVE), kept from before the request leaves until its outcome is
 // known, so that a client's retry of a change whose answer was lost, or
 // whose bridge was killed during it, is answered from what the provider
-// did, not done a second time (see mailstore/attempts.go). The provider
+// did, not done a second time (see internal/mailstore/attempts.go). The provider
 // may carry a request out after the bridge stopped waiting for it (late
 // processing), so "not there yet" does not mean "not done" until a hold
 // has passed. It holds a fingerprint only: no message content.
