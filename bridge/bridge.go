@@ -19,6 +19,7 @@ import (
 	"github.com/directbridge/directbridge/internal/limits"
 	"github.com/directbridge/directbridge/internal/login"
 	"github.com/directbridge/directbridge/internal/mailstore"
+	"github.com/directbridge/directbridge/internal/observe"
 	"github.com/directbridge/directbridge/internal/state"
 	"github.com/directbridge/directbridge/restclient"
 	"github.com/directbridge/directbridge/sandbox"
@@ -50,6 +51,7 @@ type Bridge struct {
 	imap      *imapbackend.Server
 	listeners []namedListener
 	obs       *observer // metrics and health; nil when off
+	prober    *observe.Prober
 	admin     *admin.Server
 }
 
@@ -251,10 +253,13 @@ func (b *Bridge) open() error {
 		}
 		b.listeners = append(b.listeners, namedListener{ln.name, l, ln.serve})
 	}
+	// One provider probe, shared by readiness (/readyz, run every few
+	// seconds by the observer) and the admin socket's health.
+	b.prober = observe.NewProber(apiURL, 0, 0)
 	if err := b.openAdmin(); err != nil {
 		return err
 	}
-	return b.obs.open(b, apiURL)
+	return b.obs.open(b)
 }
 
 // Sandbox returns the embedded sandbox provider, or nil when the bridge

@@ -74,8 +74,8 @@ func (o *observer) smtpMetrics() smtpbackend.Metrics {
 }
 
 // open binds the metrics and health listener and adds it to b's listeners,
-// which Run serves; the readiness check asks the provider at apiURL.
-func (o *observer) open(b *Bridge, apiURL string) error {
+// which Run serves; the readiness check is b's prober, run from here.
+func (o *observer) open(b *Bridge) error {
 	if o == nil {
 		return nil
 	}
@@ -83,7 +83,7 @@ func (o *observer) open(b *Bridge, apiURL string) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", MetricsListener, err)
 	}
-	o.prober = observe.NewProber(apiURL, 0, 0)
+	o.prober = b.prober
 	o.ctx, o.stop = context.WithCancel(context.Background())
 	o.metrics.ProviderReachable(o.prober.Reachable)
 	mux := http.NewServeMux()

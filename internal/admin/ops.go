@@ -439,13 +439,20 @@ func (s *Server) statusTuser(ctx context.Context, raw json.RawMessage) (any, err
 	return result, nil
 }
 
+// errNoProbe is the health of a server given no Probe.
+var errNoProbe = errors.New("not checked: no provider probe configured")
+
 func (s *Server) health(ctx context.Context, raw json.RawMessage) (any, error) {
 	if err := decodeArgs(raw, &struct{}{}); err != nil {
 		return nil, err
 	}
 	pctx, cancel := context.WithTimeout(ctx, s.cfg.HealthTimeout)
 	defer cancel()
-	latency, err := s.cfg.Probe(pctx)
+	var latency time.Duration
+	err := errNoProbe
+	if s.cfg.Probe != nil {
+		latency, err = s.cfg.Probe(pctx)
+	}
 	res := HealthResult{
 		Provider:     ProviderHealth{Reachable: err == nil, LatencyMS: latency.Milliseconds()},
 		Registration: s.cfg.Registrar != nil,
@@ -460,18 +467,3 @@ func (s *Server) health(ctx context.Context, raw json.RawMessage) (any, error) {
 	return res, nil
 }
 
-// Probe makes one cheap call to find out whether the provider answers: a
-// message count without credentials. The provider's refusal (code 1)
-// proves it is up; it names no mailbox, so it locks no account out;
-// only a transport failure, an HTTP 429 or 5xx, or an answer that is not
-// the provider's JSON count as unreachable. It returns the call's
-// duration.
-func Probe(ctx context.Context, c *restclient.Client) (time.Duration, error) {
-	start := time.Now()
-	_, err := c.GetMessageCount(ctx, directapi.Authentication{}, "INBOX")
-	d := time.Since(start)
-	if err == nil || restclient.IsAPIError(err) {
-		return d, nil
-	}
-	return d, err
-}

@@ -72,7 +72,8 @@ type Config struct {
 	// DefaultHealthTimeout.
 	HealthTimeout time.Duration
 	// Probe checks that the provider answers and returns how long that
-	// took; nil means Probe with Client.
+	// took: the bridge's one prober (internal/observe), which readiness
+	// shares. Nil: "health" says the provider was not checked.
 	Probe func(context.Context) (time.Duration, error)
 	// IdleTimeout closes a connection that sends no request for that long;
 	// zero means DefaultIdleTimeout.
@@ -134,10 +135,6 @@ func Listen(cfg Config) (*Server, error) {
 	}
 	if cfg.MaxConns <= 0 {
 		cfg.MaxConns = DefaultMaxConns
-	}
-	if cfg.Probe == nil {
-		client := cfg.Client
-		cfg.Probe = func(ctx context.Context) (time.Duration, error) { return Probe(ctx, client) }
 	}
 	l, fi, err := listenPrivate(cfg.Path)
 	if err != nil {

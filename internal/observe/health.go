@@ -18,6 +18,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/directbridge/directbridge/upstream"
 	"github.com/directbridge/directbridge/upstream/directapi"
 )
 
@@ -118,6 +119,12 @@ func (p *Prober) Check(ctx context.Context) Result {
 func (p *Prober) ask(ctx context.Context) (int, error) {
 	ctx, cancel := context.WithTimeout(ctx, p.timeout)
 	defer cancel()
+	// A check asked for someone (the admin socket's health) waits for
+	// the provider budget its context carries (upstream.Charge); the
+	// periodic check carries none.
+	if err := upstream.Pace(ctx); err != nil {
+		return 0, err
+	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.url, bytes.NewReader(probeBody))
 	if err != nil {
 		return 0, errors.New("bad provider URL")
