@@ -466,4 +466,3 @@ func (s *Server) health(ctx context.Context, raw json.RawMessage) (any, error) {
 	res.UptimeSeconds = up.Seconds()
 	return res, nil
 }
-
