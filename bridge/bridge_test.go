@@ -198,8 +198,15 @@ func TestDefaultConfig(t *testing.T) {
 		t.Errorf("DefaultConfig(): IMAP %q, API timeout %v, batch %d", d.IMAPAddr, d.APITimeout, d.APIBatchSize)
 	}
 	t.Setenv("DIRECTBRIDGE_IMAP_ADDR", "127.0.0.1:2143")
+	// Variables without the prefix belong to other programs: envconfig
+	// would take them when the prefixed one is unset.
+	t.Setenv("SMTP_ADDR", "0.0.0.0:25")
+	t.Setenv("SANDBOX_DOMAIN", "elsewhere.example")
+	t.Setenv("API_TIMEOUT", "1s")
 	cfg, err := bridge.ConfigFromEnv()
-	if err != nil || cfg.IMAPAddr != "127.0.0.1:2143" || cfg.SMTPAddr != "127.0.0.1:1587" {
-		t.Errorf("ConfigFromEnv() = IMAP %q SMTP %q, %v", cfg.IMAPAddr, cfg.SMTPAddr, err)
+	if err != nil || cfg.IMAPAddr != "127.0.0.1:2143" || cfg.SMTPAddr != "127.0.0.1:1587" ||
+		cfg.SandboxConfig.Domain != "direct.example" || cfg.APITimeout != time.Minute {
+		t.Errorf("ConfigFromEnv() = IMAP %q SMTP %q sandbox domain %q API timeout %v, %v; want the unprefixed variables ignored",
+			cfg.IMAPAddr, cfg.SMTPAddr, cfg.SandboxConfig.Domain, cfg.APITimeout, err)
 	}
 }

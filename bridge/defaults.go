@@ -2,8 +2,10 @@ package bridge
 
 import (
 	"fmt"
+	"os"
 	"reflect"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/kelseyhightower/envconfig"
@@ -28,14 +30,52 @@ func DefaultConfig() Config {
 }
 
 // ConfigFromEnv is the configuration the DIRECTBRIDGE_* environment
-// variables give, the others at their defaults (read with envconfig; the
-// names and defaults are the fields' tags, listed by `directbridge
-// help`). Note that envconfig also takes a variable without the prefix
-// (DATA_DIR for DIRECTBRIDGE_DATA_DIR) when the prefixed one is unset.
+// variables give, the others at their defaults (the names and defaults
+// are the fields' tags, listed by `directbridge help`).
 func ConfigFromEnv() (Config, error) {
 	var c Config
-	err := envconfig.Process(EnvPrefix, &c)
+	err := ReadEnv(&c)
 	return c, err
+}
+
+// ReadEnv fills spec, a pointer to a struct with envconfig tags, from the
+// DIRECTBRIDGE_* environment variables, as envconfig.Process does, but
+// from those alone: envconfig also takes a variable without the prefix
+// when the prefixed one is unset (DATA_DIR for DIRECTBRIDGE_DATA_DIR,
+// LOG_LEVEL, API_URL), and such names are common in a container's
+// environment for other programs. A field whose prefixed variable is
+// unset keeps its default.
+func ReadEnv(spec any) error {
+	if err := envconfig.Process(EnvPrefix, spec); err != nil {
+		return err
+	}
+	v := reflect.ValueOf(spec).Elem()
+	defaults := reflect.New(v.Type()).Elem()
+	if err := setDefaults(defaults); err != nil {
+		return err
+	}
+	resetUnprefixed(v, defaults)
+	return nil
+}
+
+// resetUnprefixed sets back to its default every tagged field of v whose
+// prefixed variable is unset.
+func resetUnprefixed(v, defaults reflect.Value) {
+	t := v.Type()
+	for i := range t.NumField() {
+		f := t.Field(i)
+		if f.Anonymous && v.Field(i).Kind() == reflect.Struct {
+			resetUnprefixed(v.Field(i), defaults.Field(i))
+			continue
+		}
+		key := f.Tag.Get("envconfig")
+		if key == "" || !v.Field(i).CanSet() {
+			continue
+		}
+		if _, set := os.LookupEnv(EnvPrefix + "_" + strings.ToUpper(key)); !set {
+			v.Field(i).Set(defaults.Field(i))
+		}
+	}
 }
 
 // setDefaults sets every field of the struct v that has a default tag,

@@ -140,7 +140,7 @@ func readConfig(stderr io.Writer, specs ...any) (*slog.Logger, bool) {
 	var common commonConfig
 	var problems []string
 	for _, spec := range append([]any{&common}, specs...) {
-		if err := envconfig.Process(envPrefix, spec); err != nil {
+		if err := bridge.ReadEnv(spec); err != nil {
 			problems = append(problems, err.Error())
 		}
 	}
