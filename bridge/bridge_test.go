@@ -202,11 +202,16 @@ func TestDefaultConfig(t *testing.T) {
 	// would take them when the prefixed one is unset.
 	t.Setenv("SMTP_ADDR", "0.0.0.0:25")
 	t.Setenv("SANDBOX_DOMAIN", "elsewhere.example")
-	t.Setenv("API_TIMEOUT", "1s")
+	t.Setenv("API_TIMEOUT", "30") // not even a duration: must not stop the start
+	t.Setenv("POLL_INTERVAL", "")
 	cfg, err := bridge.ConfigFromEnv()
 	if err != nil || cfg.IMAPAddr != "127.0.0.1:2143" || cfg.SMTPAddr != "127.0.0.1:1587" ||
 		cfg.SandboxConfig.Domain != "direct.example" || cfg.APITimeout != time.Minute {
 		t.Errorf("ConfigFromEnv() = IMAP %q SMTP %q sandbox domain %q API timeout %v, %v; want the unprefixed variables ignored",
 			cfg.IMAPAddr, cfg.SMTPAddr, cfg.SandboxConfig.Domain, cfg.APITimeout, err)
+	}
+	t.Setenv("DIRECTBRIDGE_API_TIMEOUT", "30")
+	if _, err := bridge.ConfigFromEnv(); err == nil || !strings.Contains(err.Error(), "DIRECTBRIDGE_API_TIMEOUT") {
+		t.Errorf("ConfigFromEnv() with DIRECTBRIDGE_API_TIMEOUT=30: %v; want an error naming it", err)
 	}
 }

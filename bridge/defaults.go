@@ -7,8 +7,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/kelseyhightower/envconfig"
 )
 
 // EnvPrefix is the prefix of the bridge's environment variables: the
@@ -38,44 +36,63 @@ func ConfigFromEnv() (Config, error) {
 	return c, err
 }
 
-// ReadEnv fills spec, a pointer to a struct with envconfig tags, from the
-// DIRECTBRIDGE_* environment variables, as envconfig.Process does, but
-// from those alone: envconfig also takes a variable without the prefix
-// when the prefixed one is unset (DATA_DIR for DIRECTBRIDGE_DATA_DIR,
-// LOG_LEVEL, API_URL), and such names are common in a container's
-// environment for other programs. A field whose prefixed variable is
-// unset keeps its default.
+// ReadEnv fills spec, a pointer to a struct whose fields carry envconfig
+// tags (the variable's name without the prefix, its default), from the
+// DIRECTBRIDGE_* environment variables, the others at their defaults. It
+// reads those alone: envconfig.Process also takes a variable without the
+// prefix when the prefixed one is unset (DATA_DIR for
+// DIRECTBRIDGE_DATA_DIR, LOG_LEVEL, API_URL), and such names are common
+// in a container's environment for other programs, where they could
+// change the bridge or stop it from starting. Values are read as
+// envconfig reads them (strconv, time.ParseDuration).
 func ReadEnv(spec any) error {
-	if err := envconfig.Process(EnvPrefix, spec); err != nil {
-		return err
-	}
 	v := reflect.ValueOf(spec).Elem()
-	defaults := reflect.New(v.Type()).Elem()
-	if err := setDefaults(defaults); err != nil {
+	if err := setDefaults(v); err != nil {
 		return err
 	}
-	resetUnprefixed(v, defaults)
-	return nil
+	return setFromEnv(v)
 }
 
-// resetUnprefixed sets back to its default every tagged field of v whose
-// prefixed variable is unset.
-func resetUnprefixed(v, defaults reflect.Value) {
+// setFromEnv sets every tagged field of v, and of its embedded structs,
+// whose prefixed variable is set.
+func setFromEnv(v reflect.Value) error {
 	t := v.Type()
 	for i := range t.NumField() {
-		f := t.Field(i)
-		if f.Anonymous && v.Field(i).Kind() == reflect.Struct {
-			resetUnprefixed(v.Field(i), defaults.Field(i))
+		f, fv := t.Field(i), v.Field(i)
+		if f.Anonymous && fv.Kind() == reflect.Struct {
+			if err := setFromEnv(fv); err != nil {
+				return err
+			}
 			continue
 		}
 		key := f.Tag.Get("envconfig")
-		if key == "" || !v.Field(i).CanSet() {
+		if key == "" || !fv.CanSet() {
 			continue
 		}
-		if _, set := os.LookupEnv(EnvPrefix + "_" + strings.ToUpper(key)); !set {
-			v.Field(i).Set(defaults.Field(i))
+		name := EnvPrefix + "_" + strings.ToUpper(key)
+		val, ok := os.LookupEnv(name)
+		if !ok {
+			continue
+		}
+		if err := setValue(fv, val); err != nil {
+			return fmt.Errorf("%s: %q is not a valid %s: %w", name, val, kindName(fv), err)
 		}
 	}
+	return nil
+}
+
+// kindName names what a field takes, for an error.
+func kindName(v reflect.Value) string {
+	if v.Type() == reflect.TypeOf(time.Duration(0)) {
+		return "duration (such as 30s or 5m)"
+	}
+	switch v.Kind() {
+	case reflect.Bool:
+		return "boolean (true or false)"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64, reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "whole number"
+	}
+	return v.Kind().String()
 }
 
 // setDefaults sets every field of the struct v that has a default tag,
