@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/directbridge/directbridge/smtpbackend"
 )
 
 // lineFlood writes "NOOP " and then up to total bytes of one command line
@@ -141,4 +143,77 @@ func TestLongLinesInMessageAccepted(t *testing.T) {
 	if code == 500 {
 		t.Fatalf("pipelined group refused as a long line: %d %q", code, msg)
 	}
+}
+
+// TestLongCommandLineRefusedAroundBDAT: the bound holds where a message
+// transfer is open but not sending: between two BDAT chunks (Data waits
+// for the next one) and after RSET of a BDAT transfer (go-smtp does not
+// wait for Data to end). After RSET a new transfer's chunk of 200 KB is
+// taken whole, and a DATA message over the size limit gets its 552, not
+// a 500, though its rest is read as the answer waits.
+func TestLongCommandLineRefusedAroundBDAT(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil) // go-smtp's own line limit is the message size, 50 MB
+	flood := func(t *testing.T, r *rawConn) {
+		t.Helper()
+		const total = 20 << 20
+		r.nc.SetDeadline(time.Now().Add(30 * time.Second))
+		wrote := make(chan int, 1)
+		go func() { wrote <- lineFlood(r.nc, total) }()
+		code, msg, err := r.tc.ReadResponse(0)
+		for err == nil && code == 250 {
+			code, msg, err = r.tc.ReadResponse(0)
+		}
+		if n := <-wrote; n >= total {
+			t.Fatalf("the client wrote all %d bytes of the line: the server read it (last reply %d %q %v)", n, code, msg, err)
+		}
+	}
+	t.Run("between-chunks", func(t *testing.T) {
+		r := h.dialRaw(t)
+		r.cmd(250, "MAIL FROM:<"+aliceAddr+">")
+		r.cmd(250, "RCPT TO:<"+bobAddr+">")
+		r.tc.W.WriteString("BDAT 1\r\nX")
+		r.tc.W.Flush()
+		r.expect(250)
+		flood(t, r)
+	})
+	t.Run("after-rset", func(t *testing.T) {
+		r := h.dialRaw(t)
+		r.cmd(250, "MAIL FROM:<"+aliceAddr+">")
+		r.cmd(250, "RCPT TO:<"+bobAddr+">")
+		r.tc.W.WriteString("BDAT 1\r\nX")
+		r.tc.W.Flush()
+		r.expect(250)
+		r.cmd(250, "RSET")
+		flood(t, r)
+	})
+	t.Run("new-transfer-after-rset", func(t *testing.T) {
+		r := h.dialRaw(t)
+		r.cmd(250, "MAIL FROM:<"+aliceAddr+">")
+		r.cmd(250, "RCPT TO:<"+bobAddr+">")
+		r.tc.W.WriteString("BDAT 1\r\nX")
+		r.tc.W.Flush()
+		r.expect(250)
+		r.cmd(250, "RSET")
+		subject := h.subject("BDAT after RSET")
+		body := simple(subject, strings.Repeat("after the reset, a chunk of some size\n", 200_000/38))
+		r.cmd(250, "MAIL FROM:<"+aliceAddr+">")
+		r.cmd(250, "RCPT TO:<"+bobAddr+">")
+		fmt.Fprintf(r.tc.W, "BDAT %d LAST\r\n", len(body))
+		r.tc.W.Write(body)
+		r.tc.W.Flush()
+		r.expect(250)
+		if got := h.withSubject(t, bobAddr, "INBOX", subject); len(got) != 1 {
+			t.Fatalf("bob has %d copies of the message sent after RSET, want 1", len(got))
+		}
+	})
+	t.Run("oversized-data", func(t *testing.T) {
+		h := newHarness(t, func(c *smtpbackend.Config) { c.MaxMessageBytes = 1 << 20 })
+		r := h.dialRaw(t)
+		big := simple(h.subject("over the limit"), strings.Repeat(strings.Repeat("z", 70)+"\n", (3<<20)/71))
+		code, msg := r.data(aliceAddr, []string{bobAddr}, string(big)+".\r\n")
+		if code != 552 || !strings.HasPrefix(msg, "5.3.4") {
+			t.Fatalf("a 3 MB message over a 1 MB limit: %d %q, want 552 5.3.4", code, msg)
+		}
+	})
 }

@@ -63,9 +63,9 @@ type replyConn struct {
 	failed  atomic.Uint64 // Write calls that returned an error
 	closed  atomic.Bool
 
-	sinceReply atomic.Int64 // bytes read since the last write
-	phase      atomic.Int32 // phaseCommands, phaseMessage, phaseMessageEnd
-	overLine   atomic.Bool  // commandBytes passed: every read fails
+	sinceReply   atomic.Int64 // bytes read since the last write
+	messageBytes atomic.Int64 // of them, message bytes Data took (cmdlines.go)
+	overLine     atomic.Bool  // commandBytes passed: every read fails
 }
 
 func (c *replyConn) Read(p []byte) (int, error) {

@@ -204,8 +204,13 @@ func (ss *session) endTx() {
 func (ss *session) Data(r io.Reader) (err error) {
 	if rc := findReplyConn(ss.conn.Conn()); rc != nil {
 		// The message's bytes are not command bytes (cmdlines.go).
-		rc.messageStarts()
-		defer rc.messageEnds()
+		_, bdat := r.(*io.PipeReader)
+		r = rc.messageReader(r)
+		defer func() {
+			if err != nil && !bdat {
+				drainMessage(r)
+			}
+		}()
 	}
 	defer func() { ss.s.metrics.Command("DATA", replyClass(err)) }()
 	if ss.username == "" {
@@ -221,7 +226,9 @@ func (ss *session) Data(r io.Reader) (err error) {
 	defer held.Close()
 	raw, err := readall.Sized(held, ss.size, ss.s.cfg.MaxMessageBytes)
 	stop()
-	if err == nil && int64(len(raw)) > ss.s.cfg.MaxMessageBytes {
+	if int64(len(raw)) > ss.s.cfg.MaxMessageBytes && !stalled.Load() {
+		// Over the limit whatever else the read met (the budget may
+		// refuse the byte past it): the answer is the permanent one.
 		ss.s.log.Info("smtp data refused: over the size limit", "user", ss.username, "limit", ss.s.cfg.MaxMessageBytes)
 		return tooLarge(ss.s.cfg.MaxMessageBytes) // size.go
 	}

@@ -14,6 +14,7 @@ const module = "github.com/directbridge/directbridge"
 
 // rule is one row of ARCHITECTURE.md's code map.
 type rule struct {
+	row   int                 // its place in the table, from 0
 	any   bool                // "any of the above"
 	allow map[string][]string // package -> identifiers it may use ("" list: any)
 }
@@ -33,6 +34,7 @@ func readRules(t *testing.T, path string) map[string]rule {
 	rules := map[string]rule{}
 	sc := bufio.NewScanner(f)
 	inTable := false
+	row := 0
 	for sc.Scan() {
 		line := sc.Text()
 		if strings.HasPrefix(line, "| package | owns | may import |") {
@@ -49,7 +51,8 @@ func readRules(t *testing.T, path string) map[string]rule {
 		if len(cols) < 3 || strings.HasPrefix(strings.TrimSpace(cols[0]), "---") {
 			continue
 		}
-		r := rule{allow: map[string][]string{}}
+		r := rule{row: row, allow: map[string][]string{}}
+		row++
 		last := strings.TrimSpace(cols[len(cols)-1])
 		if last == "any of the above" {
 			r.any = true
@@ -68,6 +71,13 @@ func readRules(t *testing.T, path string) map[string]rule {
 	}
 	if len(rules) == 0 {
 		t.Fatal("no code map table in ARCHITECTURE.md")
+	}
+	for pkg, r := range rules {
+		for dep := range r.allow {
+			if d, ok := rules[dep]; !ok || d.row >= r.row {
+				t.Errorf("ARCHITECTURE.md lets %s import %s, which is not on a row above it", pkg, dep)
+			}
+		}
 	}
 	return rules
 }

@@ -53,7 +53,8 @@ type Result struct {
 // success or not, means reachable; a transport failure, a timeout, HTTP 5xx
 // or an answer that is not the provider's (a proxy's error page, a wrong
 // base URL) means unreachable. Its requests bypass the REST client, so they
-// neither use the client's rate budget nor show in its metrics.
+// do not show in its metrics, and the periodic ones do not wait for the
+// provider budget; one asked for the admin socket does (Check).
 type Prober struct {
 	url      string
 	http     *http.Client
@@ -102,6 +103,13 @@ func (p *Prober) Run(ctx context.Context) {
 // Check asks the provider once and remembers the result. A check cut
 // short by ctx is not remembered.
 func (p *Prober) Check(ctx context.Context) Result {
+	// A check asked for someone (the admin socket's health) first waits
+	// for the provider budget its context carries (upstream.Charge), out
+	// of the check's time and timeout: a busy budget is not an
+	// unreachable provider. The periodic check carries none.
+	if err := upstream.Pace(ctx); err != nil {
+		return Result{CheckedAt: p.now(), Error: "waiting for the provider budget: " + err.Error()}
+	}
 	start := p.now()
 	status, err := p.ask(ctx)
 	r := Result{Reachable: err == nil, CheckedAt: start, Duration: p.now().Sub(start).Seconds(), HTTPStatus: status}
@@ -119,12 +127,6 @@ func (p *Prober) Check(ctx context.Context) Result {
 func (p *Prober) ask(ctx context.Context) (int, error) {
 	ctx, cancel := context.WithTimeout(ctx, p.timeout)
 	defer cancel()
-	// A check asked for someone (the admin socket's health) waits for
-	// the provider budget its context carries (upstream.Charge); the
-	// periodic check carries none.
-	if err := upstream.Pace(ctx); err != nil {
-		return 0, err
-	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.url, bytes.NewReader(probeBody))
 	if err != nil {
 		return 0, errors.New("bad provider URL")
