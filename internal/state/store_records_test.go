@@ -11,9 +11,8 @@ import (
 // alice is the user of the store tests of this file.
 const alice = "alice@direct.example"
 
-func TestStoreSentRecords(t *testing.T) {
-	dir := t.TempDir()
-	s, err := state.OpenStore(dir)
+func testStoreSentRecords(t *testing.T, open func() (state.StateStore, error)) {
+	s, err := open()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -23,7 +22,7 @@ func TestStoreSentRecords(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.Close()
-	s, err = state.OpenStore(dir) // survives a restart
+	s, err = open() // survives a restart
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,9 +39,8 @@ func TestStoreSentRecords(t *testing.T) {
 	}
 }
 
-func TestStoreFolderState(t *testing.T) {
-	dir := t.TempDir()
-	s, err := state.OpenStore(dir)
+func testStoreFolderState(t *testing.T, open func() (state.StateStore, error)) {
+	s, err := open()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +62,7 @@ func TestStoreFolderState(t *testing.T) {
 	}
 	s.Close()
 
-	s, _ = state.OpenStore(dir) // survives a restart
+	s, _ = open() // survives a restart
 	defer s.Close()
 	again, _ := s.Folder(ctx, alice, "INBOX")
 	if again.UIDValidity != a.UIDValidity || again.UIDNext != 42 {
@@ -127,10 +125,10 @@ func TestStoreFolderState(t *testing.T) {
 	}
 }
 
-// TestStoreNonASCIIFolderNames: prefixes are measured in characters, as
+// testStoreNonASCIIFolderNames: prefixes are measured in characters, as
 // SQLite measures them, so sub-folders of non-ASCII names follow a rename.
-func TestStoreNonASCIIFolderNames(t *testing.T) {
-	s, err := state.OpenStore(t.TempDir())
+func testStoreNonASCIIFolderNames(t *testing.T, open func() (state.StateStore, error)) {
+	s, err := open()
 	if err != nil {
 		t.Fatal(err)
 	}

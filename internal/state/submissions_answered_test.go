@@ -10,7 +10,7 @@ import (
 	"github.com/directbridge/directbridge/internal/state"
 )
 
-// TestSubmissionAnswered: an entry is marked answered only while it is
+// testSubmissionAnswered: an entry is marked answered only while it is
 // the attempt sent under the smtpId named, the mark survives reopening
 // the store, changes the entry's version (a take-over that read it
 // before fails), and a new attempt clears it.
@@ -19,10 +19,9 @@ import (
 // AnswerSubmission, an earlier attempt's reply marks the later one; with
 // BeginSubmission leaving answered alone, the new attempt starts out
 // answered.
-func TestSubmissionAnswered(t *testing.T) {
+func testSubmissionAnswered(t *testing.T, open func() (state.StateStore, error)) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	st, err := state.OpenStore(dir)
+	st, err := open()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,7 +52,7 @@ func TestSubmissionAnswered(t *testing.T) {
 		t.Fatal(err)
 	}
 	st.Close()
-	if st, err = state.OpenStore(dir); err != nil {
+	if st, err = open(); err != nil {
 		t.Fatal(err)
 	}
 	defer st.Close()
@@ -88,7 +87,7 @@ func TestSubmissionAnswered(t *testing.T) {
 	}
 }
 
-// TestSubmissionDeferred: submissions told to try later are counted,
+// testSubmissionDeferred: submissions told to try later are counted,
 // across reopening the store and new attempts (the clients told to wait
 // still are), and each is taken once, by one of concurrent takers; the
 // count leaves updated_at (the start of an unknown outcome's hold) alone,
@@ -99,10 +98,9 @@ func TestSubmissionAnswered(t *testing.T) {
 // BeginSubmission clearing the count, the count is 0 after the take-over
 // (a client told to wait before another retry took the entry over would
 // have its own retry taken for a second submission).
-func TestSubmissionDeferred(t *testing.T) {
+func testSubmissionDeferred(t *testing.T, open func() (state.StateStore, error)) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	st, err := state.OpenStore(dir)
+	st, err := open()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,7 +129,7 @@ func TestSubmissionDeferred(t *testing.T) {
 		t.Fatalf("after three deferrals: %+v; want 3, updated_at unchanged (%v)", got, unknown.UpdatedAt)
 	}
 	st.Close()
-	if st, err = state.OpenStore(dir); err != nil {
+	if st, err = open(); err != nil {
 		t.Fatal(err)
 	}
 	defer st.Close()

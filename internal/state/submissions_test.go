@@ -9,12 +9,11 @@ import (
 	"github.com/directbridge/directbridge/internal/state"
 )
 
-// TestSubmissionJournal: an entry goes from sending to sent or unknown,
+// testSubmissionJournal: an entry goes from sending to sent or unknown,
 // survives reopening the store, and is forgotten on request.
-func TestSubmissionJournal(t *testing.T) {
+func testSubmissionJournal(t *testing.T, open func() (state.StateStore, error)) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	st, err := state.OpenStore(dir)
+	st, err := open()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,7 +33,7 @@ func TestSubmissionJournal(t *testing.T) {
 		t.Fatal(err)
 	}
 	st.Close()
-	if st, err = state.OpenStore(dir); err != nil {
+	if st, err = open(); err != nil {
 		t.Fatal(err)
 	}
 	defer st.Close()
@@ -65,12 +64,12 @@ func TestSubmissionJournal(t *testing.T) {
 	}
 }
 
-// TestClaimSubmission: a claim records a new entry and says so; a second
+// testClaimSubmission: a claim records a new entry and says so; a second
 // claim of the same key finds the first (and changes nothing); an entry
 // older than SubmissionTTL is taken over as a new one.
-func TestClaimSubmission(t *testing.T) {
+func testClaimSubmission(t *testing.T, open func() (state.StateStore, error)) {
 	ctx := context.Background()
-	st, err := state.OpenStore(t.TempDir())
+	st, err := open()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,14 +104,14 @@ func TestClaimSubmission(t *testing.T) {
 	}
 }
 
-// TestBeginSubmissionIsCompareAndSet: two retries that found the same
+// testBeginSubmissionIsCompareAndSet: two retries that found the same
 // undecided entry both try to start it over; only the first does, and
 // the entry is then its attempt. An entry ended, or forgotten, since it
 // was read is not started over either; nor is one read before an earlier
 // take-over of the same state (a killed bridge's entry, still sending).
-func TestBeginSubmissionIsCompareAndSet(t *testing.T) {
+func testBeginSubmissionIsCompareAndSet(t *testing.T, open func() (state.StateStore, error)) {
 	ctx := context.Background()
-	st, err := state.OpenStore(t.TempDir())
+	st, err := open()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,11 +188,11 @@ func TestBeginSubmissionIsCompareAndSet(t *testing.T) {
 	}
 }
 
-// TestConcurrentClaimsOneWins: many claims of one new key at once, on
+// testConcurrentClaimsOneWins: many claims of one new key at once, on
 // the same store: exactly one may send.
-func TestConcurrentClaimsOneWins(t *testing.T) {
+func testConcurrentClaimsOneWins(t *testing.T, open func() (state.StateStore, error)) {
 	ctx := context.Background()
-	st, err := state.OpenStore(t.TempDir())
+	st, err := open()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -225,16 +224,20 @@ func TestConcurrentClaimsOneWins(t *testing.T) {
 	}
 }
 
-// TestSentRecordsPruned: sent records older than the retention go at the
+// testSentRecordsPruned: sent records older than the retention go at the
 // next purge (the first send of the minute); younger ones stay.
-func TestSentRecordsPruned(t *testing.T) {
+func testSentRecordsPruned(t *testing.T, open func() (state.StateStore, error)) {
 	ctx := context.Background()
-	st, err := state.OpenStore(t.TempDir())
+	st, err := open()
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	st.SetSentRetention(time.Hour)
+	r, ok := st.(interface{ SetSentRetention(time.Duration) })
+	if !ok {
+		t.Fatalf("%T cannot be told how long to keep sent records (SetSentRetention)", st)
+	}
+	r.SetSentRetention(time.Hour)
 	old := state.SentRecord{Username: "a@direct.example", SmtpID: "old", MessageID: "<old@x>", SentAt: time.Now().Add(-2 * time.Hour)}
 	young := state.SentRecord{Username: "a@direct.example", SmtpID: "young", MessageID: "<young@x>", SentAt: time.Now()}
 	for _, r := range []state.SentRecord{old, young} {

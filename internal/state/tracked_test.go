@@ -9,14 +9,13 @@ import (
 	"github.com/directbridge/directbridge/internal/state"
 )
 
-// TestTrackedMessages: what the delivery tracker follows survives
+// testTrackedMessages: what the delivery tracker follows survives
 // reopening the store, whole (recipients in order, with their NOTIFY);
 // an untracked message is gone, and one sent before the bound asked for
 // is dropped.
-func TestTrackedMessages(t *testing.T) {
+func testTrackedMessages(t *testing.T, open func() (state.StateStore, error)) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	st, err := state.OpenStore(dir)
+	st, err := open()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +41,7 @@ func TestTrackedMessages(t *testing.T) {
 		t.Fatal(err)
 	}
 	st.Close()
-	if st, err = state.OpenStore(dir); err != nil {
+	if st, err = open(); err != nil {
 		t.Fatal(err)
 	}
 	defer st.Close()

@@ -1,0 +1,45 @@
+package state_test
+
+import (
+	"testing"
+
+	"github.com/directbridge/directbridge/internal/state"
+)
+
+// sharedTests check what the StateStore interface promises, on any
+// implementation. Each gets open, which opens the same store again at
+// every call (a restart of the bridge), a new store per test; the store
+// is closed by the test.
+var sharedTests = []struct {
+	name string
+	run  func(t *testing.T, open func() (state.StateStore, error))
+}{
+	{"SubmissionJournal", testSubmissionJournal},
+	{"ClaimSubmission", testClaimSubmission},
+	{"BeginSubmissionIsCompareAndSet", testBeginSubmissionIsCompareAndSet},
+	{"ConcurrentClaimsOneWins", testConcurrentClaimsOneWins},
+	{"SentRecordsPruned", testSentRecordsPruned},
+	{"SubmissionAnswered", testSubmissionAnswered},
+	{"SubmissionDeferred", testSubmissionDeferred},
+	{"TrackedMessages", testTrackedMessages},
+	{"StoreSentRecords", testStoreSentRecords},
+	{"StoreFolderState", testStoreFolderState},
+	{"StoreNonASCIIFolderNames", testStoreNonASCIIFolderNames},
+}
+
+// runShared runs the shared tests on stores made by newStore, which
+// returns the opener of a new, empty store.
+func runShared(t *testing.T, newStore func(t *testing.T) func() (state.StateStore, error)) {
+	for _, tc := range sharedTests {
+		t.Run(tc.name, func(t *testing.T) { tc.run(t, newStore(t)) })
+	}
+}
+
+// TestSQLiteStore runs the shared tests on the SQLite store, each in a
+// data directory of its own.
+func TestSQLiteStore(t *testing.T) {
+	runShared(t, func(t *testing.T) func() (state.StateStore, error) {
+		dir := t.TempDir()
+		return func() (state.StateStore, error) { return state.OpenStore(dir) }
+	})
+}
