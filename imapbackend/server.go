@@ -228,7 +228,10 @@ func (s *Server) Shutdown(ctx context.Context) error {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				sess.conn.Bye("Server shutting down; reconnect later")
+				// UNAVAILABLE (RFC 5530 §3): the server cannot serve
+				// now; a client reconnects, and a balancer sends it to
+				// a replica that still runs.
+				sess.conn.Bye("[UNAVAILABLE] Server shutting down; reconnect later")
 			}()
 		}
 		wg.Wait()

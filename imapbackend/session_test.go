@@ -2,6 +2,7 @@ package imapbackend_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -162,5 +163,26 @@ func TestRestartKeepsUIDValidity(t *testing.T) {
 	}
 	if again.UIDValidity != first.UIDValidity || again.UIDNext != first.UIDNext || again.NumMessages != 1 {
 		t.Fatalf("after restart %+v; before %+v", again, first)
+	}
+}
+
+// TestShutdownSaysUnavailable: a shutdown ends every IMAP connection, a
+// selected one and one not yet logged in, with BYE [UNAVAILABLE] (RFC
+// 5530 §3), which tells the client to reconnect later rather than report
+// an error.
+func TestShutdownSaysUnavailable(t *testing.T) {
+	e := newEnv(t, options{})
+	e.deliver(alice, "INBOX", testMessage("one"))
+	in := e.rawLogin(t, "selected", alice, alicePW)
+	if _, tagged := in.do("SELECT INBOX"); !strings.HasPrefix(tagged, "OK") {
+		t.Fatalf("SELECT: %s", tagged)
+	}
+	out, _ := e.rawDial(t, "stranger")
+	e.server.Shutdown(context.Background())
+	for _, c := range []*imapConn{in, out} {
+		line, err := c.readResponseErr()
+		if err != nil || !strings.HasPrefix(line, "* BYE [UNAVAILABLE] ") {
+			t.Errorf("%s: after the shutdown read %q, %v; want * BYE [UNAVAILABLE]", c.name, line, err)
+		}
 	}
 }
