@@ -162,11 +162,14 @@ func TestMetricsAndHealth(t *testing.T) {
 			Reachable bool      `json:"reachable"`
 			CheckedAt time.Time `json:"checked_at"`
 		} `json:"provider"`
+		State *struct {
+			Reachable bool `json:"reachable"`
+		} `json:"state"`
 	}
 	if err := json.Unmarshal([]byte(waitReady(t, base, 200)), &ready); err != nil {
 		t.Fatal(err)
 	}
-	if !ready.Ready || !ready.Provider.Reachable || time.Since(ready.Provider.CheckedAt) > time.Minute {
+	if !ready.Ready || !ready.Provider.Reachable || time.Since(ready.Provider.CheckedAt) > time.Minute || ready.State == nil || !ready.State.Reachable {
 		t.Errorf("/readyz: %+v", ready)
 	}
 

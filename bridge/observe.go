@@ -89,7 +89,7 @@ func (o *observer) open(b *Bridge) error {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", o.metrics.Handler())
 	mux.Handle("GET /healthz", observe.LiveHandler())
-	mux.Handle("GET /readyz", o.prober.ReadyHandler())
+	mux.Handle("GET /readyz", o.prober.ReadyHandler(b.store.Ping))
 	o.srv = &http.Server{
 		Handler:           mux,
 		ReadHeaderTimeout: 10 * time.Second,

@@ -193,17 +193,45 @@ type readiness struct {
 	Ready    bool    `json:"ready"`
 	Reason   string  `json:"reason,omitempty"`
 	Provider *Result `json:"provider,omitempty"`
+	// State is the state store's answer, when the handler checks one.
+	State *Dependency `json:"state,omitempty"`
 }
 
+// Dependency is what a local dependency of readiness answered.
+type Dependency struct {
+	Reachable bool   `json:"reachable"`
+	Error     string `json:"error,omitempty"`
+}
+
+// stateCheckTimeout bounds the state store's check in a readiness answer.
+const stateCheckTimeout = 2 * time.Second
+
 // ReadyHandler answers 200 when Ready, else 503, with the latest check as
-// JSON in both cases.
-func (p *Prober) ReadyHandler() http.Handler {
+// JSON in both cases. With state, the state store is asked too, at each
+// request (a local call: cheap), and a store that does not answer makes
+// the bridge not ready: a replica that cannot reach its state store could
+// only guess UIDs and journal entries, and the balancer should send
+// clients elsewhere.
+func (p *Prober) ReadyHandler(state func(context.Context) error) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ready, reason := p.Ready()
 		body := readiness{Ready: ready, Reason: reason}
 		if last := p.Last(); !last.CheckedAt.IsZero() {
 			body.Provider = &last
 		}
+		if state != nil {
+			ctx, cancel := context.WithTimeout(r.Context(), stateCheckTimeout)
+			err := state(ctx)
+			cancel()
+			body.State = &Dependency{Reachable: err == nil}
+			if err != nil {
+				body.State.Error = err.Error()
+				if body.Ready {
+					body.Ready, body.Reason = false, "state store unreachable"
+				}
+			}
+		}
+		ready = body.Ready
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("Cache-Control", "no-store")
 		if !ready {

@@ -3,6 +3,7 @@ package observe
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -151,7 +152,8 @@ func TestHandlers(t *testing.T) {
 	p := NewProber(provider.URL, time.Hour, time.Second)
 	mux := http.NewServeMux()
 	mux.Handle("/healthz", LiveHandler())
-	mux.Handle("/readyz", p.ReadyHandler())
+	var stateErr error // what the state store answers
+	mux.Handle("/readyz", p.ReadyHandler(func(context.Context) error { return stateErr }))
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
 
@@ -196,6 +198,16 @@ func TestHandlers(t *testing.T) {
 	}
 	if code != 200 || !rd.Ready || !rd.Provider.Reachable || rd.Provider.CheckedAt.IsZero() || rd.Provider.HTTPStatus != 200 {
 		t.Errorf("/readyz: %d %s", code, body)
+	}
+
+	// The state store stops answering: not ready, whatever the provider.
+	stateErr = errors.New("state: the state store does not answer: connection refused")
+	if code, body := get("/readyz"); code != 503 || !strings.Contains(body, "state store unreachable") || !strings.Contains(body, "connection refused") {
+		t.Errorf("/readyz with the state store failing: %d %s", code, body)
+	}
+	stateErr = nil
+	if code, body := get("/readyz"); code != 200 || !strings.Contains(body, `"state":{"reachable":true}`) {
+		t.Errorf("/readyz with the state store back: %d %s", code, body)
 	}
 
 	up = false

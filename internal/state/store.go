@@ -71,6 +71,15 @@ func OpenStore(dir string) (*Store, error) {
 	return &Store{db: db, stmts: sqlstmt.New(db)}, nil
 }
 
+// Ping reports whether the store answers a query, for readiness.
+func (s *Store) Ping(ctx context.Context) error {
+	var one int
+	if err := s.stmts.QueryRow(ctx, `SELECT 1`).Scan(&one); err != nil {
+		return fmt.Errorf("state: the state store does not answer: %w", err)
+	}
+	return nil
+}
+
 // Close closes the store.
 func (s *Store) Close() error {
 	s.stmts.Close()
