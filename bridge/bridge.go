@@ -134,7 +134,12 @@ func (b *Bridge) open() error {
 	if err != nil {
 		return err
 	}
-	if b.store, err = state.OpenStore(b.cfg.DataDir); err != nil {
+	if b.cfg.StateURL != "" {
+		b.store, err = state.OpenPostgres(b.cfg.StateURL)
+	} else {
+		b.store, err = state.OpenStore(b.cfg.DataDir)
+	}
+	if err != nil {
 		return err
 	}
 	b.store.SetSentRetention(b.cfg.SentRetention)

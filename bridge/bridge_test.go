@@ -48,6 +48,7 @@ func TestConfigValidation(t *testing.T) {
 		{"poll too fast", func(c *bridge.Config) { c.PollInterval = time.Millisecond }, "DIRECTBRIDGE_POLL_INTERVAL"},
 		{"unknown expunge policy", func(c *bridge.Config) { c.ExpungePolicy = "shred" }, "DIRECTBRIDGE_EXPUNGE"},
 		{"bad sandbox users", func(c *bridge.Config) { c.Users = "alice" }, "DIRECTBRIDGE_SANDBOX_USERS"},
+		{"state URL not PostgreSQL", func(c *bridge.Config) { c.StateURL = "mysql://x" }, "DIRECTBRIDGE_STATE_URL"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := testConfig(t)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/directbridge/directbridge/imapbackend"
+	"github.com/directbridge/directbridge/internal/state"
 	"github.com/directbridge/directbridge/sandbox"
 	"github.com/directbridge/directbridge/upstream/directapi"
 )
@@ -25,6 +26,9 @@ type Config struct {
 	APIURL string `envconfig:"API_URL" desc:"provider base URL (https://...); empty: run the embedded sandbox provider"`
 
 	DataDir string `envconfig:"DATA_DIR" desc:"directory for the state store, the generated TLS certificate and the embedded sandbox's mail; default $XDG_STATE_HOME/directbridge or ~/.local/state/directbridge"`
+	// StateURL names a PostgreSQL state store instead of the SQLite file
+	// in DataDir (internal/state, postgres.go).
+	StateURL string `envconfig:"STATE_URL" desc:"the state store in PostgreSQL (postgres://user:password@host/db?sslmode=verify-full; PG* variables fill in the rest) instead of state.db in DIRECTBRIDGE_DATA_DIR; one replica only for now: several replicas need the shared parts that are still per process (see README)"`
 
 	IMAPAddr  string `envconfig:"IMAP_ADDR" default:"127.0.0.1:1143" desc:"IMAP listener with STARTTLS (host:port or off)"`
 	IMAPSAddr string `envconfig:"IMAPS_ADDR" default:"127.0.0.1:1993" desc:"IMAP listener with implicit TLS (host:port or off)"`
@@ -129,6 +133,9 @@ func DefaultDataDir() string {
 func (c *Config) Validate() []error {
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if c.StateURL != "" && !state.IsPostgresURL(c.StateURL) {
+		bad("DIRECTBRIDGE_STATE_URL must be a postgres:// or postgresql:// URL (leave it empty for the SQLite store in DIRECTBRIDGE_DATA_DIR)")
+	}
 	if c.MaxConnsPerAddress < 0 || c.PreAuthTimeout < time.Second {
 		bad("DIRECTBRIDGE_MAX_CONNS_PER_ADDRESS (%d) must be at least 0 (0: derived) and DIRECTBRIDGE_PREAUTH_TIMEOUT (%s) at least 1s", c.MaxConnsPerAddress, c.PreAuthTimeout)
 	}

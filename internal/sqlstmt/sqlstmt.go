@@ -17,6 +17,8 @@ package sqlstmt
 import (
 	"context"
 	"database/sql"
+	"strconv"
+	"strings"
 	"sync"
 )
 
@@ -31,11 +33,57 @@ type Cache struct {
 	mu    sync.Mutex
 	stmts map[string]*sql.Stmt
 	want  map[string]bool // seen in a transaction, to prepare after it
+	pg    bool            // PostgreSQL: statements rebound, none kept (NewPostgres)
 }
 
 // New returns a cache for db.
 func New(db *sql.DB) *Cache {
 	return &Cache{db: db, stmts: map[string]*sql.Stmt{}, want: map[string]bool{}}
+}
+
+// NewPostgres returns a cache for a PostgreSQL database opened with pgx's
+// database/sql driver. Statements are written with ? placeholders, as for
+// SQLite, and rebound to $1, $2, ... (rebind). None is kept prepared
+// here: pgx keeps the statements of each of its pool's connections
+// prepared itself, and a pool has more than one connection.
+func NewPostgres(db *sql.DB) *Cache {
+	c := New(db)
+	c.pg = true
+	return c
+}
+
+// text is q as the database takes it.
+func (c *Cache) text(q string) string {
+	if c.pg {
+		return rebind(q)
+	}
+	return q
+}
+
+// rebind numbers the ? placeholders of q ($1, $2, ...), leaving those in
+// quoted strings and identifiers alone.
+func rebind(q string) string {
+	var b strings.Builder
+	b.Grow(len(q) + 8)
+	n := 0
+	var quote byte
+	for i := 0; i < len(q); i++ {
+		ch := q[i]
+		switch {
+		case quote != 0:
+			if ch == quote {
+				quote = 0
+			}
+		case ch == '\'' || ch == '"':
+			quote = ch
+		case ch == '?':
+			n++
+			b.WriteString("$" + strconv.Itoa(n))
+			continue
+		}
+		b.WriteByte(ch)
+	}
+	return b.String()
 }
 
 // Close closes the prepared statements (not the database).
@@ -51,6 +99,9 @@ func (c *Cache) Close() {
 // lookup returns the prepared statement of q, or nil after noting q to be
 // prepared later.
 func (c *Cache) lookup(q string) *sql.Stmt {
+	if c.pg {
+		return nil
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if st := c.stmts[q]; st != nil {
@@ -96,7 +147,7 @@ func (c *Cache) Exec(ctx context.Context, q string, args ...any) (sql.Result, er
 		return st.ExecContext(ctx, args...)
 	}
 	defer c.prepareWanted(ctx)
-	return c.db.ExecContext(ctx, q, args...)
+	return c.db.ExecContext(ctx, c.text(q), args...)
 }
 
 // Query runs q outside a transaction.
@@ -104,7 +155,7 @@ func (c *Cache) Query(ctx context.Context, q string, args ...any) (*sql.Rows, er
 	if st := c.lookup(q); st != nil {
 		return st.QueryContext(ctx, args...)
 	}
-	rows, err := c.db.QueryContext(ctx, q, args...)
+	rows, err := c.db.QueryContext(ctx, c.text(q), args...)
 	// Not prepared now: the rows hold the only connection until closed.
 	return rows, err
 }
@@ -114,7 +165,7 @@ func (c *Cache) QueryRow(ctx context.Context, q string, args ...any) *sql.Row {
 	if st := c.lookup(q); st != nil {
 		return st.QueryRowContext(ctx, args...)
 	}
-	return c.db.QueryRowContext(ctx, q, args...)
+	return c.db.QueryRowContext(ctx, c.text(q), args...)
 }
 
 // Tx is a transaction whose Exec, Query and QueryRow (and their Context
@@ -152,21 +203,21 @@ func (t *Tx) ExecContext(ctx context.Context, q string, args ...any) (sql.Result
 	if st := t.c.lookup(q); st != nil {
 		return t.Tx.StmtContext(ctx, st).ExecContext(ctx, args...)
 	}
-	return t.Tx.ExecContext(ctx, q, args...)
+	return t.Tx.ExecContext(ctx, t.c.text(q), args...)
 }
 
 func (t *Tx) QueryContext(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
 	if st := t.c.lookup(q); st != nil {
 		return t.Tx.StmtContext(ctx, st).QueryContext(ctx, args...)
 	}
-	return t.Tx.QueryContext(ctx, q, args...)
+	return t.Tx.QueryContext(ctx, t.c.text(q), args...)
 }
 
 func (t *Tx) QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row {
 	if st := t.c.lookup(q); st != nil {
 		return t.Tx.StmtContext(ctx, st).QueryRowContext(ctx, args...)
 	}
-	return t.Tx.QueryRowContext(ctx, q, args...)
+	return t.Tx.QueryRowContext(ctx, t.c.text(q), args...)
 }
 
 func (t *Tx) Exec(q string, args ...any) (sql.Result, error) { return t.ExecContext(t.ctx, q, args...) }

@@ -74,12 +74,9 @@ const AttemptTTL = 24 * time.Hour
 
 func (s *Store) BeginAttempt(ctx context.Context, username, key, owner string, mark int64) (int64, error) {
 	now := time.Now().UnixMilli()
-	res, err := s.stmts.Exec(ctx, `INSERT INTO attempts (username, key, owner, state, mark, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)`,
-		strings.ToLower(username), key, owner, AttemptAsking, mark, now, now)
-	if err != nil {
-		return 0, fmt.Errorf("state: attempts: %w", err)
-	}
-	id, err := res.LastInsertId()
+	var id int64
+	err := s.stmts.QueryRow(ctx, `INSERT INTO attempts (username, key, owner, state, mark, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id`,
+		strings.ToLower(username), key, owner, AttemptAsking, mark, now, now).Scan(&id)
 	if err != nil {
 		return 0, fmt.Errorf("state: attempts: %w", err)
 	}

@@ -10,8 +10,10 @@ import (
 
 // TestChangeFlagsConcurrent: changes of one message made at once by many
 // goroutines all hold: each applies to the set kept when it is written.
-func TestChangeFlagsConcurrent(t *testing.T) {
-	s, err := OpenStore(t.TempDir())
+func TestChangeFlagsConcurrent(t *testing.T) { eachBackend(t, testChangeFlagsConcurrent) }
+
+func testChangeFlagsConcurrent(t *testing.T, open func() (*Store, error)) {
+	s, err := open()
 	if err != nil {
 		t.Fatal(err)
 	}

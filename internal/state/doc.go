@@ -2,8 +2,10 @@
 // not keep, such as UIDVALIDITY and UIDNEXT of every folder, kept flags and
 // keywords, subscriptions, the send journal and the record of messages the
 // bridge submitted, bounce tracking. The engine and the fronts hold it
-// through the StateStore interface; Store is its SQLite implementation,
-// whose schema is versioned by numbered migrations (schema.go). It holds
+// through the StateStore interface. Store implements it in SQLite
+// (OpenStore, a file in the data directory) or in PostgreSQL
+// (OpenPostgres, postgres.go), with one schema history for both, versioned
+// by numbered migrations (schema.go). It holds
 // no message content and no password; the credential check lives in
 // internal/login.
 package state

@@ -50,8 +50,22 @@ func nextValidity(tx *sqlstmt.Tx) (uint32, error) {
 	return uint32(v), err
 }
 
+// tx runs fn in one transaction. On SQLite every transaction takes the
+// write lock when it begins (OpenStore), so they run one at a time. On
+// PostgreSQL they are SERIALIZABLE, which several replicas sharing the
+// store need as much as one process's connections: one that could not be
+// serialized with another is run again (postgres.go, retryable).
 func (s *Store) tx(ctx context.Context, fn func(*sqlstmt.Tx) error) error {
-	tx, err := s.stmts.Begin(ctx, nil)
+	for try := 1; ; try++ {
+		err := s.txOnce(ctx, fn)
+		if err == nil || !s.pg || !retryable(err) || try == maxTxTries || ctx.Err() != nil {
+			return err
+		}
+	}
+}
+
+func (s *Store) txOnce(ctx context.Context, fn func(*sqlstmt.Tx) error) error {
+	tx, err := s.stmts.Begin(ctx, s.txOptions)
 	if err != nil {
 		return fmt.Errorf("state: state store: %w", err)
 	}
@@ -59,7 +73,10 @@ func (s *Store) tx(ctx context.Context, fn func(*sqlstmt.Tx) error) error {
 		tx.Rollback()
 		return fmt.Errorf("state: state store: %w", err)
 	}
-	return tx.Commit()
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("state: state store: %w", err)
+	}
+	return nil
 }
 
 // Folder returns the state of a folder, creating it (with a fresh
@@ -95,7 +112,7 @@ func (s *Store) SeenUIDs(ctx context.Context, username, folder string, maxUID ui
 		return nil
 	}
 	return s.tx(ctx, func(tx *sqlstmt.Tx) error {
-		_, err := tx.Exec(`UPDATE folder_state SET uid_next = MAX(uid_next, ?) WHERE username = ? AND folder = ?`,
+		_, err := tx.Exec(`UPDATE folder_state SET uid_next = `+s.greatest+`(uid_next, ?) WHERE username = ? AND folder = ?`,
 			int64(maxUID)+1, username, folder)
 		return err
 	})
@@ -342,7 +359,7 @@ func (s *Store) WriteRefresh(ctx context.Context, username, folder string, valid
 			}
 		}
 		if w.MaxUID != 0 {
-			_, err := tx.Exec(`UPDATE folder_state SET uid_next = MAX(uid_next, ?) WHERE username = ? AND folder = ?`,
+			_, err := tx.Exec(`UPDATE folder_state SET uid_next = `+s.greatest+`(uid_next, ?) WHERE username = ? AND folder = ?`,
 				int64(w.MaxUID)+1, username, folder)
 			return err
 		}

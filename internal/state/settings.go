@@ -35,7 +35,7 @@ func (s *Store) SetSetting(ctx context.Context, name, value string) error {
 // have used the data directory.
 func (s *Store) UsedBefore(ctx context.Context) (bool, error) {
 	var n int
-	if err := s.stmts.QueryRow(ctx, `SELECT count(*) FROM (SELECT 1 FROM folder_state LIMIT 1)`).Scan(&n); err != nil {
+	if err := s.stmts.QueryRow(ctx, `SELECT count(*) FROM (SELECT 1 FROM folder_state LIMIT 1) AS used`).Scan(&n); err != nil {
 		return false, fmt.Errorf("state: settings: %w", err)
 	}
 	return n > 0, nil

@@ -202,6 +202,17 @@ func testStateStore(t *testing.T, open func(t *testing.T) StateStore) {
 		if err := s.WriteRefresh(ctx, alice, "INBOX", f.UIDValidity, RefreshWrite{}); err != nil {
 			t.Fatal(err)
 		}
+		// Entries dropped without a refresh (a transfer that gave up).
+		ids, err = s.AddPendingFlags(ctx, alice, "INBOX", []PendingFlag{{MsgID: "<n@x>", Size: 20, Flags: []string{"$r"}}, {MsgID: "<o@x>", Size: 30}})
+		if err != nil || len(ids) != 2 {
+			t.Fatalf("AddPendingFlags: %v, %v", ids, err)
+		}
+		if err := s.DropPendingFlags(ctx, ids[:1]); err != nil {
+			t.Fatal(err)
+		}
+		if pend, _ := s.PendingFlagsOf(ctx, alice, "INBOX"); len(pend) != 1 || pend[0].MsgID != "<o@x>" {
+			t.Fatalf("pending after dropping one of two: %+v", pend)
+		}
 	})
 
 	t.Run("SentJournal", func(t *testing.T) {

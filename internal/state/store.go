@@ -32,6 +32,13 @@ type Store struct {
 	// stmts keeps every statement prepared: parsing SQL is most of a
 	// small statement's cost (package sqlstmt).
 	stmts *sqlstmt.Cache
+
+	// What differs on PostgreSQL (postgres.go): pg is set there, the
+	// transactions are SERIALIZABLE, and the two-argument maximum is
+	// GREATEST where SQLite's is MAX.
+	pg        bool
+	txOptions *sql.TxOptions
+	greatest  string
 }
 
 // OpenStore opens (creating if needed) the state store in dir and brings
@@ -68,7 +75,7 @@ func OpenStore(dir string) (*Store, error) {
 		db.Close()
 		return nil, fmt.Errorf("state: state store %s: %w", path, err)
 	}
-	return &Store{db: db, stmts: sqlstmt.New(db)}, nil
+	return &Store{db: db, stmts: sqlstmt.New(db), greatest: "MAX"}, nil
 }
 
 // Ping reports whether the store answers a query, for readiness.

@@ -7,8 +7,10 @@ import (
 	"time"
 )
 
-func TestRecentSent(t *testing.T) {
-	s, err := OpenStore(t.TempDir())
+func TestRecentSent(t *testing.T) { eachBackend(t, testRecentSent) }
+
+func testRecentSent(t *testing.T, open func() (*Store, error)) {
+	s, err := open()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,10 +45,11 @@ func TestRecentSent(t *testing.T) {
 
 // TestSubscriptionsKept: subscribed names without a folder are kept per
 // user (case-insensitive user, case-sensitive name) and across a reopen.
-func TestSubscriptionsKept(t *testing.T) {
+func TestSubscriptionsKept(t *testing.T) { eachBackend(t, testSubscriptionsKept) }
+
+func testSubscriptionsKept(t *testing.T, open func() (*Store, error)) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	s, err := OpenStore(dir)
+	s, err := open()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +60,7 @@ func TestSubscriptionsKept(t *testing.T) {
 	}
 	s.Subscribe(ctx, "other@x", "INBOX.c")
 	s.Close()
-	if s, err = OpenStore(dir); err != nil {
+	if s, err = open(); err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()

@@ -1,6 +1,8 @@
 package state
 
 import (
+	"github.com/directbridge/directbridge/internal/sqlstmt"
+
 	"context"
 	"database/sql"
 	"errors"
@@ -221,20 +223,16 @@ func (s *Store) EndSubmission(ctx context.Context, key string, state SubmissionS
 }
 
 func (s *Store) CompleteSubmission(ctx context.Context, key string, rec SentRecord) error {
-	tx, err := s.stmts.Begin(ctx, nil)
+	err := s.tx(ctx, func(tx *sqlstmt.Tx) error {
+		if _, err := tx.ExecContext(ctx, `UPDATE submissions SET state = ?, smtp_id = ?, updated_at = ? WHERE key = ?`, SubmissionSent, rec.SmtpID, time.Now().UnixMilli(), key); err != nil {
+			return err
+		}
+		_, err := tx.ExecContext(ctx, `INSERT INTO sent (username, smtp_id, message_id, sent_at) VALUES (?, ?, ?, ?)`,
+			strings.ToLower(rec.Username), rec.SmtpID, rec.MessageID, rec.SentAt.UnixMilli())
+		return err
+	})
 	if err != nil {
-		return fmt.Errorf("state: journal: %w", err)
-	}
-	defer tx.Rollback()
-	if _, err := tx.ExecContext(ctx, `UPDATE submissions SET state = ?, smtp_id = ?, updated_at = ? WHERE key = ?`, SubmissionSent, rec.SmtpID, time.Now().UnixMilli(), key); err != nil {
-		return fmt.Errorf("state: journal: %w", err)
-	}
-	if _, err := tx.ExecContext(ctx, `INSERT INTO sent (username, smtp_id, message_id, sent_at) VALUES (?, ?, ?, ?)`,
-		strings.ToLower(rec.Username), rec.SmtpID, rec.MessageID, rec.SentAt.UnixMilli()); err != nil {
-		return fmt.Errorf("state: recording sent message: %w", err)
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("state: journal: %w", err)
+		return fmt.Errorf("state: journal: completing the entry and recording the sent message: %w", err)
 	}
 	return nil
 }
