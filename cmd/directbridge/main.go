@@ -64,6 +64,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return runSandbox(stdout, stderr)
 	case "admin":
 		return runAdmin(args[1:], os.Stdin, stdout, stderr)
+	case "state":
+		return runState(args[1:], stdout, stderr)
 	case "version", "-version", "--version":
 		fmt.Fprintln(stdout, "directbridge", versionString())
 		return 0
@@ -87,6 +89,8 @@ Commands:
   admin     talk to the running bridge over its admin socket: provision patient
             addresses, look them up, set passwords, delivery status, health
             (directbridge admin help)
+  state     state copy --to postgres://...: move the data directory's state
+            store into PostgreSQL, UIDVALIDITYs unchanged (directbridge state)
   version   print the version
   help      print this help
 

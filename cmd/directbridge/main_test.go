@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/directbridge/directbridge/internal/pgtest"
 )
 
 // binPath is the real command, compiled once for all tests by TestMain.
@@ -30,7 +32,7 @@ func TestMain(m *testing.M) {
 		os.RemoveAll(dir)
 		panic("go build: " + err.Error() + "\n" + string(out))
 	}
-	code := m.Run()
+	code := pgtest.Main(m) // m.Run, then the throwaway PostgreSQL stops
 	os.RemoveAll(dir)
 	os.Exit(code)
 }
