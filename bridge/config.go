@@ -28,7 +28,10 @@ type Config struct {
 	DataDir string `envconfig:"DATA_DIR" desc:"directory for the state store, the generated TLS certificate and the embedded sandbox's mail; default $XDG_STATE_HOME/directbridge or ~/.local/state/directbridge"`
 	// StateURL names a PostgreSQL state store instead of the SQLite file
 	// in DataDir (internal/state, postgres.go).
-	StateURL string `envconfig:"STATE_URL" desc:"the state store in PostgreSQL (postgres://user:password@host/db?sslmode=verify-full; PG* variables fill in the rest) instead of state.db in DIRECTBRIDGE_DATA_DIR; one replica only for now: several replicas need the shared parts that are still per process (see README)"`
+	// JournalKey, when set, is the journal key instead of the file in
+	// DataDir: replicas sharing a state store must share it too.
+	JournalKey directapi.Secret `envconfig:"JOURNAL_KEY" desc:"the key (32 bytes, hex or base64; never printed) the journals' fingerprints are made under, instead of journal.key in DIRECTBRIDGE_DATA_DIR: replicas sharing a PostgreSQL state store must share it (a Secret), or a retry through another replica is not recognised"`
+	StateURL   string           `envconfig:"STATE_URL" desc:"the state store in PostgreSQL (postgres://user:password@host/db?sslmode=verify-full; PG* variables fill in the rest) instead of state.db in DIRECTBRIDGE_DATA_DIR; one replica only for now: several replicas need the shared parts that are still per process (see README)"`
 
 	IMAPAddr  string `envconfig:"IMAP_ADDR" default:"127.0.0.1:1143" desc:"IMAP listener with STARTTLS (host:port or off)"`
 	IMAPSAddr string `envconfig:"IMAPS_ADDR" default:"127.0.0.1:1993" desc:"IMAP listener with implicit TLS (host:port or off)"`
@@ -133,6 +136,11 @@ func DefaultDataDir() string {
 func (c *Config) Validate() []error {
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if c.JournalKey != "" {
+		if _, err := decodeJournalKey(string(c.JournalKey)); err != nil {
+			bad("DIRECTBRIDGE_JOURNAL_KEY: %v", err)
+		}
+	}
 	if c.StateURL != "" && !state.IsPostgresURL(c.StateURL) {
 		bad("DIRECTBRIDGE_STATE_URL must be a postgres:// or postgresql:// URL (leave it empty for the SQLite store in DIRECTBRIDGE_DATA_DIR)")
 	}

@@ -2,7 +2,10 @@ package bridge
 
 import (
 	"context"
+	"encoding/base64"
+	"encoding/hex"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/directbridge/directbridge/internal/state"
@@ -15,6 +18,9 @@ import (
 // key, or whose key file was lost), those entries no longer match a
 // retry: the operator is told how many, and what that risks.
 func (b *Bridge) journalKey() ([]byte, error) {
+	if b.cfg.JournalKey != "" {
+		return decodeJournalKey(string(b.cfg.JournalKey))
+	}
 	key, created, err := state.LoadJournalKey(b.cfg.DataDir)
 	if err != nil {
 		return nil, fmt.Errorf("journal key: %w", err)
@@ -34,4 +40,20 @@ func (b *Bridge) journalKey() ([]byte, error) {
 			"entries", n, "file", state.JournalKeyFile)
 	}
 	return key, nil
+}
+
+// decodeJournalKey reads DIRECTBRIDGE_JOURNAL_KEY: 32 bytes, written in
+// hex (64 digits, as "openssl rand -hex 32" writes them) or base64. Its
+// errors never quote the value.
+func decodeJournalKey(s string) ([]byte, error) {
+	s = strings.TrimSpace(s)
+	if b, err := hex.DecodeString(s); err == nil && len(b) == state.JournalKeySize {
+		return b, nil
+	}
+	for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.RawStdEncoding, base64.URLEncoding, base64.RawURLEncoding} {
+		if b, err := enc.DecodeString(s); err == nil && len(b) == state.JournalKeySize {
+			return b, nil
+		}
+	}
+	return nil, fmt.Errorf("not %d bytes in hex or base64 (make one with: openssl rand -hex %d)", state.JournalKeySize, state.JournalKeySize)
 }

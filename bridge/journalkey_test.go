@@ -21,6 +21,7 @@ import (
 
 	"github.com/directbridge/directbridge/bridge"
 	"github.com/directbridge/directbridge/internal/state"
+	"github.com/directbridge/directbridge/upstream/directapi"
 )
 
 // running starts a bridge on cfg and returns it with its stop function,
@@ -189,4 +190,33 @@ func canceled() context.Context {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	return ctx
+}
+
+// TestJournalKeyFromEnv: with DIRECTBRIDGE_JOURNAL_KEY (hex or base64 of
+// 32 bytes) the bridge takes its key from there and writes no key file
+// (replicas sharing a state store share the key through a Secret); a
+// value of another length is refused at start, naming the variable and
+// not quoting the value.
+func TestJournalKeyFromEnv(t *testing.T) {
+	for _, key := range []string{
+		"00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff",
+		"ABEiM0RVZneImaq7zN3u/wARIjNEVWZ3iJmqu8zd7v8=",
+	} {
+		cfg := testConfig(t)
+		cfg.JournalKey = directapi.Secret(key)
+		b, err := bridge.New(cfg, nil, nil)
+		if err != nil {
+			t.Fatalf("key %.8s...: %v", key, err)
+		}
+		b.Run(canceled())
+		if _, err := os.Stat(filepath.Join(cfg.DataDir, state.JournalKeyFile)); !os.IsNotExist(err) {
+			t.Errorf("a key file was written with the key given: %v", err)
+		}
+	}
+	cfg := testConfig(t)
+	cfg.JournalKey = "c2hvcnQta2V5LXNlY3JldA=="
+	_, err := bridge.New(cfg, nil, nil)
+	if err == nil || !strings.Contains(err.Error(), "DIRECTBRIDGE_JOURNAL_KEY") || strings.Contains(err.Error(), string(cfg.JournalKey)) {
+		t.Fatalf("a 17-byte key: %v; want a refusal naming the variable, not the value", err)
+	}
 }
