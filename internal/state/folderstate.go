@@ -50,11 +50,13 @@ func nextValidity(tx *sqlstmt.Tx) (uint32, error) {
 	return uint32(v), err
 }
 
-// tx runs fn in one transaction. On SQLite every transaction takes the
-// write lock when it begins (OpenStore), so they run one at a time. On
-// PostgreSQL they are SERIALIZABLE, which several replicas sharing the
-// store need as much as one process's connections: one that could not be
-// serialized with another is run again (postgres.go, retryable).
+// tx runs fn in one transaction, one at a time: on SQLite every
+// transaction takes the write lock when it begins (OpenStore); on
+// PostgreSQL it takes the store's advisory lock first (postgres.go,
+// writeLock), across the connections of every replica. The transactions
+// read and then write (the UIDVALIDITY counter, kept flags), which is
+// safe so. One PostgreSQL ends all the same (a deadlock elsewhere, a
+// serialization failure) is run again (retryable).
 func (s *Store) tx(ctx context.Context, fn func(*sqlstmt.Tx) error) error {
 	for try := 1; ; try++ {
 		err := s.txOnce(ctx, fn)
@@ -65,9 +67,15 @@ func (s *Store) tx(ctx context.Context, fn func(*sqlstmt.Tx) error) error {
 }
 
 func (s *Store) txOnce(ctx context.Context, fn func(*sqlstmt.Tx) error) error {
-	tx, err := s.stmts.Begin(ctx, s.txOptions)
+	tx, err := s.stmts.Begin(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("state: state store: %w", err)
+	}
+	if s.pg {
+		if _, err := tx.Exec(`SELECT pg_advisory_xact_lock(?)`, writeLock); err != nil {
+			tx.Rollback()
+			return fmt.Errorf("state: state store: taking the write lock: %w", err)
+		}
 	}
 	if err := fn(tx); err != nil {
 		tx.Rollback()

@@ -19,8 +19,8 @@ import (
 // both (upsert with ON CONFLICT, RETURNING, ? placeholders that sqlstmt
 // rebinds to $n), and what differs is here: the schema (pgMigrations,
 // the same versions as SQLite's, in PostgreSQL's types), the migration
-// lock, SERIALIZABLE transactions run again when PostgreSQL could not
-// serialize them, and GREATEST for SQLite's two-argument MAX.
+// lock, the write lock that makes transactions run one at a time as
+// SQLite's do (writeLock), and GREATEST for SQLite's two-argument MAX.
 //
 // Usernames compare without regard to case, as SQLite's COLLATE NOCASE
 // has them: the columns are citext (a trusted extension since
@@ -42,6 +42,18 @@ func retryable(err error) bool {
 // together migrate the schema one after the other ("DBst").
 const migrationLock = 0x44427374
 
+// writeLock is the advisory lock every transaction of the store takes
+// first ("DBwr"), so that they run one at a time across the connections
+// of every replica, as SQLite's do in one process: they read and then
+// write (the UIDVALIDITY counter, kept flags), and under READ COMMITTED two
+// at once could hand out one UIDVALIDITY twice or lose a flag change.
+// SERIALIZABLE transactions were tried first: under imaptest's stress
+// they failed to serialize faster than they could be run again (see
+// BENCHMARKS.md). A lock per user is the refinement when one lock is the
+// limit; the statements outside transactions are single statements and
+// atomic on their own.
+const writeLock = 0x44427772
+
 // OpenPostgres opens the state store in the PostgreSQL database at url
 // (postgres://user:password@host/db?sslmode=...; the usual PG*
 // variables fill in what it leaves out) and brings its schema up to
@@ -62,8 +74,7 @@ func OpenPostgres(url string) (*Store, error) {
 		db.Close()
 		return nil, fmt.Errorf("state: PostgreSQL state store: %w", err)
 	}
-	return &Store{db: db, stmts: sqlstmt.NewPostgres(db), pg: true,
-		txOptions: &sql.TxOptions{Isolation: sql.LevelSerializable}, greatest: "GREATEST"}, nil
+	return &Store{db: db, stmts: sqlstmt.NewPostgres(db), pg: true, greatest: "GREATEST"}, nil
 }
 
 // IsPostgresURL reports whether a state store setting names PostgreSQL.

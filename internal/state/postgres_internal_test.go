@@ -3,6 +3,7 @@ package state
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"sync"
 	"testing"
@@ -91,5 +92,50 @@ func TestPostgresMigrationsFollowSQLite(t *testing.T) {
 		if pgMigrations[i].version != migrations[i].version || pgMigrations[i].name != migrations[i].name {
 			t.Errorf("migration %d: PostgreSQL %d %q, SQLite %d %q", i+1, pgMigrations[i].version, pgMigrations[i].name, migrations[i].version, migrations[i].name)
 		}
+	}
+}
+
+// TestPostgresReplicasShareOneCounter: two stores on one database (two
+// replicas) creating folders at once never hand out one UIDVALIDITY
+// twice, and concurrent flag changes through both all hold.
+func TestPostgresReplicasShareOneCounter(t *testing.T) {
+	url := pgtest.Database(t)
+	var stores [2]*Store
+	for i := range stores {
+		s, err := OpenPostgres(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		stores[i] = s
+	}
+	ctx := context.Background()
+	var mu sync.Mutex
+	seen := map[uint32]string{}
+	var wg sync.WaitGroup
+	for i := range 40 {
+		wg.Go(func() {
+			s := stores[i%2]
+			name := fmt.Sprintf("INBOX.f%d", i)
+			st, err := s.Folder(ctx, "alice@direct.example", name)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if _, err := s.ChangeFlags(ctx, "alice@direct.example", "INBOX", 7, []FlagChange{{UID: 1, Add: []string{fmt.Sprintf("k%d", i)}}}); err != nil {
+				t.Error(err)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if other, dup := seen[st.UIDValidity]; dup {
+				t.Errorf("UIDVALIDITY %d handed out to %s and %s", st.UIDValidity, other, name)
+			}
+			seen[st.UIDValidity] = name
+		})
+	}
+	wg.Wait()
+	fl, err := stores[0].Flags(ctx, "alice@direct.example", "INBOX", 7)
+	if err != nil || len(fl[1]) != 40 {
+		t.Fatalf("flags of UID 1 after 40 changes through two stores: %d, %v", len(fl[1]), err)
 	}
 }

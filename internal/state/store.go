@@ -33,12 +33,11 @@ type Store struct {
 	// small statement's cost (package sqlstmt).
 	stmts *sqlstmt.Cache
 
-	// What differs on PostgreSQL (postgres.go): pg is set there, the
-	// transactions are SERIALIZABLE, and the two-argument maximum is
+	// What differs on PostgreSQL (postgres.go): pg is set there
+	// (transactions take the write lock), and the two-argument maximum is
 	// GREATEST where SQLite's is MAX.
-	pg        bool
-	txOptions *sql.TxOptions
-	greatest  string
+	pg       bool
+	greatest string
 }
 
 // OpenStore opens (creating if needed) the state store in dir and brings
