@@ -284,21 +284,100 @@ type FlagChange struct {
 // are one step for the store (the transaction takes SQLite's write lock
 // when it begins, see OpenStore).
 func (s *Store) ChangeFlags(ctx context.Context, username, folder string, validity uint32, changes []FlagChange) (map[uint32][]string, error) {
-	out := make(map[uint32][]string, len(changes))
+	var out map[uint32][]string
 	err := s.tx(ctx, func(tx *sqlstmt.Tx) error {
-		for _, c := range changes {
-			next, err := changeFlagsTx(tx, username, folder, validity, c)
-			if err != nil {
-				return err
-			}
-			out[c.UID] = next
-		}
-		return nil
+		var err error
+		out, err = changeFlagsBatchTx(tx, username, folder, validity, changes)
+		return err
 	})
 	if err != nil {
 		return nil, err
 	}
 	return out, nil
+}
+
+// batchUIDs bounds the UIDs of one statement of changeFlagsBatchTx, well
+// under both databases' limits on parameters.
+const batchUIDs = 400
+
+// changeFlagsBatchTx is changeFlagsTx for many changes in a few
+// statements, whatever their number: one read of the sets kept now, the
+// changes applied in order, one delete of the sets left empty and one
+// upsert of the others, per batchUIDs messages. On PostgreSQL each
+// statement is a round trip made while the STORE's folder waits (flagMu,
+// internal/mailstore): a change of 50 messages was 100 of them.
+func changeFlagsBatchTx(tx *sqlstmt.Tx, username, folder string, validity uint32, changes []FlagChange) (map[uint32][]string, error) {
+	out := make(map[uint32][]string, len(changes))
+	var uids []uint32
+	for _, c := range changes {
+		if _, seen := out[c.UID]; !seen {
+			out[c.UID] = nil
+			uids = append(uids, c.UID)
+		}
+	}
+	for chunk := range slices.Chunk(uids, batchUIDs) {
+		args := []any{username, folder, validity}
+		for _, u := range chunk {
+			args = append(args, u)
+		}
+		rows, err := tx.Query(`SELECT uid, flags FROM flags WHERE username = ? AND folder = ? AND uid_validity = ? AND uid IN (`+
+			placeholders(len(chunk))+`)`, args...)
+		if err != nil {
+			return nil, err
+		}
+		for rows.Next() {
+			var uid uint32
+			var fl string
+			if err := rows.Scan(&uid, &fl); err != nil {
+				rows.Close()
+				return nil, err
+			}
+			out[uid] = strings.Fields(fl)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, err
+		}
+	}
+	for _, c := range changes {
+		out[c.UID] = ApplyFlagChange(out[c.UID], c)
+	}
+	var empty, kept []uint32
+	for _, u := range uids {
+		if len(out[u]) == 0 {
+			empty = append(empty, u)
+		} else {
+			kept = append(kept, u)
+		}
+	}
+	for chunk := range slices.Chunk(empty, batchUIDs) {
+		args := []any{username, folder, validity}
+		for _, u := range chunk {
+			args = append(args, u)
+		}
+		if _, err := tx.Exec(`DELETE FROM flags WHERE username = ? AND folder = ? AND uid_validity = ? AND uid IN (`+
+			placeholders(len(chunk))+`)`, args...); err != nil {
+			return nil, err
+		}
+	}
+	for chunk := range slices.Chunk(kept, batchUIDs) {
+		var args []any
+		rows := make([]string, 0, len(chunk))
+		for _, u := range chunk {
+			rows = append(rows, "(?, ?, ?, ?, ?)")
+			args = append(args, username, folder, validity, u, strings.Join(out[u], " "))
+		}
+		if _, err := tx.Exec(`INSERT INTO flags (username, folder, uid_validity, uid, flags) VALUES `+strings.Join(rows, ", ")+`
+			ON CONFLICT (username, folder, uid_validity, uid) DO UPDATE SET flags = excluded.flags`, args...); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// placeholders is n ? placeholders, separated by commas.
+func placeholders(n int) string {
+	return strings.TrimSuffix(strings.Repeat("?, ", n), ", ")
 }
 
 // ApplyFlagChange returns have changed by c, sorted and without

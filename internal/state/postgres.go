@@ -26,6 +26,10 @@ import (
 // has them: the columns are citext (a trusted extension since
 // PostgreSQL 13, which the database owner may create).
 
+// maxConns bounds a replica's connections to PostgreSQL (its default
+// server allows 100 in all).
+const maxConns = 16
+
 // maxTxTries bounds how often a transaction PostgreSQL could not
 // serialize is run again.
 const maxTxTries = 10
@@ -65,8 +69,11 @@ func OpenPostgres(url string) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("state: opening the PostgreSQL state store: %w", err)
 	}
-	db.SetMaxOpenConns(16)
-	db.SetMaxIdleConns(4)
+	// Connections are kept: a PostgreSQL connection is a server process,
+	// and one made per statement under load (database/sql closes those
+	// over the idle bound) costs more than the statement.
+	db.SetMaxOpenConns(maxConns)
+	db.SetMaxIdleConns(maxConns)
 	db.SetConnMaxIdleTime(5 * time.Minute)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
