@@ -37,13 +37,18 @@ func runState(args []string, stdout, stderr io.Writer) int {
 	}
 	fs := flag.NewFlagSet("directbridge state copy", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	to := fs.String("to", os.Getenv(bridge.EnvPrefix+"_STATE_URL"), "PostgreSQL URL of an empty state store")
+	// No default shown: the flag package prints defaults with -h and on a
+	// bad flag, and the URL may hold a password.
+	fs.Usage = func() { fmt.Fprint(stderr, stateUsage) }
+	to := fs.String("to", "", "PostgreSQL URL of an empty state store (default DIRECTBRIDGE_STATE_URL)")
 	if err := fs.Parse(args[1:]); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprint(stdout, stateUsage)
 			return 0
 		}
 		return 2
+	}
+	if *to == "" {
+		*to = os.Getenv(bridge.EnvPrefix + "_STATE_URL")
 	}
 	if !state.IsPostgresURL(*to) {
 		fmt.Fprintln(stderr, "directbridge state copy: --to (or DIRECTBRIDGE_STATE_URL) must be a postgres:// or postgresql:// URL")

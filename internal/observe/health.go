@@ -225,7 +225,9 @@ func (p *Prober) ReadyHandler(state func(context.Context) error) http.Handler {
 			cancel()
 			body.State = &Dependency{Reachable: err == nil}
 			if err != nil {
-				body.State.Error = err.Error()
+				// Not the error's text: an unauthenticated endpoint,
+				// and a driver's error names users, databases, hosts.
+				body.State.Error = "does not answer a query"
 				if body.Ready {
 					body.Ready, body.Reason = false, "state store unreachable"
 				}

@@ -20,6 +20,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"unicode/utf8"
 )
 
 // MaxStatements bounds the statements kept. Statements built with a
@@ -50,6 +51,27 @@ func NewPostgres(db *sql.DB) *Cache {
 	c := New(db)
 	c.pg = true
 	return c
+}
+
+// params are args as the database takes them. PostgreSQL refuses text
+// with a NUL byte or invalid UTF-8 (SQLSTATE 22021), where SQLite keeps
+// it: such a string (a Message-ID a client wrote with a NUL) is stored
+// with U+FFFD in their place. Lookups pass through here too, so a value
+// written so is found again by the same bytes.
+func (c *Cache) params(args []any) []any {
+	if !c.pg {
+		return args
+	}
+	copied := false
+	for i, a := range args {
+		if s, ok := a.(string); ok && (strings.IndexByte(s, 0) >= 0 || !utf8.ValidString(s)) {
+			if !copied { // the caller's slice stays as it was
+				args, copied = append([]any(nil), args...), true
+			}
+			args[i] = strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "\uFFFD")
+		}
+	}
+	return args
 }
 
 // text is q as the database takes it.
@@ -147,7 +169,7 @@ func (c *Cache) Exec(ctx context.Context, q string, args ...any) (sql.Result, er
 		return st.ExecContext(ctx, args...)
 	}
 	defer c.prepareWanted(ctx)
-	return c.db.ExecContext(ctx, c.text(q), args...)
+	return c.db.ExecContext(ctx, c.text(q), c.params(args)...)
 }
 
 // Query runs q outside a transaction.
@@ -155,7 +177,7 @@ func (c *Cache) Query(ctx context.Context, q string, args ...any) (*sql.Rows, er
 	if st := c.lookup(q); st != nil {
 		return st.QueryContext(ctx, args...)
 	}
-	rows, err := c.db.QueryContext(ctx, c.text(q), args...)
+	rows, err := c.db.QueryContext(ctx, c.text(q), c.params(args)...)
 	// Not prepared now: the rows hold the only connection until closed.
 	return rows, err
 }
@@ -165,7 +187,7 @@ func (c *Cache) QueryRow(ctx context.Context, q string, args ...any) *sql.Row {
 	if st := c.lookup(q); st != nil {
 		return st.QueryRowContext(ctx, args...)
 	}
-	return c.db.QueryRowContext(ctx, c.text(q), args...)
+	return c.db.QueryRowContext(ctx, c.text(q), c.params(args)...)
 }
 
 // Tx is a transaction whose Exec, Query and QueryRow (and their Context
@@ -203,21 +225,21 @@ func (t *Tx) ExecContext(ctx context.Context, q string, args ...any) (sql.Result
 	if st := t.c.lookup(q); st != nil {
 		return t.Tx.StmtContext(ctx, st).ExecContext(ctx, args...)
 	}
-	return t.Tx.ExecContext(ctx, t.c.text(q), args...)
+	return t.Tx.ExecContext(ctx, t.c.text(q), t.c.params(args)...)
 }
 
 func (t *Tx) QueryContext(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
 	if st := t.c.lookup(q); st != nil {
 		return t.Tx.StmtContext(ctx, st).QueryContext(ctx, args...)
 	}
-	return t.Tx.QueryContext(ctx, t.c.text(q), args...)
+	return t.Tx.QueryContext(ctx, t.c.text(q), t.c.params(args)...)
 }
 
 func (t *Tx) QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row {
 	if st := t.c.lookup(q); st != nil {
 		return t.Tx.StmtContext(ctx, st).QueryRowContext(ctx, args...)
 	}
-	return t.Tx.QueryRowContext(ctx, t.c.text(q), args...)
+	return t.Tx.QueryRowContext(ctx, t.c.text(q), t.c.params(args)...)
 }
 
 func (t *Tx) Exec(q string, args ...any) (sql.Result, error) { return t.ExecContext(t.ctx, q, args...) }

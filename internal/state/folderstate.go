@@ -67,6 +67,16 @@ func (s *Store) tx(ctx context.Context, fn func(*sqlstmt.Tx) error) error {
 }
 
 func (s *Store) txOnce(ctx context.Context, fn func(*sqlstmt.Tx) error) error {
+	if s.pg {
+		// One transaction of this process waits for the write lock at a
+		// time, not one per pool connection: waiters holding every
+		// connection would starve the statements outside transactions
+		// (and /readyz's query).
+		if err := s.txMu.Lock(ctx); err != nil {
+			return fmt.Errorf("state: state store: %w", err)
+		}
+		defer s.txMu.Unlock()
+	}
 	tx, err := s.stmts.Begin(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("state: state store: %w", err)

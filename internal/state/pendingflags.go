@@ -49,6 +49,7 @@ const PendingFlagsTTL = 24 * time.Hour
 func (s *Store) AddPendingFlags(ctx context.Context, username, folder string, pf []PendingFlag) ([]int64, error) {
 	ids := make([]int64, 0, len(pf))
 	err := s.tx(ctx, func(tx *sqlstmt.Tx) error {
+		ids = ids[:0] // a transaction run again starts over
 		for _, p := range pf {
 			var id int64
 			if err := tx.QueryRowContext(ctx, `INSERT INTO pending_flags (username, folder, msg_id, size, flags, created_at)

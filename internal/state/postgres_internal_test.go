@@ -7,6 +7,7 @@ import (
 	"os"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/directbridge/directbridge/internal/pgtest"
 )
@@ -137,5 +138,25 @@ func TestPostgresReplicasShareOneCounter(t *testing.T) {
 	fl, err := stores[0].Flags(ctx, "alice@direct.example", "INBOX", 7)
 	if err != nil || len(fl[1]) != 40 {
 		t.Fatalf("flags of UID 1 after 40 changes through two stores: %d, %v", len(fl[1]), err)
+	}
+}
+
+// TestPostgresOddText: a Message-ID with a NUL byte or bytes that are not
+// UTF-8 (what a client may write) is recorded and found again on
+// PostgreSQL, which refuses such text as it is.
+func TestPostgresOddText(t *testing.T) {
+	s, err := OpenPostgres(pgtest.Database(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	for _, id := range []string{"<a\x00b@x>", "<M\xfcller@x>"} {
+		if err := s.RecordSent(ctx, SentRecord{Username: "alice@direct.example", SmtpID: "s-" + id, MessageID: id, SentAt: time.Now()}); err != nil {
+			t.Fatalf("RecordSent(%q): %v", id, err)
+		}
+		if _, ok, err := s.FindSent(ctx, "alice@direct.example", id, time.Time{}); err != nil || !ok {
+			t.Fatalf("FindSent(%q): %v, %v", id, ok, err)
+		}
 	}
 }

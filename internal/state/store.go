@@ -38,6 +38,7 @@ type Store struct {
 	// GREATEST where SQLite's is MAX.
 	pg       bool
 	greatest string
+	txMu     ctxMutex // PostgreSQL: one transaction of the process at a time (txOnce)
 }
 
 // OpenStore opens (creating if needed) the state store in dir and brings
@@ -167,3 +168,21 @@ func (s *Store) RecentSent(ctx context.Context, username string, since time.Time
 	}
 	return out, nil
 }
+
+// ctxMutex is a mutex whose Lock gives up with its context.
+type ctxMutex struct{ ch chan struct{} }
+
+func (m *ctxMutex) init() { m.ch = make(chan struct{}, 1) }
+
+// Lock takes the mutex, or returns ctx's error when ctx ends first.
+func (m *ctxMutex) Lock(ctx context.Context) error {
+	select {
+	case m.ch <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Unlock lets the mutex go.
+func (m *ctxMutex) Unlock() { <-m.ch }

@@ -3,6 +3,7 @@ package state
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -26,7 +27,9 @@ type Subscriptions interface {
 }
 
 func (s *Store) Subscribed(ctx context.Context, username string) ([]string, error) {
-	rows, err := s.stmts.Query(ctx, `SELECT name FROM subscriptions WHERE username = ? ORDER BY name`, strings.ToLower(username))
+	// Sorted here, by bytes: ORDER BY follows the database's collation,
+	// which on PostgreSQL may be a locale's.
+	rows, err := s.stmts.Query(ctx, `SELECT name FROM subscriptions WHERE username = ?`, strings.ToLower(username))
 	if err != nil {
 		return nil, fmt.Errorf("state: subscriptions: %w", err)
 	}
@@ -39,6 +42,7 @@ func (s *Store) Subscribed(ctx context.Context, username string) ([]string, erro
 		}
 		out = append(out, n)
 	}
+	slices.Sort(out)
 	return out, rows.Err()
 }
 
