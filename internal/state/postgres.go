@@ -8,8 +8,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx"
+	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/directbridge/directbridge/internal/sqlstmt"
 )
@@ -42,6 +43,9 @@ func retryable(err error) bool {
 	return errors.As(err, &pe) && (pe.Code == "40001" || pe.Code == "40P01")
 }
 
+// pgSchema is the PostgreSQL schema the store's tables live in.
+const pgSchema = "directbridge"
+
 // migrationLock is the advisory lock key under which replicas starting
 // together migrate the schema one after the other ("DBst").
 const migrationLock = 0x44427374
@@ -65,10 +69,15 @@ const writeLock = 0x44427772
 // migrate once. A store written by a newer bridge is refused with an
 // error wrapping ErrSchemaTooNew.
 func OpenPostgres(url string) (*Store, error) {
-	db, err := sql.Open("pgx", url)
+	cfg, err := pgx.ParseConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("state: opening the PostgreSQL state store: %w", err)
 	}
+	// The store's tables live in a schema of their own (pgSchema), apart
+	// from whatever else the database holds; public stays on the path for
+	// a citext extension a DBA installed there.
+	cfg.RuntimeParams["search_path"] = pgSchema + ", public"
+	db := stdlib.OpenDB(*cfg)
 	// Connections are kept: a PostgreSQL connection is a server process,
 	// and one made per statement under load (database/sql closes those
 	// over the idle bound) costs more than the statement.
@@ -105,6 +114,9 @@ func migratePostgres(ctx context.Context, db *sql.DB, list []migration) error {
 	if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock($1)`, migrationLock); err != nil {
 		return fmt.Errorf("taking the migration lock: %w", err)
 	}
+	if _, err := tx.ExecContext(ctx, `CREATE SCHEMA IF NOT EXISTS `+pgSchema); err != nil {
+		return fmt.Errorf("creating the schema %s: %w", pgSchema, err)
+	}
 	if _, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_version (
 	version    BIGINT PRIMARY KEY,
 	name       TEXT NOT NULL,
@@ -115,6 +127,15 @@ func migratePostgres(ctx context.Context, db *sql.DB, list []migration) error {
 	var current int
 	if err := tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_version`).Scan(&current); err != nil {
 		return fmt.Errorf("reading the schema version: %w", err)
+	}
+	if current > 0 {
+		// The schema's history must be this store's: its first version
+		// carries the name the bridge gave it.
+		var first string
+		err := tx.QueryRowContext(ctx, `SELECT name FROM schema_version WHERE version = 1`).Scan(&first)
+		if err != nil || first != list[0].name {
+			return fmt.Errorf("%w (schema %s: its version 1 is %q)", ErrNotStateStore, pgSchema, first)
+		}
 	}
 	if current > len(list) {
 		return fmt.Errorf("%w: its schema version is %d, this program knows versions up to %d; run a newer directbridge",

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/directbridge/directbridge/internal/pgtest"
 )
 
@@ -158,5 +160,48 @@ func TestPostgresOddText(t *testing.T) {
 		if _, ok, err := s.FindSent(ctx, "alice@direct.example", id, time.Time{}); err != nil || !ok {
 			t.Fatalf("FindSent(%q): %v, %v", id, ok, err)
 		}
+	}
+}
+
+// TestPostgresOwnSchema: the store keeps to its schema: a database whose
+// public schema holds another tool's schema_version (version 999) and a
+// table named like one of the store's opens as a new store beside them,
+// leaving them as they were; a schema history that is not the store's is
+// refused.
+func TestPostgresOwnSchema(t *testing.T) {
+	url := pgtest.Database(t)
+	ctx := context.Background()
+	other, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close(ctx)
+	for _, q := range []string{
+		`CREATE TABLE public.schema_version (version int PRIMARY KEY, name text)`,
+		`INSERT INTO public.schema_version VALUES (999, 'someone else''s')`,
+		`CREATE TABLE public.settings (name text, value text)`,
+		`INSERT INTO public.settings VALUES ('imap_layout', 'theirs')`,
+	} {
+		if _, err := other.Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s, err := OpenPostgres(url)
+	if err != nil {
+		t.Fatalf("a database with another tool's tables: %v", err)
+	}
+	if v, err := s.Setting(ctx, "imap_layout"); err != nil || v != "" {
+		t.Fatalf("the store reads another tool's settings: %q, %v", v, err)
+	}
+	s.Close()
+	var n int
+	if err := other.QueryRow(ctx, `SELECT count(*) FROM public.schema_version`).Scan(&n); err != nil || n != 1 {
+		t.Fatalf("the other tool's schema_version: %d rows, %v", n, err)
+	}
+	if _, err := other.Exec(ctx, `UPDATE directbridge.schema_version SET name = 'flyway baseline' WHERE version = 1`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := OpenPostgres(url); !errors.Is(err, ErrNotStateStore) {
+		t.Fatalf("a foreign history in the store's schema: %v; want ErrNotStateStore", err)
 	}
 }
