@@ -28,6 +28,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -98,7 +99,8 @@ func start() (*server, error) {
 	if err != nil {
 		return nil, err
 	}
-	dir, err := os.MkdirTemp("", "directbridge-pgtest-")
+	reapStale(bin)
+	dir, err := os.MkdirTemp("", fmt.Sprintf("%s%d-", dirPrefix, os.Getpid()))
 	if err != nil {
 		return nil, err
 	}
@@ -127,6 +129,42 @@ func start() (*server, error) {
 		return nil, fmt.Errorf("pg_ctl start: %v: %s %s", err, lastLine(out), lastLine(log))
 	}
 	return s, nil
+}
+
+// dirPrefix starts the name of a server's directory, followed by the pid
+// of the test process that made it.
+const dirPrefix = "directbridge-pgtest-"
+
+// reapStale stops and removes the servers of test processes that ended
+// without stopping them (a panic, a timeout, a signal: Main's stop did not
+// run), found by their directories' names. Those of live processes (other
+// packages' tests running beside) are left alone.
+func reapStale(bin string) {
+	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), dirPrefix+"*"))
+	for _, dir := range dirs {
+		rest := strings.TrimPrefix(filepath.Base(dir), dirPrefix)
+		pid, err := strconv.Atoi(strings.SplitN(rest, "-", 2)[0])
+		if err != nil || pid == os.Getpid() || processAlive(pid) {
+			continue
+		}
+		s := &server{dir: dir, bin: bin}
+		if os.Geteuid() == 0 {
+			if name, _, _, err := unprivileged(); err == nil {
+				s.runAs = []string{"runuser", "-u", name, "--"}
+			}
+		}
+		s.stop()
+	}
+}
+
+// processAlive reports whether a process with pid exists.
+func processAlive(pid int) bool {
+	p, err := os.FindProcess(pid)
+	if err != nil {
+		return false
+	}
+	err = p.Signal(syscall.Signal(0))
+	return err == nil || errors.Is(err, os.ErrPermission)
 }
 
 // stop stops the server at once and removes its directory.
