@@ -46,23 +46,11 @@ func TestLongCommandLineRefused(t *testing.T) {
 		{"implicit-tls", h.dialRaw},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := tc.dial(t)
-			r.nc.SetDeadline(time.Now().Add(30 * time.Second))
-			wrote := make(chan int, 1)
-			go func() { wrote <- lineFlood(r.nc, total) }()
-			// What was read of the line before the bound may be answered
-			// as a command first (bufio hands over what it holds with the
-			// read error; go-smtp's own line limit does the same): a NOOP
-			// here, 250.
-			code, msg, err := r.tc.ReadResponse(0)
-			for err == nil && code == 250 {
-				code, msg, err = r.tc.ReadResponse(0)
-			}
+			code, msg, n, err := floodLine(tc.dial(t), total)
 			var te *textproto.Error
 			if errors.As(err, &te) && code == 500 {
 				err = nil
 			}
-			n := <-wrote
 			if err != nil && !isReset(err) {
 				t.Fatalf("reply to the long line: %d %q %v, want 500 5.4.0 (or the reset that may overtake it)", code, msg, err)
 			}
@@ -81,6 +69,23 @@ func TestLongCommandLineRefused(t *testing.T) {
 	if got := h.withSubject(t, bobAddr, "INBOX", subject); len(got) != 1 {
 		t.Fatalf("bob has %d copies of the message sent after the long lines, want 1", len(got))
 	}
+}
+
+// floodLine sends a command line of total bytes on r and reads the
+// replies until one that is not 250: what was read of the line before the
+// bound may be answered as a command first (bufio hands over what it
+// holds with the read error; go-smtp's own line limit does the same), a
+// NOOP here. It returns that reply and how many bytes the client wrote.
+func floodLine(r *rawConn, total int) (code int, msg string, wrote int, err error) {
+	r.nc.SetDeadline(time.Now().Add(30 * time.Second))
+	done := make(chan int, 1)
+	go func() { done <- lineFlood(r.nc, total) }()
+	code, msg, err = r.tc.ReadResponse(0)
+	for err == nil && code == 250 {
+		code, msg, err = r.tc.ReadResponse(0)
+	}
+	wrote = <-done
+	return code, msg, wrote, err
 }
 
 // isReset reports a connection the server closed while the client still
@@ -157,14 +162,7 @@ func TestLongCommandLineRefusedAroundBDAT(t *testing.T) {
 	flood := func(t *testing.T, r *rawConn) {
 		t.Helper()
 		const total = 20 << 20
-		r.nc.SetDeadline(time.Now().Add(30 * time.Second))
-		wrote := make(chan int, 1)
-		go func() { wrote <- lineFlood(r.nc, total) }()
-		code, msg, err := r.tc.ReadResponse(0)
-		for err == nil && code == 250 {
-			code, msg, err = r.tc.ReadResponse(0)
-		}
-		if n := <-wrote; n >= total {
+		if code, msg, n, err := floodLine(r, total); n >= total {
 			t.Fatalf("the client wrote all %d bytes of the line: the server read it (last reply %d %q %v)", n, code, msg, err)
 		}
 	}
