@@ -31,6 +31,9 @@ var (
 	errReadOnly      = no(imap.ResponseCodeCannot, "Mailbox is read-only (EXAMINE)")
 	errTooManyConns  = no(imap.ResponseCodeLimit, "Too many connections for this user")
 	errUnavailable   = no(imap.ResponseCodeUnavailable, "The provider cannot be reached; try again later")
+	// errStateUnavailable refuses a login while the bridge's state store
+	// does not answer (mailstore.StateReady).
+	errStateUnavailable = no(imap.ResponseCodeUnavailable, "The bridge cannot reach its state store; try again later")
 	// errTooManyFailures refuses a login from an address with too many
 	// failed ones (internal/login); the same whether or not the user exists.
 	errTooManyFailures = no(imap.ResponseCodeUnavailable, "Too many failed logins from your address; try again later")

@@ -105,6 +105,10 @@ func (s *session) Login(username, password string) error {
 			return e
 		}
 	}
+	if err := s.srv.store.StateReady(ctx); err != nil {
+		s.srv.cfg.Logger.Warn("imap login refused: the state store does not answer", "user", username, "err", err)
+		return errStateUnavailable
+	}
 	if !s.srv.awaitConn(ctx, username) {
 		return errTooManyConns
 	}

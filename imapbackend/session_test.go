@@ -2,6 +2,7 @@ package imapbackend_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -184,5 +185,20 @@ func TestShutdownSaysUnavailable(t *testing.T) {
 		if err != nil || !strings.HasPrefix(line, "* BYE [UNAVAILABLE] ") {
 			t.Errorf("%s: after the shutdown read %q, %v; want * BYE [UNAVAILABLE]", c.name, line, err)
 		}
+	}
+}
+
+// TestLoginRefusedWithoutStateStore: while the state store does not
+// answer, LOGIN is refused with NO [UNAVAILABLE] saying so, rather than
+// letting in a session that could only fail or guess.
+func TestLoginRefusedWithoutStateStore(t *testing.T) {
+	e := newEnv(t, options{})
+	c := e.rawLogin(t, "before", alice, alicePW) // the store answers: in
+	c.do("LOGOUT")
+	e.store.Close()
+	ic, _ := e.rawDial(t, "after")
+	_, tagged := ic.do(fmt.Sprintf("LOGIN %q %q", alice, alicePW))
+	if !strings.HasPrefix(tagged, "NO [UNAVAILABLE]") || !strings.Contains(tagged, "state store") {
+		t.Fatalf("LOGIN with the state store closed: %s; want NO [UNAVAILABLE] naming the state store", tagged)
 	}
 }

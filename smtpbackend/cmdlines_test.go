@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/emersion/go-sasl"
+
 	"github.com/directbridge/directbridge/smtpbackend"
 )
 
@@ -214,4 +216,20 @@ func TestLongCommandLineRefusedAroundBDAT(t *testing.T) {
 			t.Fatalf("a 3 MB message over a 1 MB limit: %d %q, want 552 5.3.4", code, msg)
 		}
 	})
+}
+
+// TestAuthRefusedWithoutStateStore: while the state store, where every
+// message is written down before it leaves, does not answer, AUTH is
+// refused with 454 4.3.0 saying so, rather than taking messages that
+// could only be answered 451.
+func TestAuthRefusedWithoutStateStore(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil)
+	h.login(t, aliceAddr).Close() // the store answers: in
+	h.store.Close()
+	c := h.dialStartTLS(t)
+	err := c.Auth(sasl.NewPlainClient("", aliceAddr, passwords[aliceAddr]))
+	if se := wantReply(t, err, 454, 4, 3, 0); se != nil && !strings.Contains(se.Message, "state store") {
+		t.Errorf("AUTH with the state store closed: %v; want it to name the state store", err)
+	}
 }

@@ -26,6 +26,10 @@ var (
 	errAuthFailed   = reply(535, smtp.EnhancedCode{5, 7, 8}, "Authentication credentials invalid")
 	errAuthTempFail = reply(454, smtp.EnhancedCode{4, 7, 0}, "Temporary authentication failure: the provider cannot be reached")
 	errBadAddress   = reply(501, smtp.EnhancedCode{5, 1, 3}, "Bad recipient address syntax")
+	// errStateUnavailable refuses AUTH while the state store, where every
+	// message is written down before it leaves, does not answer (RFC
+	// 4954 §6: 454, temporary authentication failure).
+	errStateUnavailable = reply(454, smtp.EnhancedCode{4, 3, 0}, "The bridge cannot reach its state store; try again later")
 )
 
 // senderRefused answers a MAIL FROM or From header that is not the

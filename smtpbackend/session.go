@@ -127,6 +127,14 @@ func (ss *session) login(identity, username, password string) (err error) {
 		ss.s.metrics.AuthFailed(authFailReason(err))
 		return authReply(err)
 	}
+	if p, ok := ss.s.journal.(interface{ Ping(context.Context) error }); ok {
+		// Every message is written down in the state store before it
+		// leaves: without the store none could be sent, so say so now.
+		if err := p.Ping(ctx); err != nil {
+			ss.s.log.Warn("smtp auth refused: the state store does not answer", "user", strings.ToLower(username), "err", err)
+			return errStateUnavailable
+		}
+	}
 	ss.username, ss.password, ss.directAddr = strings.ToLower(username), directapi.Secret(password), strings.ToLower(identity)
 	authenticated(ss.conn.Conn())
 	ss.s.log.Info("smtp auth", "user", ss.username, "tuser", identity != "")

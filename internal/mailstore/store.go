@@ -2,6 +2,8 @@ package mailstore
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
@@ -343,4 +345,23 @@ func (st *Store) peek(user, name string) *Folder {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	return st.mirrors[mirrorKey(user, name)]
+}
+
+// ErrStateUnavailable is StateReady's answer when the state store does
+// not answer.
+var ErrStateUnavailable = errors.New("mailstore: the state store does not answer")
+
+// StateReady reports whether the state store answers a query now (a store
+// that cannot say is taken to). The IMAP front asks it at LOGIN: a
+// session could only fail, or guess UIDs and journal entries, without
+// it; refusing the login sends the client elsewhere or to a retry.
+func (m *Store) StateReady(ctx context.Context) error {
+	p, ok := m.cfg.State.(interface{ Ping(context.Context) error })
+	if !ok {
+		return nil
+	}
+	if err := p.Ping(ctx); err != nil {
+		return fmt.Errorf("%w: %w", ErrStateUnavailable, err)
+	}
+	return nil
 }

@@ -23,6 +23,9 @@ type StateStore interface {
 	PendingFlags
 	Subscriptions
 	Attempts
+	// Ping reports whether the store answers a query now: readiness, and
+	// the logins that would only fail without it.
+	Ping(ctx context.Context) error
 	// Close releases the store. No method may be called after it.
 	Close() error
 }
