@@ -2,12 +2,10 @@ package bridge
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"path/filepath"
 	"sync"
-	"time"
 
 	"github.com/directbridge/directbridge/internal/admin"
 	"github.com/directbridge/directbridge/restclient"
@@ -79,7 +77,7 @@ func (b *Bridge) openAdmin() error {
 		// provider of the fronts; the budget reaches its requests
 		// through their context.
 		Budget: b.budget,
-		Probe:  b.probeProvider,
+		Probe:  b.prober.Probe, // the one prober, which readiness shares
 		Logger: b.log.With("component", "admin"),
 	})
 	if err != nil {
@@ -126,16 +124,4 @@ func (b *Bridge) bannerAdmin(w io.Writer) {
 	if b.admin != nil {
 		fmt.Fprintf(w, "  %-28s %s\n", "admin socket:", b.admin.Path())
 	}
-}
-
-// probeProvider is the admin socket's health probe: a fresh check of the
-// bridge's one prober (which readiness shares), waiting for the budget
-// the socket's context carries.
-func (b *Bridge) probeProvider(ctx context.Context) (time.Duration, error) {
-	r := b.prober.Check(ctx)
-	d := time.Duration(r.Duration * float64(time.Second))
-	if !r.Reachable {
-		return d, errors.New(r.Error)
-	}
-	return d, nil
 }

@@ -90,6 +90,19 @@ func floodLine(r *rawConn, total int) (code int, msg string, wrote int, err erro
 	return code, msg, wrote, err
 }
 
+// bdatOpen logs alice in and leaves a BDAT transfer open after its first
+// chunk of one byte: Data runs, waiting for the next.
+func bdatOpen(t *testing.T, h *harness) *rawConn {
+	t.Helper()
+	r := h.dialRaw(t)
+	r.cmd(250, "MAIL FROM:<"+aliceAddr+">")
+	r.cmd(250, "RCPT TO:<"+bobAddr+">")
+	r.tc.W.WriteString("BDAT 1\r\nX")
+	r.tc.W.Flush()
+	r.expect(250)
+	return r
+}
+
 // isReset reports a connection the server closed while the client still
 // wrote: its reply may be lost to the reset.
 func isReset(err error) bool {
@@ -169,31 +182,16 @@ func TestLongCommandLineRefusedAroundBDAT(t *testing.T) {
 		}
 	}
 	t.Run("between-chunks", func(t *testing.T) {
-		r := h.dialRaw(t)
-		r.cmd(250, "MAIL FROM:<"+aliceAddr+">")
-		r.cmd(250, "RCPT TO:<"+bobAddr+">")
-		r.tc.W.WriteString("BDAT 1\r\nX")
-		r.tc.W.Flush()
-		r.expect(250)
+		r := bdatOpen(t, h)
 		flood(t, r)
 	})
 	t.Run("after-rset", func(t *testing.T) {
-		r := h.dialRaw(t)
-		r.cmd(250, "MAIL FROM:<"+aliceAddr+">")
-		r.cmd(250, "RCPT TO:<"+bobAddr+">")
-		r.tc.W.WriteString("BDAT 1\r\nX")
-		r.tc.W.Flush()
-		r.expect(250)
+		r := bdatOpen(t, h)
 		r.cmd(250, "RSET")
 		flood(t, r)
 	})
 	t.Run("new-transfer-after-rset", func(t *testing.T) {
-		r := h.dialRaw(t)
-		r.cmd(250, "MAIL FROM:<"+aliceAddr+">")
-		r.cmd(250, "RCPT TO:<"+bobAddr+">")
-		r.tc.W.WriteString("BDAT 1\r\nX")
-		r.tc.W.Flush()
-		r.expect(250)
+		r := bdatOpen(t, h)
 		r.cmd(250, "RSET")
 		subject := h.subject("BDAT after RSET")
 		body := simple(subject, strings.Repeat("after the reset, a chunk of some size\n", 200_000/38))

@@ -98,7 +98,7 @@ func newEnv(t *testing.T, opts ...option) *env {
 		Registrar: client.NewRegistrar(sandbox.DemoReseller.Name, directapi.Secret(sandbox.DemoReseller.Password)),
 		Store:     store,
 		Logger:    slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
-		Probe:     probeOf(observe.NewProber(hs.URL, 0, 0)),
+		Probe:     observe.NewProber(hs.URL, 0, 0).Probe,
 	}
 	for _, o := range opts {
 		o(&cfg, e)
@@ -828,18 +828,5 @@ func TestProviderRequestsSpendBudget(t *testing.T) {
 	}
 	if n := short.sb.TotalCalls(); n != 0 {
 		t.Errorf("the provider saw %d requests made without the budget's leave", n)
-	}
-}
-
-// probeOf is the admin socket's Probe made of a prober, as the bridge
-// makes it.
-func probeOf(p *observe.Prober) func(context.Context) (time.Duration, error) {
-	return func(ctx context.Context) (time.Duration, error) {
-		r := p.Check(ctx)
-		d := time.Duration(r.Duration * float64(time.Second))
-		if !r.Reachable {
-			return d, errors.New(r.Error)
-		}
-		return d, nil
 	}
 }

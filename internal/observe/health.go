@@ -159,6 +159,17 @@ func (p *Prober) ask(ctx context.Context) (int, error) {
 	return resp.StatusCode, nil
 }
 
+// Probe is Check as the admin socket's health takes it: how long the
+// check took, and why the provider counts as unreachable, if it does.
+func (p *Prober) Probe(ctx context.Context) (time.Duration, error) {
+	r := p.Check(ctx)
+	d := time.Duration(r.Duration * float64(time.Second))
+	if !r.Reachable {
+		return d, errors.New(r.Error)
+	}
+	return d, nil
+}
+
 // Last returns the latest result (the zero Result before the first check).
 func (p *Prober) Last() Result {
 	p.mu.Lock()
