@@ -67,11 +67,14 @@ func PriorityOf(ctx context.Context) Priority {
 // closing their channel from dispatch, which a timer runs when the next
 // token is due.
 type Budget struct {
-	rate  float64
-	burst float64
-	now   func() time.Time
+	full float64 // the configured rate; 0 is unlimited, and never changes
+	now  func() time.Time
 
-	mu         sync.Mutex
+	mu sync.Mutex
+	// rate and burst are this process's part of full: all of it, or
+	// full/n while n replicas share the provider (SetShare).
+	rate, burst float64
+	replicas    int
 	tokens     float64
 	pollTokens float64
 	last       time.Time
@@ -97,7 +100,7 @@ type waiter struct {
 // NewBudget returns a Budget of rate requests per second; rate <= 0 is
 // unlimited.
 func NewBudget(rate float64) *Budget {
-	b := &Budget{rate: max(rate, 0), now: time.Now}
+	b := &Budget{full: max(rate, 0), rate: max(rate, 0), replicas: 1, now: time.Now}
 	b.burst = max(b.rate, 1)
 	b.tokens, b.pollTokens = b.burst, b.burst/2
 	b.last = b.now()
@@ -107,13 +110,48 @@ func NewBudget(rate float64) *Budget {
 	return b
 }
 
-// Rate is the budget in requests per second; 0 is unlimited.
-func (b *Budget) Rate() float64 { return b.rate }
+// Rate is the budget in requests per second, for all replicas together;
+// 0 is unlimited.
+func (b *Budget) Rate() float64 { return b.full }
+
+// SetShare makes this process spend 1/n of the budget, n being the
+// replicas that share the provider (their heartbeats, issue 21): the
+// provider sees one bridge whatever the replica count. A share taken
+// away takes the tokens above it too; one given back fills up at the
+// new rate. n < 1 counts as 1.
+func (b *Budget) SetShare(n int) {
+	if b == nil || b.full == 0 {
+		return
+	}
+	n = max(n, 1)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if n == b.replicas {
+		return
+	}
+	b.refillLocked()
+	b.replicas = n
+	b.rate = b.full / float64(n)
+	b.burst = max(b.rate, 1)
+	b.tokens = min(b.tokens, b.burst)
+	b.pollTokens = min(b.pollTokens, b.burst/2)
+}
+
+// Share is the number of replicas this process shares the budget with
+// (itself included), as SetShare last set it.
+func (b *Budget) Share() int {
+	if b == nil {
+		return 1
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.replicas
+}
 
 // Wait blocks until a request of user at the priority ctx carries may go,
 // or ctx ends.
 func (b *Budget) Wait(ctx context.Context, user string) error {
-	if b == nil || b.rate == 0 {
+	if b == nil || b.full == 0 {
 		return ctx.Err()
 	}
 	p := PriorityOf(ctx)
@@ -268,6 +306,8 @@ func (b *Budget) PollShare() float64 {
 	if b == nil {
 		return 0
 	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	return b.rate / 2
 }
 
@@ -306,7 +346,7 @@ type prepaidKey struct{}
 // refresh under way (a SELECT sharing it) never waits behind polls in the
 // budget's queue, while polls still take no more than their share.
 func (b *Budget) Prepay(ctx context.Context, user string, n int) (context.Context, error) {
-	if b == nil || b.rate == 0 || n <= 0 {
+	if b == nil || b.full == 0 || n <= 0 {
 		return ctx, ctx.Err()
 	}
 	for range n {

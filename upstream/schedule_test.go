@@ -254,3 +254,39 @@ func TestBudgetChargesPacedRequests(t *testing.T) {
 		t.Error("an unlimited budget is put in the context")
 	}
 }
+
+// TestBudgetShare: replicas sharing the provider each spend their part
+// (issue 21): with two, one replica's burst is half the budget's, and its
+// polls half of that; given the whole back, it refills at the full rate.
+func TestBudgetShare(t *testing.T) {
+	b := NewBudget(40)
+	b.SetShare(2)
+	if got := b.Share(); got != 2 {
+		t.Fatalf("Share = %d, want 2", got)
+	}
+	if got := b.PollShare(); got != 10 {
+		t.Fatalf("PollShare with two replicas = %v, want 10", got)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	granted := 0
+	for b.Wait(ctx, "u") == nil {
+		granted++
+	}
+	// 20 at once, and at most one more refilled within 20 ms at 20/s.
+	if granted < 20 || granted > 21 {
+		t.Fatalf("granted at once with two replicas: %d, want 20 (half of 40)", granted)
+	}
+	b.SetShare(1)
+	if got := b.PollShare(); got != 20 {
+		t.Fatalf("PollShare alone = %v, want 20", got)
+	}
+	if b.Rate() != 40 {
+		t.Fatalf("Rate = %v, want the configured 40", b.Rate())
+	}
+	u := NewBudget(0)
+	u.SetShare(3)
+	if u.Wait(context.Background(), "u") != nil || u.PollShare() != 0 {
+		t.Fatal("an unlimited budget stays unlimited when shared")
+	}
+}

@@ -33,6 +33,10 @@ var copyTables = []struct {
 	{"tracked", []string{"smtp_id", "username", "sender", "message_id", "env_id", "recipients", "sent_at"}, false},
 }
 
+// notCopied are tables whose rows describe running processes, not
+// state: a copy made with the bridge stopped has nothing to carry there.
+var notCopied = []string{"replicas"}
+
 // CopyStats counts the rows Copy wrote, per table.
 type CopyStats map[string]int
 

@@ -115,6 +115,9 @@ func TestCopyCoversSchema(t *testing.T) {
 		known[ct.name] = slices.Sorted(slices.Values(ct.cols))
 	}
 	for _, table := range tables {
+		if slices.Contains(notCopied, table) {
+			continue
+		}
 		cols, ok := known[table]
 		if !ok {
 			t.Errorf("table %s is not copied", table)

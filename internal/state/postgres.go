@@ -258,5 +258,11 @@ ALTER TABLE submissions ADD COLUMN deferred BIGINT NOT NULL DEFAULT 0;
 `}, {version: 10, name: migrations[9].name, sql: `
 ALTER TABLE reported ADD COLUMN filed BIGINT NOT NULL DEFAULT 1;
 ALTER TABLE reported ADD COLUMN dsn_id TEXT NOT NULL DEFAULT '';
+`}, {version: 11, name: migrations[10].name, sql: `
+CREATE TABLE replicas (
+	id         TEXT PRIMARY KEY,
+	started_at BIGINT NOT NULL,
+	seen_at    BIGINT NOT NULL
+);
 `},
 }

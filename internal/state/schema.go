@@ -154,5 +154,17 @@ ALTER TABLE submissions ADD COLUMN deferred INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE reported ADD COLUMN filed INTEGER NOT NULL DEFAULT 1;
 ALTER TABLE reported ADD COLUMN dsn_id TEXT NOT NULL DEFAULT '';
 `,
+	}, {
+		version: 11,
+		name:    "replicas and their heartbeats",
+		// Written by package cluster on PostgreSQL only (a bridge on
+		// SQLite runs alone); here for one history on both.
+		sql: `
+CREATE TABLE replicas (
+	id         TEXT PRIMARY KEY,
+	started_at INTEGER NOT NULL,
+	seen_at    INTEGER NOT NULL
+);
+`,
 	},
 }

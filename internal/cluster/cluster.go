@@ -1,0 +1,542 @@
+// Package cluster lets replicas of the bridge that share one PostgreSQL
+// state store act as one bridge (issue 21), with three things PostgreSQL
+// gives every replica that can reach it:
+//
+//   - Membership: each replica writes a heartbeat into the replicas table
+//     every HeartbeatInterval; those seen within LiveFor are alive. The
+//     count divides the provider's request budget (the provider sees one
+//     bridge), and an entry in the journal of attempts of a replica no
+//     longer alive is one whose outcome is unknown.
+//   - Messages (LISTEN/NOTIFY on one channel): a change one replica makes
+//     reaches the others, which update their mirrors and their IDLE
+//     clients without asking the provider. A replica that may have
+//     missed messages (its listening connection broke) is told so, and
+//     catches up by its own means.
+//   - Leases (session advisory locks on a connection of their own): one
+//     replica at a time polls a folder. The lock goes with the
+//     connection, so a replica that dies (SIGKILL) lets go of its leases
+//     as soon as PostgreSQL sees the connection close.
+//
+// A bridge without PostgreSQL runs alone: Solo is a cluster of one,
+// whose leases are always granted and whose messages go nowhere.
+//
+// Nothing here carries message content: messages name users, folders,
+// UIDs, flags and client addresses, and live in PostgreSQL's notification
+// queue only until every listener read them.
+package cluster
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Timing of the membership.
+const (
+	// HeartbeatInterval is how often a replica says it is alive.
+	HeartbeatInterval = 2 * time.Second
+	// LiveFor is how long after its last heartbeat a replica counts as
+	// alive: a killed replica's share of the budget returns, and its
+	// unfinished attempts become undecided, this long after it died.
+	LiveFor = 10 * time.Second
+)
+
+// channel is the one NOTIFY channel of the bridge's messages.
+const channel = "directbridge"
+
+// MaxPayload bounds what one message may carry: PostgreSQL refuses a
+// NOTIFY payload of 8000 bytes or more, and the sender's prefix takes
+// some. Senders split what is larger.
+const MaxPayload = 7600
+
+// queueLen bounds the messages waiting to go out; past it they are
+// dropped and the other replicas are told to catch up instead.
+const queueLen = 8192
+
+// Cluster is this replica's membership, messages and leases. The zero
+// value is not usable: Open one, or take Solo.
+type Cluster struct {
+	id   string
+	solo bool
+	cfg  *pgx.ConnConfig
+	log  *slog.Logger
+
+	mu       sync.Mutex
+	live     map[string]bool // replicas alive at the last heartbeat
+	handlers map[string]func([]byte)
+	missed   []func()
+	onShare  []func(int)
+	queue    []outgoing
+	dropped  bool // messages were dropped: the others must catch up
+	wake     chan struct{}
+
+	lmu   sync.Mutex // the lease connection and held
+	lconn *pgx.Conn
+	held  map[int64]bool
+
+	stop chan struct{}
+	wg   sync.WaitGroup
+}
+
+type outgoing struct {
+	topic   string
+	payload []byte
+}
+
+// newID names a replica for as long as its process lives.
+func newID() string {
+	var b [8]byte
+	rand.Read(b[:]) // never fails (crypto/rand, Go 1.24)
+	return hex.EncodeToString(b[:])
+}
+
+// Solo returns the cluster of one replica: the bridge on SQLite, or on
+// PostgreSQL when run as one process.
+func Solo() *Cluster {
+	id := newID()
+	return &Cluster{id: id, solo: true, live: map[string]bool{id: true}, handlers: map[string]func([]byte){}}
+}
+
+// Open joins the cluster of the replicas sharing the PostgreSQL database
+// at url (the state store's; its migration 11 made the replicas table):
+// a first heartbeat, then the heartbeat, the listener and the sender run
+// until Close.
+func Open(ctx context.Context, url string, log *slog.Logger) (*Cluster, error) {
+	cfg, err := pgx.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: %w", err)
+	}
+	cfg.RuntimeParams["search_path"] = "directbridge, public"
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	c := &Cluster{id: newID(), cfg: cfg, log: log, live: map[string]bool{}, handlers: map[string]func([]byte){},
+		wake: make(chan struct{}, 1), held: map[int64]bool{}, stop: make(chan struct{})}
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: connecting: %w", err)
+	}
+	if err := c.heartbeat(ctx, conn); err != nil {
+		conn.Close(ctx)
+		return nil, err
+	}
+	c.wg.Add(3)
+	go c.beat(conn)
+	go c.send()
+	go c.listen()
+	return c, nil
+}
+
+// ID names this replica: the owner of its entries in the journal of
+// attempts.
+func (c *Cluster) ID() string { return c.id }
+
+// Live reports whether the replica id was alive at the last heartbeat.
+// This replica always is.
+func (c *Cluster) Live(id string) bool {
+	if id == c.id {
+		return true
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.live[id]
+}
+
+// Replicas is the number of replicas alive, this one included.
+func (c *Cluster) Replicas() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return max(len(c.live), 1)
+}
+
+// OnShare calls f with the number of live replicas now and whenever it
+// changes (the provider budget's share, upstream.Budget.SetShare).
+func (c *Cluster) OnShare(f func(replicas int)) {
+	c.mu.Lock()
+	c.onShare = append(c.onShare, f)
+	n := max(len(c.live), 1)
+	c.mu.Unlock()
+	f(n)
+}
+
+// Handle calls f with the payload of every message on topic another
+// replica publishes, one at a time and in the order they were sent, and
+// missed whenever messages may have been lost (the listening connection
+// broke): the receiver then catches up from the state store or the
+// provider. Set handlers before messages flow (at start).
+func (c *Cluster) Handle(topic string, f func(payload []byte), missed func()) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.handlers[topic] = f
+	if missed != nil {
+		c.missed = append(c.missed, missed)
+	}
+}
+
+// Publish sends payload on topic to the other replicas, without waiting:
+// messages go out in the order published. Payloads over MaxPayload are
+// the caller's to split; one is dropped with a warning.
+func (c *Cluster) Publish(topic string, payload []byte) {
+	if c.solo {
+		return
+	}
+	if len(payload)+len(topic)+len(c.id)+24 > MaxPayload+100 {
+		c.log.Warn("cluster: message too large, not sent", "topic", topic, "bytes", len(payload))
+		return
+	}
+	c.mu.Lock()
+	if len(c.queue) >= queueLen {
+		c.dropped = true
+	} else {
+		c.queue = append(c.queue, outgoing{topic, payload})
+	}
+	c.mu.Unlock()
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Lease reports whether this replica may poll what key names now: it
+// holds the lease or just took it. Leases are held until Release or
+// until the lease connection breaks (then every replica may take them
+// again). When PostgreSQL cannot be asked the answer is yes: a folder
+// polled twice costs calls, one polled by nobody loses mail's arrival.
+func (c *Cluster) Lease(ctx context.Context, key string) bool {
+	if c.solo {
+		return true
+	}
+	k := leaseKey(key)
+	c.lmu.Lock()
+	defer c.lmu.Unlock()
+	if c.lconn == nil || c.lconn.IsClosed() {
+		clear(c.held)
+		conn, err := pgx.ConnectConfig(ctx, c.cfg)
+		if err != nil {
+			return true
+		}
+		c.lconn = conn
+	}
+	if c.held[k] {
+		return true
+	}
+	var ok bool
+	if err := c.lconn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1)`, k).Scan(&ok); err != nil {
+		c.dropLeasesLocked()
+		return true
+	}
+	if ok {
+		c.held[k] = true
+	}
+	return ok
+}
+
+// Release lets go of the lease of key, if held.
+func (c *Cluster) Release(key string) {
+	if c.solo {
+		return
+	}
+	k := leaseKey(key)
+	c.lmu.Lock()
+	defer c.lmu.Unlock()
+	if !c.held[k] {
+		return
+	}
+	delete(c.held, k)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := c.lconn.Exec(ctx, `SELECT pg_advisory_unlock($1)`, k); err != nil {
+		c.dropLeasesLocked()
+	}
+}
+
+// dropLeasesLocked closes the lease connection, which lets go of every
+// lease. Called with lmu held.
+func (c *Cluster) dropLeasesLocked() {
+	if c.lconn != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		c.lconn.Close(ctx)
+		cancel()
+	}
+	c.lconn = nil
+	clear(c.held)
+}
+
+// leaseKey maps a lease's name to an advisory lock key: 64 bits of
+// FNV-1a, so that two folders sharing one (and so one poller, and
+// perhaps none) is as good as impossible. The bigint key space of the
+// state store's own locks holds two fixed keys only.
+func leaseKey(key string) int64 {
+	h := fnv.New64a()
+	h.Write([]byte("lease\x00"))
+	h.Write([]byte(key))
+	return int64(h.Sum64())
+}
+
+// nowMillis is PostgreSQL's clock in Unix milliseconds: every replica's
+// heartbeat is timed by the one clock, whatever the replicas' own.
+const nowMillis = `(extract(epoch FROM clock_timestamp()) * 1000)::bigint`
+
+// heartbeat writes this replica's heartbeat and reads who is alive.
+func (c *Cluster) heartbeat(ctx context.Context, conn *pgx.Conn) error {
+	if _, err := conn.Exec(ctx, `INSERT INTO replicas (id, started_at, seen_at) VALUES ($1, `+nowMillis+`, `+nowMillis+`)
+ON CONFLICT (id) DO UPDATE SET seen_at = EXCLUDED.seen_at`, c.id); err != nil {
+		return fmt.Errorf("cluster: heartbeat: %w", err)
+	}
+	// Replicas gone for an hour are forgotten (one that stopped cleanly
+	// removed itself).
+	if _, err := conn.Exec(ctx, `DELETE FROM replicas WHERE seen_at < `+nowMillis+` - 3600000`); err != nil {
+		return fmt.Errorf("cluster: heartbeat: %w", err)
+	}
+	rows, err := conn.Query(ctx, `SELECT id FROM replicas WHERE seen_at > `+nowMillis+` - $1`, LiveFor.Milliseconds())
+	if err != nil {
+		return fmt.Errorf("cluster: heartbeat: %w", err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return fmt.Errorf("cluster: heartbeat: %w", err)
+	}
+	live := map[string]bool{c.id: true}
+	for _, id := range ids {
+		live[id] = true
+	}
+	c.mu.Lock()
+	changed := len(live) != len(c.live)
+	c.live = live
+	fs := c.onShare
+	c.mu.Unlock()
+	if changed {
+		for _, f := range fs {
+			f(len(live))
+		}
+	}
+	return nil
+}
+
+// beat writes the heartbeat every HeartbeatInterval on conn, and checks
+// the lease connection on the way: leases on a connection that broke are
+// gone (another replica may hold them now). A failed heartbeat keeps the
+// last membership: the budget's share stays as it was.
+func (c *Cluster) beat(conn *pgx.Conn) {
+	defer c.wg.Done()
+	t := time.NewTicker(HeartbeatInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.stop:
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			if conn != nil && !conn.IsClosed() {
+				// Leave at once: the others' shares grow now, not LiveFor later.
+				conn.Exec(ctx, `DELETE FROM replicas WHERE id = $1`, c.id)
+				conn.Close(ctx)
+			}
+			cancel()
+			return
+		case <-t.C:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), HeartbeatInterval)
+		if conn == nil || conn.IsClosed() {
+			conn, _ = pgx.ConnectConfig(ctx, c.cfg)
+		}
+		if conn != nil {
+			if err := c.heartbeat(ctx, conn); err != nil {
+				c.log.Warn("cluster: heartbeat failed", "err", err)
+				conn.Close(ctx)
+				conn = nil
+			}
+		}
+		c.lmu.Lock()
+		if c.lconn != nil && c.lconn.Ping(ctx) != nil {
+			c.dropLeasesLocked()
+		}
+		c.lmu.Unlock()
+		cancel()
+	}
+}
+
+// send publishes the queued messages, in order, in batches of one round
+// trip each.
+func (c *Cluster) send() {
+	defer c.wg.Done()
+	var conn *pgx.Conn
+	var seq uint64
+	defer func() {
+		if conn != nil {
+			conn.Close(context.Background())
+		}
+	}()
+	for {
+		select {
+		case <-c.stop:
+			return
+		case <-c.wake:
+		}
+		for {
+			c.mu.Lock()
+			n := min(len(c.queue), 256)
+			batch := c.queue[:n:n]
+			c.queue = c.queue[n:]
+			dropped := c.dropped
+			c.dropped = false
+			c.mu.Unlock()
+			if dropped {
+				batch = append(batch, outgoing{topic: missedTopic})
+			}
+			if len(batch) == 0 {
+				break
+			}
+			var b pgx.Batch
+			for _, o := range batch {
+				// seq keeps two equal payloads from being folded into
+				// one (PostgreSQL delivers one of identical messages of
+				// a transaction).
+				seq++
+				b.Queue(`SELECT pg_notify($1, $2)`, channel, c.id+" "+o.topic+" "+strconv.FormatUint(seq, 36)+" "+string(o.payload))
+			}
+			err := c.sendBatch(&conn, &b)
+			if err != nil {
+				c.log.Warn("cluster: publishing failed; the other replicas catch up", "messages", len(batch), "err", err)
+				c.mu.Lock()
+				c.dropped = true
+				c.mu.Unlock()
+				select {
+				case <-c.stop:
+					return
+				case <-time.After(time.Second):
+				}
+			}
+		}
+	}
+}
+
+// sendBatch sends b on *conn, connecting first if needed.
+func (c *Cluster) sendBatch(conn **pgx.Conn, b *pgx.Batch) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if *conn == nil || (*conn).IsClosed() {
+		nc, err := pgx.ConnectConfig(ctx, c.cfg)
+		if err != nil {
+			return err
+		}
+		*conn = nc
+	}
+	if err := (*conn).SendBatch(ctx, b).Close(); err != nil {
+		(*conn).Close(ctx)
+		*conn = nil
+		return err
+	}
+	return nil
+}
+
+// missedTopic tells every receiver to catch up: messages were dropped.
+const missedTopic = "!missed"
+
+// listen receives the other replicas' messages until Close, connecting
+// again after a break (and telling the handlers they may have missed
+// some).
+func (c *Cluster) listen() {
+	defer c.wg.Done()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		<-c.stop
+		cancel()
+	}()
+	backoff := 100 * time.Millisecond
+	first := true
+	for ctx.Err() == nil {
+		err := c.listenOnce(ctx, &first)
+		if ctx.Err() != nil {
+			return
+		}
+		c.log.Warn("cluster: listening failed; connecting again", "err", err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, 5*time.Second)
+	}
+}
+
+// listenOnce listens on one connection until it breaks.
+func (c *Cluster) listenOnce(ctx context.Context, first *bool) error {
+	conn, err := pgx.ConnectConfig(ctx, c.cfg)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(ctx, `LISTEN `+channel); err != nil {
+		return err
+	}
+	if !*first {
+		c.missedAll()
+	}
+	*first = false
+	for {
+		n, err := conn.WaitForNotification(ctx)
+		if err != nil {
+			return err
+		}
+		c.dispatch(n.Payload)
+	}
+}
+
+// dispatch hands one message to its topic's handler; this replica's
+// own messages are not handed back.
+func (c *Cluster) dispatch(msg string) {
+	sender, rest, _ := strings.Cut(msg, " ")
+	topic, rest, _ := strings.Cut(rest, " ")
+	_, payload, _ := strings.Cut(rest, " ")
+	if sender == c.id {
+		return
+	}
+	if topic == missedTopic {
+		c.missedAll()
+		return
+	}
+	c.mu.Lock()
+	f := c.handlers[topic]
+	c.mu.Unlock()
+	if f != nil {
+		f([]byte(payload))
+	}
+}
+
+func (c *Cluster) missedAll() {
+	c.mu.Lock()
+	fs := c.missed
+	c.mu.Unlock()
+	for _, f := range fs {
+		f()
+	}
+}
+
+// Close leaves the cluster: the heartbeat row is removed (the others'
+// shares grow at once), the leases are let go, the goroutines end.
+func (c *Cluster) Close() error {
+	if c.solo {
+		return nil
+	}
+	select {
+	case <-c.stop:
+		return errors.New("cluster: closed twice")
+	default:
+	}
+	close(c.stop)
+	c.wg.Wait()
+	c.lmu.Lock()
+	c.dropLeasesLocked()
+	c.lmu.Unlock()
+	return nil
+}
