@@ -75,13 +75,13 @@ type Budget struct {
 	// full/n while n replicas share the provider (SetShare).
 	rate, burst float64
 	replicas    int
-	tokens     float64
-	pollTokens float64
-	last       time.Time
-	queues     [numPriorities]userQueues
-	timer      *time.Timer
-	granted    [numPriorities]uint64
-	waited     [numPriorities]time.Duration
+	tokens      float64
+	pollTokens  float64
+	last        time.Time
+	queues      [numPriorities]userQueues
+	timer       *time.Timer
+	granted     [numPriorities]uint64
+	waited      [numPriorities]time.Duration
 }
 
 // userQueues is one priority's waiters, per user, with the users served
