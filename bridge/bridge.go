@@ -15,6 +15,7 @@ import (
 
 	"github.com/directbridge/directbridge/imapbackend"
 	"github.com/directbridge/directbridge/internal/admin"
+	"github.com/directbridge/directbridge/internal/cluster"
 	"github.com/directbridge/directbridge/internal/delivery"
 	"github.com/directbridge/directbridge/internal/limits"
 	"github.com/directbridge/directbridge/internal/login"
@@ -44,6 +45,7 @@ type Bridge struct {
 	client    *restclient.Client
 	budget    *upstream.Budget // the provider's request budget, shared by all
 	store     *state.Store
+	cluster   *cluster.Cluster // the replicas sharing a PostgreSQL state store; nil on SQLite
 	certs     *certSource
 	smtp      *smtpbackend.Server
 	tracker   *delivery.Tracker // nil when bounces are off
@@ -161,6 +163,17 @@ func (b *Bridge) open() error {
 		return err
 	}
 	b.budget = upstream.NewBudget(rate)
+	if b.cfg.StateURL != "" {
+		// Replicas on one PostgreSQL: each spends its share of the
+		// budget, and they tell each other their changes (issue 21).
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		b.cluster, err = cluster.Open(ctx, b.cfg.StateURL, b.log.With("component", "cluster"))
+		cancel()
+		if err != nil {
+			return err
+		}
+		b.cluster.OnShare(b.budget.SetShare)
+	}
 	// Under a budget, read markings and deletions that wait for it at
 	// once on one folder go out as one request (upstream/coalesce.go).
 	provider := upstream.WithCoalescing(upstream.WithBudget(restclient.Upstream(b.client), b.budget), b.budget)
@@ -182,6 +195,14 @@ func (b *Bridge) open() error {
 	// check with the provider: a username tried from many addresses is
 	// checked at a bounded rate, whatever the number of addresses.
 	verifier.SetGate(guard)
+	var peers mailstore.Peers
+	if b.cluster != nil {
+		peers = b.cluster
+		// The slowdown holds for the whole cluster: each replica's
+		// failures count on every other.
+		guard.ShareFailures(func(p []byte) { b.cluster.Publish(login.Topic, p) })
+		b.cluster.Handle(login.Topic, guard.Receive, nil)
+	}
 	// One budget for the message bytes both fronts hold (limits.Budget).
 	messages := limits.NewBudget(b.cfg.MaxInflightBytes)
 	layout, err := b.imapLayout(context.Background())
@@ -198,8 +219,12 @@ func (b *Bridge) open() error {
 		// sandbox lists whole trees unless told otherwise.
 		FolderWalk: b.cfg.APIURL != "" || b.cfg.SandboxConfig.ChildrenOnly,
 		JournalKey: journalKey,
+		Peers:      peers,
 		Logger:     b.log.With("component", "imap"),
 	})
+	if b.cluster != nil {
+		b.cluster.Handle(mailstore.Topic, b.engine.Receive, b.engine.Missed)
+	}
 	b.imap, err = imapbackend.New(imapbackend.Config{
 		Layout:            layout,
 		Engine:            b.engine,
@@ -377,6 +402,9 @@ func (b *Bridge) close() {
 	b.closeEngine() // a second time is harmless: nothing waits any more
 	if b.tracker != nil {
 		b.tracker.Close()
+	}
+	if b.cluster != nil {
+		b.cluster.Close() // after the engine: its pollers let go of their leases
 	}
 	for _, l := range b.listeners {
 		l.l.Close()

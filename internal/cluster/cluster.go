@@ -84,8 +84,9 @@ type Cluster struct {
 	lconn *pgx.Conn
 	held  map[int64]bool
 
-	stop chan struct{}
-	wg   sync.WaitGroup
+	stop      chan struct{}
+	listening chan struct{} // closed once the first LISTEN is in place
+	wg        sync.WaitGroup
 }
 
 type outgoing struct {
@@ -121,7 +122,7 @@ func Open(ctx context.Context, url string, log *slog.Logger) (*Cluster, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	c := &Cluster{id: newID(), cfg: cfg, log: log, live: map[string]bool{}, handlers: map[string]func([]byte){},
-		wake: make(chan struct{}, 1), held: map[int64]bool{}, stop: make(chan struct{})}
+		wake: make(chan struct{}, 1), held: map[int64]bool{}, stop: make(chan struct{}), listening: make(chan struct{})}
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("cluster: connecting: %w", err)
@@ -134,7 +135,15 @@ func Open(ctx context.Context, url string, log *slog.Logger) (*Cluster, error) {
 	go c.beat(conn)
 	go c.send()
 	go c.listen()
-	return c, nil
+	// Back once this replica hears the others: a change published after
+	// Open returned elsewhere reaches it.
+	select {
+	case <-c.listening:
+		return c, nil
+	case <-ctx.Done():
+		c.Close()
+		return nil, fmt.Errorf("cluster: listening: %w", ctx.Err())
+	}
 }
 
 // ID names this replica: the owner of its entries in the journal of
@@ -479,7 +488,9 @@ func (c *Cluster) listenOnce(ctx context.Context, first *bool) error {
 	if _, err := conn.Exec(ctx, `LISTEN `+channel); err != nil {
 		return err
 	}
-	if !*first {
+	if *first {
+		close(c.listening)
+	} else {
 		c.missedAll()
 	}
 	*first = false

@@ -57,6 +57,7 @@ package login
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -120,6 +121,7 @@ type Guard struct {
 	cfg   GuardConfig
 	sleep func(ctx context.Context, d time.Duration) error
 	now   func() time.Time
+	share func([]byte) // tells the other replicas a failure (ShareFailures)
 
 	mu    sync.Mutex
 	addrs map[string]*record
@@ -478,6 +480,43 @@ func (g *Guard) pruneGoodLocked(now time.Time) {
 // The failure also counts addr among the addresses the username fails
 // from, which rates its provider checks once there are many (AllowCheck).
 func (g *Guard) Failed(ctx context.Context, addr, username string) {
+	n := g.count(addr, username)
+	if g.share != nil {
+		b, _ := json.Marshal(sharedFailure{Addr: addr, User: normUser(username)})
+		g.share(b)
+	}
+	g.sleep(ctx, g.delayFor(n))
+}
+
+// Topic is the cluster topic of the failures replicas share.
+const Topic = "login"
+
+// sharedFailure is one failure told to the other replicas.
+type sharedFailure struct {
+	Addr string `json:"a"`
+	User string `json:"u"`
+}
+
+// ShareFailures makes every failure counted here go to the other
+// replicas of the bridge through publish (internal/cluster), so that the
+// slowdown holds for the whole cluster, not per replica: an attacker
+// spread over replicas by a balancer guesses no faster. Set it before the
+// guard is used.
+func (g *Guard) ShareFailures(publish func([]byte)) { g.share = publish }
+
+// Receive counts a failure another replica told (ShareFailures): the same
+// counters as Failed, without its delay, which was that replica's client's.
+func (g *Guard) Receive(payload []byte) {
+	var f sharedFailure
+	if json.Unmarshal(payload, &f) != nil || f.Addr == "" || f.User == "" {
+		return
+	}
+	g.count(f.Addr, f.User)
+}
+
+// count counts a failure of username from addr and returns the
+// username's failures.
+func (g *Guard) count(addr, username string) int {
 	user := normUser(username)
 	g.mu.Lock()
 	now := g.now()
@@ -501,7 +540,7 @@ func (g *Guard) Failed(ctx context.Context, addr, username string) {
 	s.note(addr, g.cfg.SpreadAddresses)
 	s.last = now
 	g.mu.Unlock()
-	g.sleep(ctx, g.delayFor(n))
+	return n
 }
 
 // pruneLocked drops records whose window has passed, and if that frees

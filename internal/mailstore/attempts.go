@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/emersion/go-imap/v2"
@@ -76,6 +77,18 @@ func (st *Store) undecidedOf(ctx context.Context, user, key string) (undecided, 
 	atts, err := st.cfg.State.UndecidedAttempts(ctx, user, key, st.owner)
 	if err != nil || len(atts) == 0 {
 		return undecided{}, err
+	}
+	if st.shared() {
+		// An attempt still asking in another replica that is alive is
+		// under way there, as one of this process's own would be: two
+		// identical APPENDs through two replicas at once are two
+		// messages. Its owner's death makes it undecided.
+		atts = slices.DeleteFunc(atts, func(a state.Attempt) bool {
+			return a.State == state.AttemptAsking && st.cfg.Peers.Live(a.Owner)
+		})
+		if len(atts) == 0 {
+			return undecided{}, nil
+		}
 	}
 	u := undecided{attempts: atts, since: atts[0].Created}
 	for _, a := range atts {

@@ -110,8 +110,8 @@ func (m *Folder) addCopies(ctx context.Context, newUIDs []imap.UID, src []copied
 		m.added[u] = m.version
 		add = append(add, seqview.NewMessage{UID: u, Flags: withSeen(src[i].Flags, src[i].Seen)})
 	}
-	m.mb.SetFlags(nil, changes...)
-	if err := m.mb.Add(add...); err != nil {
+	m.showFlagsLocked(nil, changes)
+	if err := m.showAddLocked(add); err != nil {
 		m.mu.Unlock()
 		m.store.cfg.Logger.Warn("imap copy: showing the copies failed", "user", m.user, "err", err)
 		return false
@@ -193,7 +193,7 @@ func (m *Folder) remove(ctx context.Context, validity uint32, uids []imap.UID) {
 				forget[uint32(u)] = nil
 			}
 		}
-		m.mb.Expunge(uids...)
+		m.showExpungeLocked(uids)
 		m.forgetLocked(uids)
 	}
 	m.mu.Unlock()

@@ -157,7 +157,7 @@ func (m *Folder) addArrivals(newUIDs []imap.UID, shown map[imap.UID][]imap.Flag)
 		m.added[u] = m.version
 		add = append(add, seqview.NewMessage{UID: u, Flags: shown[u]})
 	}
-	if err := m.mb.Add(add...); err != nil {
+	if err := m.showAddLocked(add); err != nil {
 		m.store.cfg.Logger.Warn("imap append: showing the new messages failed", "user", m.user, "err", err)
 		return
 	}

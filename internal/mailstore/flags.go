@@ -264,7 +264,7 @@ func (m *Folder) showVersioned(ups []shown, source *seqview.View, bump bool) {
 			changes = append(changes, seqview.FlagChange{UID: u.UID, Op: imap.StoreFlagsSet, Flags: withSeen(u.Kept, read)})
 		}
 	}
-	m.mb.SetFlags(source, changes...)
+	m.showFlagsLocked(source, changes)
 }
 
 // readUnsureNow notes a read marking that failed (Folder.readUnsure).

@@ -67,7 +67,7 @@ func (st *Store) CreateFolder(ctx context.Context, auth upstream.Auth, folder st
 		}
 	}
 	err = st.cfg.Provider.CreateFolder(ctx, auth, folder)
-	st.folders.invalidate(auth.Username, false)
+	st.foldersChanged(auth.Username, false)
 	if err != nil {
 		// Decide on what the provider now holds: refused because it exists
 		// (another client was quicker) is ErrFolderExists; a call that
@@ -97,6 +97,7 @@ func (st *Store) startAfresh(ctx context.Context, user, folder string) {
 		st.cfg.Logger.Warn("mailstore: resetting folder state", "user", user, "err", err)
 	}
 	st.dropMirror(user, folder)
+	st.publish(change{U: user, F: folder, Drop: true})
 }
 
 // dropMirror forgets the mirror of exactly this folder, if any, and tells
@@ -133,7 +134,7 @@ func (st *Store) DeleteFolder(ctx context.Context, auth upstream.Auth, folder st
 		return err
 	}
 	err = st.cfg.Provider.DeleteFolder(ctx, auth, folder)
-	st.folders.invalidate(auth.Username, false)
+	st.foldersChanged(auth.Username, false)
 	if err != nil {
 		// A call that failed after the provider deleted the folder still
 		// deleted it: say so, and forget it.
@@ -158,6 +159,7 @@ func (st *Store) forgetFolder(ctx context.Context, user, folder string) {
 	if err := st.cfg.State.ForgetFolder(ctx, user, folder); err != nil {
 		st.cfg.Logger.Warn("mailstore: forgetting folder state", "user", user, "err", err)
 	}
+	st.publish(change{U: user, F: folder, Drop: true, Tree: true})
 }
 
 // RenameFolder renames a folder with its sub-folders (MoveFolder; the
@@ -195,7 +197,7 @@ func (st *Store) RenameFolder(ctx context.Context, auth upstream.Auth, from, to 
 	// The read marking of messages just appended names the old folder.
 	st.markAppendedReadIn(ctx, auth.Username, from)
 	err = st.cfg.Provider.RenameFolder(ctx, auth, from, to)
-	st.folders.invalidate(auth.Username, false)
+	st.foldersChanged(auth.Username, false)
 	if err != nil {
 		now, ferr := st.Folders(ctx, auth, 0)
 		switch {
@@ -222,8 +224,10 @@ func (st *Store) RenameFolder(ctx context.Context, auth upstream.Auth, from, to 
 	}
 	for _, n := range append([]string{to}, renamedNames(fs, from, to)...) {
 		st.dropMirror(user, n)
+		st.publish(change{U: user, F: n, Drop: true})
 	}
 	st.dropFolder(user, from)
+	st.publish(change{U: user, F: from, Drop: true, Tree: true})
 	if parents := fs.MadeBy(to); len(parents) > 1 {
 		st.subscribeCreated(ctx, auth, parents[:len(parents)-1])
 	}

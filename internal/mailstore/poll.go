@@ -8,6 +8,18 @@ import (
 	"github.com/directbridge/directbridge/upstream"
 )
 
+// leased reports whether this replica polls the folder now (it holds
+// the folder's lease among the replicas, or runs alone).
+func (m *Folder) leased(ctx context.Context) bool {
+	p := m.store.cfg.Peers
+	if p == nil {
+		return true
+	}
+	lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	return p.Lease(lctx, leaseKey(m.user, m.name))
+}
+
 // callsPerPoll is what one poll costs when nothing changed (GetUIDs and
 // GetUnreadMessageCount).
 const callsPerPoll = 2
@@ -40,7 +52,14 @@ func (st *Store) PollStats() (folders int, interval time.Duration) {
 // all ask at once. Polls wait for the budget at its lowest priority, and
 // before the refresh starts (upstream.Budget.Prepay). Errors are logged and the next round tries again;
 // connections keep the state they have.
+//
+// Among replicas (peers.go) one polls the folder at a time, the holder
+// of its lease; the others learn from its messages. The lease is taken
+// at the poll's turn and let go when the poller ends.
 func (m *Folder) poll(life context.Context, stop chan struct{}) {
+	if p := m.store.cfg.Peers; p != nil {
+		defer p.Release(leaseKey(m.user, m.name))
+	}
 	first := true
 	for {
 		interval := m.store.PollInterval()
@@ -65,7 +84,7 @@ func (m *Folder) poll(life context.Context, stop chan struct{}) {
 		m.mu.Lock()
 		recent := time.Since(m.lastStart) < interval*9/10
 		m.mu.Unlock()
-		if recent {
+		if recent || !m.leased(life) {
 			continue
 		}
 		// The call timeout, not the interval: a short interval must not

@@ -584,6 +584,7 @@ func (m *Folder) apply(ctx context.Context, v0, readGen uint64, uids []imap.UID,
 			if _, err := m.store.cfg.State.ResetFolder(ctx, m.user, m.name, uint32(next)); err != nil {
 				return err
 			}
+			m.store.publish(change{U: m.user, F: m.name, Drop: true})
 			return ErrFolderGone
 		}
 	}
@@ -599,7 +600,7 @@ func (m *Folder) apply(ctx context.Context, v0, readGen uint64, uids []imap.UID,
 		}
 	}
 	if len(gone) > 0 {
-		m.mb.Expunge(gone...)
+		m.showExpungeLocked(gone)
 		m.forgetLocked(gone)
 	}
 	var changes []seqview.FlagChange
@@ -637,12 +638,13 @@ func (m *Folder) apply(ctx context.Context, v0, readGen uint64, uids []imap.UID,
 		add = append(add, seqview.NewMessage{UID: u, Flags: withSeen(kept, read)})
 	}
 	m.dropCarriedLocked(v0)
-	m.mb.SetFlags(nil, changes...)
-	if err := m.mb.Add(add...); err != nil {
+	m.showFlagsLocked(nil, changes)
+	if err := m.showAddLocked(add); err != nil {
 		m.mu.Unlock()
 		return err
 	}
 	m.syncedAt = time.Now()
+	m.publishSyncedLocked()
 	m.raiseUIDNextLocked(uids) // written by doRefresh already
 	m.mu.Unlock()
 	return nil

@@ -95,7 +95,10 @@ type Config struct {
 	// message. nil makes them plain SHA-256 (tests); the bridge sets the
 	// data directory's key (state.LoadJournalKey).
 	JournalKey []byte
-	Logger     *slog.Logger
+	// Peers are the other replicas sharing the state store (peers.go);
+	// nil runs alone.
+	Peers  Peers
+	Logger *slog.Logger
 }
 
 // Defaults of Config.
@@ -133,6 +136,9 @@ func New(cfg Config) *Store {
 	st := &Store{cfg: cfg, mirrors: map[string]*Folder{}, memos: map[string]*readMemo{},
 		bodies: NewBodies(cfg.Provider, cfg.CacheBytes), bg: newBackground(), startedAt: time.Now(), owner: newOwner()}
 	st.bodies.bg = st.bg
+	if cfg.Peers != nil {
+		st.owner = cfg.Peers.ID()
+	}
 	return st
 }
 

@@ -58,7 +58,7 @@ func (st *Store) SetSubscribed(ctx context.Context, auth upstream.Auth, folder s
 		return nil
 	}
 	err = st.cfg.Provider.SetSubscribed(ctx, auth, []string{folder}, on)
-	st.folders.invalidate(user, true)
+	st.foldersChanged(user, true)
 	if err != nil {
 		if definiteRefusal(err) {
 			if fs, ferr := st.Folders(ctx, auth, 0); ferr == nil && !fs.Exists(folder) {
@@ -108,7 +108,7 @@ func (st *Store) subscribeCreated(ctx context.Context, auth upstream.Auth, made 
 			st.cfg.Logger.Warn("mailstore: subscriptions", "user", user, "err", err)
 		}
 	}
-	st.folders.invalidate(user, true)
+	st.foldersChanged(user, true)
 }
 
 // keepSubscribed keeps the name of a deleted folder subscribed if it was.
@@ -119,7 +119,7 @@ func (st *Store) keepSubscribed(ctx context.Context, user, folder string, wasSub
 	if err := st.cfg.State.Subscribe(ctx, user, folder); err != nil {
 		st.cfg.Logger.Warn("mailstore: subscriptions", "user", user, "err", err)
 	}
-	st.folders.invalidate(user, true)
+	st.foldersChanged(user, true)
 }
 
 // subscribedNames is the subscription list: the provider's subscribed

@@ -128,6 +128,22 @@ func (c *folderCache) invalidate(user string, subscribedOnly bool) {
 	}
 }
 
+// invalidateAll forgets every user's folder lists.
+func (c *folderCache) invalidateAll() {
+	c.mu.Lock()
+	entries := make([]*folderEntry, 0, len(c.entries))
+	for _, e := range c.entries {
+		entries = append(entries, e)
+	}
+	c.mu.Unlock()
+	for _, e := range entries {
+		e.mu.Lock()
+		e.gen++
+		e.names, e.at = nil, time.Time{}
+		e.mu.Unlock()
+	}
+}
+
 // FolderSet is a user's folders: INBOX and every folder below it, by the
 // provider's names. Each call of Store.Folders builds its own.
 type FolderSet struct {

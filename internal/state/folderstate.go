@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -215,8 +216,13 @@ func (s *Store) Flags(ctx context.Context, username, folder string, validity uin
 // FlagsFrom returns the kept flags of a folder's UIDs from from on (a
 // range of the primary key).
 func (s *Store) FlagsFrom(ctx context.Context, username, folder string, validity, from uint32) (map[uint32][]string, error) {
-	rows, err := s.stmts.Query(ctx, `SELECT uid, flags FROM flags WHERE username = ? AND folder = ? AND uid_validity = ? AND uid >= ?`,
-		username, folder, validity, from)
+	return s.FlagsBetween(ctx, username, folder, validity, from, math.MaxUint32)
+}
+
+// FlagsBetween returns the kept flags of a folder's UIDs from lo to hi.
+func (s *Store) FlagsBetween(ctx context.Context, username, folder string, validity, lo, hi uint32) (map[uint32][]string, error) {
+	rows, err := s.stmts.Query(ctx, `SELECT uid, flags FROM flags WHERE username = ? AND folder = ? AND uid_validity = ? AND uid >= ? AND uid <= ?`,
+		username, folder, validity, lo, hi)
 	if err != nil {
 		return nil, fmt.Errorf("state: state store: %w", err)
 	}

@@ -67,6 +67,9 @@ type FolderStates interface {
 	// FlagsFrom is Flags for the UIDs from from on only: a refresh that
 	// found new messages reads theirs, not the whole folder's.
 	FlagsFrom(ctx context.Context, username, folder string, validity, from uint32) (map[uint32][]string, error)
+	// FlagsBetween is Flags for the UIDs from lo to hi only: another
+	// replica's change names the messages it changed.
+	FlagsBetween(ctx context.Context, username, folder string, validity, lo, hi uint32) (map[uint32][]string, error)
 	// SetFlags replaces the kept flags of some messages, all in one
 	// transaction; an empty list removes the message's entry.
 	SetFlags(ctx context.Context, username, folder string, validity uint32, flags map[uint32][]string) error

@@ -1,0 +1,396 @@
+package mailstore
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/emersion/go-imap/v2"
+
+	"github.com/directbridge/directbridge/internal/seqview"
+)
+
+// Replicas of the bridge that share a PostgreSQL state store (issue 21)
+// keep their mirrors of one folder alike without asking the provider:
+// every change a replica shows in a mirror (messages added or expunged,
+// flags changed, a refresh that found the folder as it is) goes to the
+// others as a message (Peers.Publish), which they show in theirs, IDLE
+// clients included. What a message carries is the change itself (UIDs,
+// \Seen), never content; kept flags are read from the shared state
+// store, which holds them before the message leaves, so that two
+// replicas changing one message's keywords at once end alike whatever
+// order the messages arrive in. Folder list changes (CREATE, DELETE,
+// RENAME, subscriptions) travel the same way.
+//
+// One replica at a time polls a folder (Peers.Lease); the others learn
+// from its messages that their mirror is as fresh as its poll, so that
+// their own commands do not refresh it either. A replica that may have
+// missed messages (Store.Missed) refreshes what its sessions hold.
+
+// Peers is the cluster of replicas as the engine uses it
+// (internal/cluster; bridge wires it). Nil runs alone.
+type Peers interface {
+	// ID names this replica: the owner of its attempts.
+	ID() string
+	// Live reports whether the replica id is alive.
+	Live(id string) bool
+	// Publish sends payload on topic to the other replicas, in order,
+	// without waiting.
+	Publish(topic string, payload []byte)
+	// Lease reports whether this replica may poll key now; Release lets
+	// go of it.
+	Lease(ctx context.Context, key string) bool
+	Release(key string)
+}
+
+// Topic is the cluster topic of the engine's messages.
+const Topic = "mail"
+
+// maxUIDsPerMessage keeps a message under the cluster's payload bound
+// (about 16 bytes per UID at most).
+const maxUIDsPerMessage = 400
+
+// change is one message between replicas about one folder (U, F) under
+// UIDVALIDITY V, or about a user's folder list.
+type change struct {
+	U string `json:"u"`
+	F string `json:"f,omitempty"`
+	V uint32 `json:"v,omitempty"`
+	// Add are new messages, [uid, 1 if \Seen]; their kept flags are in
+	// the state store.
+	Add [][2]uint32 `json:"a,omitempty"`
+	// Gone are expunged messages.
+	Gone []uint32 `json:"x,omitempty"`
+	// Seen are \Seen changes, [uid, 1 if \Seen].
+	Seen [][2]uint32 `json:"s,omitempty"`
+	// Kept are messages whose kept flags changed (read them from the
+	// state store).
+	Kept []uint32 `json:"k,omitempty"`
+	// Synced tells that a refresh of the folder just ended: the
+	// receiver's mirror, with the changes before, is as fresh.
+	Synced bool `json:"n,omitempty"`
+	// Folders: the user's folder list changed (Subs: only the
+	// subscriptions).
+	Folders bool `json:"l,omitempty"`
+	Subs    bool `json:"b,omitempty"`
+	// Drop: the mirror of F is void (deleted, renamed, renumbered); Tree
+	// takes the folders below too.
+	Drop bool `json:"d,omitempty"`
+	Tree bool `json:"t,omitempty"`
+}
+
+// shared reports whether changes go to other replicas.
+func (st *Store) shared() bool { return st.cfg.Peers != nil }
+
+// publish sends c to the other replicas.
+func (st *Store) publish(c change) {
+	if !st.shared() {
+		return
+	}
+	b, err := json.Marshal(c)
+	if err != nil {
+		return // plain data: cannot fail
+	}
+	st.cfg.Peers.Publish(Topic, b)
+}
+
+// publishLocked sends what a mirror just showed: new messages, expunged
+// ones and flag changes, split to fit the cluster's message bound.
+// Called with m.mu held (so that the order of the messages is the order
+// of the changes).
+func (m *Folder) publishLocked(add []seqview.NewMessage, gone []imap.UID, flags []seqview.FlagChange) {
+	st := m.store
+	if !st.shared() || (len(add) == 0 && len(gone) == 0 && len(flags) == 0) {
+		return
+	}
+	base := change{U: m.user, F: m.name, V: m.validity}
+	for len(add) > 0 {
+		n := min(len(add), maxUIDsPerMessage)
+		c := base
+		for _, a := range add[:n] {
+			c.Add = append(c.Add, [2]uint32{uint32(a.UID), b2u(HasSeen(a.Flags))})
+		}
+		st.publish(c)
+		add = add[n:]
+	}
+	for len(gone) > 0 {
+		n := min(len(gone), maxUIDsPerMessage)
+		c := base
+		for _, u := range gone[:n] {
+			c.Gone = append(c.Gone, uint32(u))
+		}
+		st.publish(c)
+		gone = gone[n:]
+	}
+	// Flag changes: the \Seen each message has now, and which kept sets
+	// changed; one entry per message.
+	seen := map[imap.UID]bool{}
+	kept := map[imap.UID]bool{}
+	var order []imap.UID
+	for _, f := range flags {
+		if _, ok := seen[f.UID]; !ok {
+			order = append(order, f.UID)
+		}
+		fl, _ := m.mb.Flags(f.UID)
+		seen[f.UID] = HasSeen(fl)
+		if f.Op == imap.StoreFlagsSet || slices.ContainsFunc(f.Flags, func(x imap.Flag) bool { return x != imap.FlagSeen }) {
+			kept[f.UID] = true
+		}
+	}
+	for len(order) > 0 {
+		n := min(len(order), maxUIDsPerMessage)
+		c := base
+		for _, u := range order[:n] {
+			c.Seen = append(c.Seen, [2]uint32{uint32(u), b2u(seen[u])})
+			if kept[u] {
+				c.Kept = append(c.Kept, uint32(u))
+			}
+		}
+		st.publish(c)
+		order = order[n:]
+	}
+}
+
+func b2u(b bool) uint32 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// showAddLocked, showExpungeLocked and showFlagsLocked show a change in
+// the mirror's sessions (seqview) and send it to the other replicas.
+// Called with m.mu held.
+func (m *Folder) showAddLocked(add []seqview.NewMessage) error {
+	if err := m.mb.Add(add...); err != nil {
+		return err
+	}
+	m.publishLocked(add, nil, nil)
+	return nil
+}
+
+func (m *Folder) showExpungeLocked(uids []imap.UID) {
+	m.mb.Expunge(uids...)
+	m.publishLocked(nil, uids, nil)
+}
+
+func (m *Folder) showFlagsLocked(source *seqview.View, changes []seqview.FlagChange) {
+	m.mb.SetFlags(source, changes...)
+	m.publishLocked(nil, nil, changes)
+}
+
+// publishSyncedLocked tells the other replicas that a refresh of the
+// mirror just ended. Called with m.mu held.
+func (m *Folder) publishSyncedLocked() {
+	if m.store.shared() {
+		m.store.publish(change{U: m.user, F: m.name, V: m.validity, Synced: true})
+	}
+}
+
+// foldersChanged forgets the user's folder lists (all of them, or the
+// subscriptions only) here and on the other replicas.
+func (st *Store) foldersChanged(user string, subscribedOnly bool) {
+	st.folders.invalidate(user, subscribedOnly)
+	st.publish(change{U: strings.ToLower(user), Folders: !subscribedOnly, Subs: subscribedOnly})
+}
+
+// Receive shows a change another replica published (Topic): the
+// cluster's handler, called for one message at a time in the order they
+// were sent. A change to a folder this replica has no mirror of is
+// nothing to it: a mirror made later reads the provider and the state
+// store. It asks the state store, never the provider, unless the
+// mirror lacks messages the change skips over (then it refreshes, as a
+// poll would).
+func (st *Store) Receive(payload []byte) {
+	var c change
+	if err := json.Unmarshal(payload, &c); err != nil || c.U == "" {
+		st.cfg.Logger.Warn("mailstore: a message from another replica could not be read", "err", err)
+		return
+	}
+	switch {
+	case c.Folders || c.Subs:
+		st.folders.invalidate(c.U, !c.Folders)
+		return
+	case c.Drop && c.Tree:
+		st.dropFolder(c.U, c.F)
+		return
+	case c.Drop:
+		st.dropMirror(c.U, c.F)
+		return
+	}
+	m := st.peek(c.U, c.F)
+	if m == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), st.cfg.CallTimeout)
+	defer cancel()
+	m.receive(ctx, c)
+}
+
+// receive shows c in the mirror.
+func (m *Folder) receive(ctx context.Context, c change) {
+	m.mu.Lock()
+	ok := m.loaded && !m.dropped && m.gone == nil && m.validity == c.V
+	m.mu.Unlock()
+	if !ok {
+		return
+	}
+	// Kept flags of the messages the change names, from the state store
+	// (written before the change was sent).
+	var kept map[uint32][]string
+	if len(c.Add) > 0 || len(c.Kept) > 0 {
+		lo, hi := uint32(MaxUID), uint32(0)
+		for _, a := range c.Add {
+			lo, hi = min(lo, a[0]), max(hi, a[0])
+		}
+		for _, u := range c.Kept {
+			lo, hi = min(lo, u), max(hi, u)
+		}
+		var err error
+		kept, err = m.store.cfg.State.FlagsBetween(ctx, m.user, m.name, c.V, lo, hi)
+		if err != nil {
+			m.store.cfg.Logger.Warn("mailstore: reading flags another replica changed", "user", m.user, "err", err)
+			m.staleAfterMissed()
+			return
+		}
+	}
+	m.mu.Lock()
+	if !m.loaded || m.dropped || m.gone != nil || m.validity != c.V {
+		m.mu.Unlock()
+		return
+	}
+	m.version++
+	refresh := false
+	if len(c.Gone) > 0 {
+		if m.removed == nil {
+			m.removed = map[imap.UID]uint64{}
+		}
+		var gone []imap.UID
+		for _, u := range c.Gone {
+			uid := imap.UID(u)
+			m.removed[uid] = m.version
+			if m.live(uid) {
+				gone = append(gone, uid)
+			}
+		}
+		m.mb.Expunge(gone...)
+		m.forgetLocked(gone)
+	}
+	if len(c.Add) > 0 {
+		if m.added == nil {
+			m.added = map[imap.UID]uint64{}
+		}
+		var add []seqview.NewMessage
+		var uids []imap.UID
+		for _, a := range c.Add {
+			uid := imap.UID(a[0])
+			if m.byUID[uid] != nil {
+				continue
+			}
+			if _, gone := m.removed[uid]; gone {
+				continue
+			}
+			uids = append(uids, uid)
+			add = append(add, seqview.NewMessage{UID: uid, Flags: withSeen(canonicalFlags(kept[a[0]]), a[1] == 1)})
+		}
+		// The mirror must not pass over a message it has not seen: one
+		// between its UIDNEXT and these (its message lost, say) sends
+		// it to the provider.
+		if len(uids) > 0 {
+			ours := map[imap.UID]bool{}
+			for _, u := range uids {
+				ours[u] = true
+			}
+			for u := m.uidNext; u < uids[len(uids)-1] && !refresh; u++ {
+				refresh = !ours[u] && m.byUID[u] == nil
+			}
+		}
+		if !refresh && len(add) > 0 {
+			for _, u := range uids {
+				m.byUID[u] = &Message{UID: u}
+				m.added[u] = m.version
+				delete(m.unclaimed, u)
+			}
+			if err := m.mb.Add(add...); err != nil {
+				refresh = true
+			} else {
+				m.raiseUIDNextLocked(uids) // the publisher wrote UIDNEXT
+			}
+		}
+	}
+	if len(c.Seen) > 0 {
+		keptSet := map[uint32]bool{}
+		for _, u := range c.Kept {
+			keptSet[u] = true
+		}
+		var changes []seqview.FlagChange
+		for _, s := range c.Seen {
+			uid := imap.UID(s[0])
+			fl, ok := m.mb.Flags(uid)
+			if !ok {
+				continue
+			}
+			k := KeptOf(fl)
+			if keptSet[s[0]] {
+				k = canonicalFlags(kept[s[0]])
+			}
+			changes = append(changes, seqview.FlagChange{UID: uid, Op: imap.StoreFlagsSet, Flags: withSeen(k, s[1] == 1)})
+		}
+		m.mb.SetFlags(nil, changes...)
+	}
+	if c.Synced {
+		// As fresh as the publisher's refresh: the commands here need
+		// not refresh, nor the poller poll (it holds no lease anyway).
+		m.syncedAt = time.Now()
+		m.lastStart = m.syncedAt
+	}
+	m.mu.Unlock()
+	if refresh {
+		m.refreshSoon()
+	}
+}
+
+// refreshSoon refreshes the mirror in the background, as a poll would.
+func (m *Folder) refreshSoon() {
+	st := m.store
+	st.bg.Go(func(life context.Context) {
+		ctx, cancel := context.WithTimeout(life, st.cfg.CallTimeout)
+		defer cancel()
+		if err := m.Sync(ctx); err != nil {
+			st.cfg.Logger.Warn("mailstore: refresh after another replica's change failed", "user", m.user, "err", err)
+		}
+	})
+}
+
+// staleAfterMissed makes the mirror's next command refresh it, and
+// refreshes it now if sessions hold it.
+func (m *Folder) staleAfterMissed() {
+	m.mu.Lock()
+	held := m.refs > 0 && m.loaded && !m.dropped
+	m.syncedAt, m.lastStart = time.Time{}, time.Time{}
+	m.mu.Unlock()
+	if held {
+		m.refreshSoon()
+	}
+}
+
+// Missed is told that messages from other replicas may have been lost
+// (the cluster's listening connection broke): every mirror refreshes
+// before it is trusted again, and every folder list is read again.
+func (st *Store) Missed() {
+	st.mu.Lock()
+	folders := make([]*Folder, 0, len(st.mirrors))
+	for _, m := range st.mirrors {
+		folders = append(folders, m)
+	}
+	st.mu.Unlock()
+	st.folders.invalidateAll()
+	for _, m := range folders {
+		m.staleAfterMissed()
+	}
+}
+
+// leaseKey names a folder's poll lease.
+func leaseKey(user, folder string) string { return "poll\x00" + strings.ToLower(user) + "\x00" + folder }
