@@ -86,7 +86,9 @@ type seen struct {
 	changed  chan struct{}
 }
 
-func newSeen() *seen { return &seen{flags: map[uint32][]imap.Flag{}, changed: make(chan struct{}, 100)} }
+func newSeen() *seen {
+	return &seen{flags: map[uint32][]imap.Flag{}, changed: make(chan struct{}, 100)}
+}
 
 func (s *seen) handler() *imapclient.UnilateralDataHandler {
 	note := func() {

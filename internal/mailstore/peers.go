@@ -393,4 +393,6 @@ func (st *Store) Missed() {
 }
 
 // leaseKey names a folder's poll lease.
-func leaseKey(user, folder string) string { return "poll\x00" + strings.ToLower(user) + "\x00" + folder }
+func leaseKey(user, folder string) string {
+	return "poll\x00" + strings.ToLower(user) + "\x00" + folder
+}
