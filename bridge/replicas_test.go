@@ -1,6 +1,8 @@
 package bridge_test
 
 import (
+	"context"
+	"errors"
 	"crypto/tls"
 	"net/http"
 	"net/http/httptest"
@@ -22,12 +24,13 @@ import (
 // it made (counted at its own door to the shared sandbox).
 type replica struct {
 	b     *bridge.Bridge
+	stop  func() error
 	calls atomic.Int64
 }
 
 // twoReplicas starts one sandbox and two bridges on one PostgreSQL
 // state store, each reaching the sandbox through its own counting door.
-func twoReplicas(t *testing.T, poll time.Duration) (*sandbox.Server, [2]*replica) {
+func twoReplicas(t *testing.T, poll time.Duration, mod ...func(*bridge.Config)) (*sandbox.Server, [2]*replica) {
 	t.Helper()
 	url := pgtest.Database(t)
 	sb, err := sandbox.Open(sandbox.Options{Dir: t.TempDir(), Users: []sandbox.Account{{Name: "alice@direct.example", Password: "pw-alice"}}})
@@ -48,11 +51,14 @@ func twoReplicas(t *testing.T, poll time.Duration) (*sandbox.Server, [2]*replica
 		cfg.APIURL = door.URL
 		cfg.APIRateLimit = "unlimited"
 		cfg.PollInterval = poll
+		for _, f := range mod {
+			f(&cfg)
+		}
 		r.b, err = bridge.New(cfg, nil, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		startBridge(t, r.b)
+		r.stop = startBridge(t, r.b)
 		rs[i] = r
 	}
 	return sb, rs
@@ -271,5 +277,86 @@ func TestReplicasShareChanges(t *testing.T) {
 	sbd, _ := cb.Status("INBOX", &imap.StatusOptions{UIDNext: true, UIDValidity: true, NumMessages: true}).Wait()
 	if sa == nil || sbd == nil || sa.UIDValidity != sbd.UIDValidity || sa.UIDNext != sbd.UIDNext || *sa.NumMessages != *sbd.NumMessages {
 		t.Fatalf("STATUS through A %+v, through B %+v", sa, sbd)
+	}
+}
+
+// TestReplicasPollOnce: a folder open through two replicas is polled by
+// one of them (the lease), and new mail reaches the IDLE clients of
+// both; when the polling replica stops, the other takes over.
+func TestReplicasPollOnce(t *testing.T) {
+	sb, rs := twoReplicas(t, time.Second)
+	var sessions [2]*seen
+	for i, r := range rs {
+		sessions[i] = newSeen()
+		c := dialReplica(t, r, sessions[i].handler())
+		if _, err := c.Select("INBOX", nil).Wait(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Idle(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Quiet for a while: one replica polls, the other makes no call.
+	time.Sleep(1500 * time.Millisecond)
+	a0, b0 := rs[0].calls.Load(), rs[1].calls.Load()
+	time.Sleep(5 * time.Second)
+	da, db := rs[0].calls.Load()-a0, rs[1].calls.Load()-b0
+	if (da == 0) == (db == 0) {
+		t.Fatalf("provider calls in 5 s of polling: replica A %d, B %d; want one replica polling and the other silent", da, db)
+	}
+	if max(da, db) > 2*6 {
+		t.Fatalf("%d calls in 5 s for one folder polled every second, want at most 12", max(da, db))
+	}
+	raw := []byte("From: bob@direct.example\r\nTo: alice@direct.example\r\nSubject: new\r\nMessage-ID: <poll-1@direct.example>\r\n\r\nhi\r\n")
+	if _, err := sb.Deliver(context.Background(), "alice@direct.example", "INBOX", raw); err != nil {
+		t.Fatal(err)
+	}
+	for i, s := range sessions {
+		s.wait(t, 5*time.Second, "EXISTS for mail delivered at the provider on replica "+string(rune('A'+i)), func(s *seen) bool { return s.exists >= 1 })
+	}
+	// The poller stops: the other replica's poller takes the lease over.
+	holder, other := 0, 1
+	if db > da {
+		holder, other = 1, 0
+	}
+	if err := rs[holder].stop(); err != nil && !errors.Is(err, context.Canceled) {
+		t.Logf("stopping the polling replica: %v", err)
+	}
+	raw2 := []byte(strings.Replace(string(raw), "poll-1", "poll-2", 1))
+	if _, err := sb.Deliver(context.Background(), "alice@direct.example", "INBOX", raw2); err != nil {
+		t.Fatal(err)
+	}
+	sessions[other].wait(t, 8*time.Second, "EXISTS on the remaining replica after the poller stopped", func(s *seen) bool { return s.exists >= 2 })
+}
+
+// TestReplicasShareLoginFailures: the guessing slowdown holds for the
+// whole cluster: failures through replica A refuse the address on B.
+func TestReplicasShareLoginFailures(t *testing.T) {
+	_, rs := twoReplicas(t, time.Hour, func(c *bridge.Config) {
+		c.AuthFreeFailures, c.AuthRefuseAfter, c.AuthMaxDelay = 1, 3, time.Second
+	})
+	login := func(r *replica, pw string) error {
+		c, err := imapclient.DialStartTLS(r.b.Addr("IMAP (STARTTLS)"), &imapclient.Options{TLSConfig: &tls.Config{InsecureSkipVerify: true}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		return c.Login("alice@direct.example", pw).Wait()
+	}
+	for range 3 {
+		if login(rs[0], "wrong") == nil {
+			t.Fatal("a wrong password got in")
+		}
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		err := login(rs[1], "pw-alice")
+		if err != nil && strings.Contains(err.Error(), "UNAVAILABLE") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("replica B after 3 failures through A (refuse after 3): %v, want NO [UNAVAILABLE]", err)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
