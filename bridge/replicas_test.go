@@ -2,8 +2,8 @@ package bridge_test
 
 import (
 	"context"
-	"errors"
 	"crypto/tls"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strings"
