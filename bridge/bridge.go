@@ -281,6 +281,9 @@ func (b *Bridge) open() error {
 		if err != nil {
 			return fmt.Errorf("%s: %w", ln.name, err)
 		}
+		if l, err = b.behindBalancer(l); err != nil {
+			return err
+		}
 		b.listeners = append(b.listeners, namedListener{ln.name, l, ln.serve})
 	}
 	// One provider probe, shared by readiness (/readyz, run every few

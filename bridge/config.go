@@ -31,7 +31,10 @@ type Config struct {
 	// JournalKey, when set, is the journal key instead of the file in
 	// DataDir: replicas sharing a state store must share it too.
 	JournalKey directapi.Secret `envconfig:"JOURNAL_KEY" desc:"the key (32 bytes, hex or base64; never printed) the journals' fingerprints are made under, instead of journal.key in DIRECTBRIDGE_DATA_DIR: replicas sharing a PostgreSQL state store must share it (a Secret), or a retry through another replica is not recognised"`
-	StateURL   string           `envconfig:"STATE_URL" desc:"the state store in PostgreSQL (postgres://user:password@host/db?sslmode=verify-full; PG* variables fill in the rest) instead of state.db in DIRECTBRIDGE_DATA_DIR; one replica only for now: several replicas need the shared parts that are still per process (see README)"`
+	StateURL   string           `envconfig:"STATE_URL" desc:"the state store in PostgreSQL (postgres://user:password@host/db?sslmode=verify-full; PG* variables fill in the rest) instead of state.db in DIRECTBRIDGE_DATA_DIR; several replicas may share one (README, Running several replicas), each with the same DIRECTBRIDGE_JOURNAL_KEY"`
+	// ProxyProtocolFrom lists the balancers whose connections start with
+	// a PROXY protocol header (proxy.go).
+	ProxyProtocolFrom string `envconfig:"PROXY_PROTOCOL_FROM" desc:"addresses or CIDR ranges (comma-separated) of TCP balancers in front of the bridge, such as HAProxy with send-proxy-v2: their connections must begin with a PROXY protocol header (v1 or v2), whose client address the per-address limits and the guessing slowdown then count; connections from elsewhere are taken as they are. Empty: none"`
 
 	IMAPAddr  string `envconfig:"IMAP_ADDR" default:"127.0.0.1:1143" desc:"IMAP listener with STARTTLS (host:port or off)"`
 	IMAPSAddr string `envconfig:"IMAPS_ADDR" default:"127.0.0.1:1993" desc:"IMAP listener with implicit TLS (host:port or off)"`
@@ -153,6 +156,9 @@ func (c *Config) Validate() []error {
 	}
 	if c.AuthUserCheckInterval < time.Second {
 		bad("DIRECTBRIDGE_AUTH_USER_CHECK_INTERVAL (%s) must be at least 1s", c.AuthUserCheckInterval)
+	}
+	if _, err := proxyRanges(c.ProxyProtocolFrom); err != nil {
+		bad("DIRECTBRIDGE_PROXY_PROTOCOL_FROM: %v", err)
 	}
 	if c.APIURL != "" && !strings.HasPrefix(c.APIURL, "https://") && !strings.HasPrefix(c.APIURL, "http://") {
 		bad("DIRECTBRIDGE_API_URL: %q is not an http(s) URL", c.APIURL)
