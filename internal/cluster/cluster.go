@@ -80,6 +80,8 @@ type Cluster struct {
 	dropped  bool // messages were dropped: the others must catch up
 	wake     chan struct{}
 
+	lifeConn *pgx.Conn // the heartbeat's connection, holding the life lock (beat's own)
+
 	lmu   sync.Mutex // the lease connection and held
 	lconn *pgx.Conn
 	held  map[int64]bool
@@ -150,15 +152,56 @@ func Open(ctx context.Context, url string, log *slog.Logger) (*Cluster, error) {
 // attempts.
 func (c *Cluster) ID() string { return c.id }
 
-// Live reports whether the replica id was alive at the last heartbeat.
-// This replica always is.
-func (c *Cluster) Live(id string) bool {
+// Live reports whether the replica id is alive now: whether it holds its
+// life lock, which PostgreSQL lets go of as soon as the replica's
+// connection closes (a SIGKILL closes it at once), where a heartbeat
+// would take LiveFor to tell. This replica always is. When PostgreSQL
+// cannot be asked the answer is no: the caller then treats the
+// replica's unfinished work as undecided, which delays a retry but never
+// repeats a change.
+func (c *Cluster) Live(ctx context.Context, id string) bool {
 	if id == c.id {
 		return true
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.live[id]
+	if c.solo {
+		return false
+	}
+	k := lifeKey(id)
+	c.lmu.Lock()
+	defer c.lmu.Unlock()
+	if err := c.leaseConnLocked(ctx); err != nil {
+		return false
+	}
+	var free bool
+	if err := c.lconn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1)`, k).Scan(&free); err != nil {
+		c.dropLeasesLocked()
+		return false
+	}
+	if free {
+		if _, err := c.lconn.Exec(ctx, `SELECT pg_advisory_unlock($1)`, k); err != nil {
+			c.dropLeasesLocked()
+		}
+		return false
+	}
+	return true
+}
+
+// lifeKey is the advisory lock a replica holds for as long as it lives.
+func lifeKey(id string) int64 { return leaseKey("replica\x00" + id) }
+
+// leaseConnLocked connects the lease connection if it is not. Called
+// with lmu held.
+func (c *Cluster) leaseConnLocked(ctx context.Context) error {
+	if c.lconn != nil && !c.lconn.IsClosed() {
+		return nil
+	}
+	clear(c.held)
+	conn, err := pgx.ConnectConfig(ctx, c.cfg)
+	if err != nil {
+		return err
+	}
+	c.lconn = conn
+	return nil
 }
 
 // Replicas is the number of replicas alive, this one included.
@@ -228,13 +271,8 @@ func (c *Cluster) Lease(ctx context.Context, key string) bool {
 	k := leaseKey(key)
 	c.lmu.Lock()
 	defer c.lmu.Unlock()
-	if c.lconn == nil || c.lconn.IsClosed() {
-		clear(c.held)
-		conn, err := pgx.ConnectConfig(ctx, c.cfg)
-		if err != nil {
-			return true
-		}
-		c.lconn = conn
+	if err := c.leaseConnLocked(ctx); err != nil {
+		return true
 	}
 	if c.held[k] {
 		return true
@@ -297,7 +335,15 @@ func leaseKey(key string) int64 {
 const nowMillis = `(extract(epoch FROM clock_timestamp()) * 1000)::bigint`
 
 // heartbeat writes this replica's heartbeat and reads who is alive.
+// The heartbeat's connection holds the replica's life lock (Live), taken
+// on each new connection.
 func (c *Cluster) heartbeat(ctx context.Context, conn *pgx.Conn) error {
+	if c.lifeConn != conn {
+		if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock($1)`, lifeKey(c.id)); err != nil {
+			return fmt.Errorf("cluster: life lock: %w", err)
+		}
+		c.lifeConn = conn
+	}
 	if _, err := conn.Exec(ctx, `INSERT INTO replicas (id, started_at, seen_at) VALUES ($1, `+nowMillis+`, `+nowMillis+`)
 ON CONFLICT (id) DO UPDATE SET seen_at = EXCLUDED.seen_at`, c.id); err != nil {
 		return fmt.Errorf("cluster: heartbeat: %w", err)

@@ -58,13 +58,19 @@ func TestMembership(t *testing.T) {
 	shares := []int{}
 	a.OnShare(func(n int) { mu.Lock(); shares = append(shares, n); mu.Unlock() })
 	eventually(t, 2*cluster.HeartbeatInterval+time.Second, "two replicas seen by the first", func() bool { return a.Replicas() == 2 })
-	if !a.Live(b.ID()) || !b.Live(a.ID()) {
+	ctx := context.Background()
+	if !a.Live(ctx, b.ID()) || !b.Live(ctx, a.ID()) {
 		t.Fatal("each replica sees the other alive")
 	}
-	if a.Live("someone-else") {
+	if a.Live(ctx, "someone-else") {
 		t.Fatal("an unknown replica is alive")
 	}
 	b.Close()
+	// Dead at once, not a heartbeat later: its life lock went with its
+	// connection.
+	if a.Live(ctx, b.ID()) {
+		t.Fatal("a replica that left is still alive")
+	}
 	eventually(t, 2*cluster.HeartbeatInterval+time.Second, "the first alone again", func() bool { return a.Replicas() == 1 })
 	mu.Lock()
 	defer mu.Unlock()
@@ -143,7 +149,7 @@ func TestLeaseOneHolder(t *testing.T) {
 // TestSolo: a replica alone holds every lease and hears nothing.
 func TestSolo(t *testing.T) {
 	s := cluster.Solo()
-	if !s.Lease(context.Background(), "x") || s.Replicas() != 1 || !s.Live(s.ID()) {
+	if !s.Lease(context.Background(), "x") || s.Replicas() != 1 || !s.Live(context.Background(), s.ID()) {
 		t.Fatal("solo: leases granted, one replica, itself alive")
 	}
 	s.Publish("t", []byte("nobody hears"))

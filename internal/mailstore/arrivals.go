@@ -797,11 +797,16 @@ func (m *Folder) Append(ctx context.Context, auth upstream.Auth, raw []byte, msg
 		log.Info("imap append: answer lost, message found in the folder", "user", m.user)
 		err = nil
 	}
-	// Decided: saved, or certainly not.
-	st.endAttempts(jctx, []state.Attempt{{ID: id}})
+	// Decided: saved, or certainly not. A saved message's entry stays
+	// until the answer is ready (its UID found): the bridge killed before
+	// it answered leaves the entry, and the client's retry (through
+	// another replica, or after a restart) is answered from the folder
+	// instead of saving the message again.
 	if err != nil || !wantUID {
+		st.endAttempts(jctx, []state.Attempt{{ID: id}})
 		return 0, err
 	}
+	defer st.endAttempts(jctx, []state.Attempt{{ID: id}})
 	m.awaitFlight(ctx)
 	if m.placed(a) == 0 {
 		// Any refresh that started once the save was answered lists its

@@ -82,9 +82,11 @@ func (st *Store) undecidedOf(ctx context.Context, user, key string) (undecided, 
 		// An attempt still asking in another replica that is alive is
 		// under way there, as one of this process's own would be: two
 		// identical APPENDs through two replicas at once are two
-		// messages. Its owner's death makes it undecided.
+		// messages. Its owner's death (at once, not a heartbeat later:
+		// a retry through another replica right after a kill must find
+		// it undecided) makes it undecided.
 		atts = slices.DeleteFunc(atts, func(a state.Attempt) bool {
-			return a.State == state.AttemptAsking && st.cfg.Peers.Live(a.Owner)
+			return a.State == state.AttemptAsking && st.cfg.Peers.Live(ctx, a.Owner)
 		})
 		if len(atts) == 0 {
 			return undecided{}, nil
@@ -116,6 +118,16 @@ func (st *Store) endAttempts(ctx context.Context, atts []state.Attempt) {
 		if err := st.cfg.State.EndAttempt(ctx, a.ID); err != nil {
 			st.cfg.Logger.Warn("imap: attempts journal", "err", err)
 		}
+	}
+}
+
+// endAttemptsLater returns a function that forgets attempt id, for a
+// defer: without the command's context, which may be spent by then.
+func (st *Store) endAttemptsLater(ctx context.Context, id int64) func() {
+	return func() {
+		jctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), st.cfg.CallTimeout)
+		defer cancel()
+		st.endAttempts(jctx, []state.Attempt{{ID: id}})
 	}
 }
 

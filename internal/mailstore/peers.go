@@ -34,8 +34,9 @@ import (
 type Peers interface {
 	// ID names this replica: the owner of its attempts.
 	ID() string
-	// Live reports whether the replica id is alive.
-	Live(id string) bool
+	// Live reports whether the replica id is alive now (a replica
+	// killed a moment ago is not).
+	Live(ctx context.Context, id string) bool
 	// Publish sends payload on topic to the other replicas, in order,
 	// without waiting.
 	Publish(topic string, payload []byte)

@@ -139,7 +139,12 @@ func (m *Folder) Transfer(ctx context.Context, auth upstream.Auth, uids []imap.U
 		// written down wait for them through the hold.
 		st.releasePending(pending, time.Now().Add(st.cfg.AttemptHold))
 	}
-	if attempt != 0 {
+	if attempt != 0 && err == nil {
+		// Done: the entry stays until the answer is ready (the copies
+		// paired), so that a retry after the bridge was killed before it
+		// answered is answered from the destination, not copied again.
+		defer st.endAttemptsLater(ctx, attempt)()
+	} else if attempt != 0 {
 		if err = st.decideAttempt(ctx, attempt, err); errors.Is(err, ErrOutcomeUnknown) {
 			// Not at the destination yet: the provider may still make
 			// the copies; the flags written down wait for them.
