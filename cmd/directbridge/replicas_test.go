@@ -51,13 +51,13 @@ func haproxyBin(t *testing.T) string {
 // 127.0.0.2 and 127.0.0.3 and HAProxy on 127.0.0.1 with
 // deploy/haproxy.cfg, every one listening on the same ports.
 type replicaCluster struct {
-	t                               *testing.T
-	sandboxURL                      string
-	imapPort, imapsPort, smtpPort   string
-	smtpsPort, metricsPort          string
-	env                             []string // shared by the replicas
-	procs                           [2]*exec.Cmd
-	hosts                           [2]string
+	t                             *testing.T
+	sandboxURL                    string
+	imapPort, imapsPort, smtpPort string
+	smtpsPort, metricsPort        string
+	env                           []string // shared by the replicas
+	procs                         [2]*exec.Cmd
+	hosts                         [2]string
 }
 
 // freePort is a port free a moment ago on 127.0.0.1, 127.0.0.2 and
