@@ -218,8 +218,9 @@ func (b *Bridge) open() error {
 		// A real provider may list direct children only; the embedded
 		// sandbox lists whole trees unless told otherwise.
 		FolderWalk: b.cfg.APIURL != "" || b.cfg.SandboxConfig.ChildrenOnly,
-		JournalKey: journalKey,
-		Peers:      peers,
+		JournalKey:  journalKey,
+		AttemptHold: b.cfg.IMAPAttemptHold,
+		Peers:       peers,
 		Logger:     b.log.With("component", "imap"),
 	})
 	if b.cluster != nil {

@@ -61,6 +61,7 @@ type Config struct {
 	// AuthUserCheckInterval rates the provider checks of a username tried
 	// from many addresses (login.GuardConfig.UserCheckInterval).
 	AuthUserCheckInterval time.Duration `envconfig:"AUTH_USER_CHECK_INTERVAL" default:"30s" desc:"a username that failed from more than 3 client addresses in 15 minutes has unknown passwords checked with the provider at most once per this interval; other attempts are answered as a wrong password without asking it. A password that worked within a week, and addresses where the user logged in, are not held back"`
+	IMAPAttemptHold       time.Duration `envconfig:"IMAP_ATTEMPT_HOLD" default:"2m" desc:"how long after the bridge stopped waiting for an APPEND's or COPY's answer (lost, or the bridge or its replica killed) the provider may still carry it out: a client's retry meanwhile is answered NO [UNAVAILABLE] unless the message or copies show, after which the earlier attempt is taken as not done"`
 	SMTPUndecidedHold     time.Duration `envconfig:"SMTP_UNDECIDED_HOLD" default:"2m" desc:"how long a client's retry of a message whose earlier send has an unknown outcome (answer lost, bridge killed) is answered 451 while the provider's Sent copy is looked for, before the message is sent again"`
 
 	PollInterval       time.Duration `envconfig:"POLL_INTERVAL" default:"5s" desc:"how often the provider is asked for changes of a folder someone has open (one poll per user and folder, shared by all connections); stretched so that polls take at most half of the request budget"`
@@ -198,6 +199,9 @@ func (c *Config) Validate() []error {
 	}
 	if c.APIBatchSize < 1 || c.APIBatchSize > 500 {
 		bad("DIRECTBRIDGE_API_BATCH_SIZE must be between 1 and 500")
+	}
+	if c.IMAPAttemptHold < time.Second || c.SMTPUndecidedHold < time.Second {
+		bad("DIRECTBRIDGE_IMAP_ATTEMPT_HOLD (%s) and DIRECTBRIDGE_SMTP_UNDECIDED_HOLD (%s) must be at least 1s", c.IMAPAttemptHold, c.SMTPUndecidedHold)
 	}
 	if c.PollInterval < time.Second {
 		bad("DIRECTBRIDGE_POLL_INTERVAL must be at least 1s")

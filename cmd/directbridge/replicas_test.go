@@ -100,7 +100,7 @@ func startCluster(t *testing.T) *replicaCluster {
 	c.env = []string{"DIRECTBRIDGE_API_URL=" + sbURL, "DIRECTBRIDGE_API_RATE_LIMIT=unlimited",
 		"DIRECTBRIDGE_STATE_URL=" + url, "DIRECTBRIDGE_JOURNAL_KEY=" + hex.EncodeToString(key),
 		"DIRECTBRIDGE_PROXY_PROTOCOL_FROM=127.0.0.1", "DIRECTBRIDGE_ADMIN_SOCKET=off",
-		"DIRECTBRIDGE_POLL_INTERVAL=1s", "DIRECTBRIDGE_SMTP_UNDECIDED_HOLD=5s"}
+		"DIRECTBRIDGE_POLL_INTERVAL=1s", "DIRECTBRIDGE_SMTP_UNDECIDED_HOLD=5s", "DIRECTBRIDGE_IMAP_ATTEMPT_HOLD=5s"}
 	for i := range c.procs {
 		c.start(i)
 	}
@@ -292,6 +292,11 @@ func TestReplicasSurviveKill(t *testing.T) {
 	}
 	if len(o.appended) == 0 || len(o.sent) == 0 || len(o.copied) == 0 {
 		t.Fatal("the clients did no work")
+	}
+	// With holds of 5 s, a change in doubt at the kill is decided (found,
+	// or done again) well within a client's 20 s of retries.
+	if len(o.undecided) > 0 {
+		t.Errorf("still answered try-later after 20 s of retries: %v", o.undecided)
 	}
 	for _, d := range o.recovered {
 		if d > 5*time.Second {

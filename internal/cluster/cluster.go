@@ -186,6 +186,28 @@ func (c *Cluster) Live(ctx context.Context, id string) bool {
 	return true
 }
 
+// DiedBy returns when the replica id, not alive, died at the latest: a
+// heartbeat interval after its last heartbeat (by PostgreSQL's clock, as
+// this replica's clock reads it). ok is false when that is not known (it
+// left, or never beat).
+func (c *Cluster) DiedBy(ctx context.Context, id string) (at time.Time, ok bool) {
+	if c.solo {
+		return time.Time{}, false
+	}
+	c.lmu.Lock()
+	defer c.lmu.Unlock()
+	if err := c.leaseConnLocked(ctx); err != nil {
+		return time.Time{}, false
+	}
+	var seen, now int64
+	err := c.lconn.QueryRow(ctx, `SELECT seen_at, `+nowMillis+` FROM replicas WHERE id = $1`, id).Scan(&seen, &now)
+	if err != nil {
+		return time.Time{}, false
+	}
+	ago := time.Duration(now-seen) * time.Millisecond
+	return time.Now().Add(-ago).Add(HeartbeatInterval), true
+}
+
 // lifeKey is the advisory lock a replica holds for as long as it lives.
 func lifeKey(id string) int64 { return leaseKey("replica\x00" + id) }
 

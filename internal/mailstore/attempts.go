@@ -98,11 +98,19 @@ func (st *Store) undecidedOf(ctx context.Context, user, key string) (undecided, 
 			u.since = a.Created
 		}
 		// An attempt still asking (its process stopped mid-call) waited
-		// at most CallTimeout from its start; an unknown one stopped
-		// waiting at Updated.
+		// at most CallTimeout from its start, and no longer than its
+		// replica lived; an unknown one stopped waiting at Updated.
 		last := a.Updated
 		if a.State == state.AttemptAsking {
 			last = a.Created.Add(st.cfg.CallTimeout)
+			if st.shared() && a.Owner != st.owner {
+				if died, ok := st.cfg.Peers.DiedBy(ctx, a.Owner); ok && died.Before(last) {
+					last = died
+					if last.Before(a.Created) {
+						last = a.Created
+					}
+				}
+			}
 		}
 		if t := last.Add(st.cfg.AttemptHold); t.After(u.until) {
 			u.until = t

@@ -37,6 +37,8 @@ type Peers interface {
 	// Live reports whether the replica id is alive now (a replica
 	// killed a moment ago is not).
 	Live(ctx context.Context, id string) bool
+	// DiedBy tells when a replica not alive died at the latest, if known.
+	DiedBy(ctx context.Context, id string) (time.Time, bool)
 	// Publish sends payload on topic to the other replicas, in order,
 	// without waiting.
 	Publish(topic string, payload []byte)
