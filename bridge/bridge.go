@@ -217,11 +217,11 @@ func (b *Bridge) open() error {
 		CacheBytes:   b.cfg.IMAPCacheBytes,
 		// A real provider may list direct children only; the embedded
 		// sandbox lists whole trees unless told otherwise.
-		FolderWalk: b.cfg.APIURL != "" || b.cfg.SandboxConfig.ChildrenOnly,
+		FolderWalk:  b.cfg.APIURL != "" || b.cfg.SandboxConfig.ChildrenOnly,
 		JournalKey:  journalKey,
 		AttemptHold: b.cfg.IMAPAttemptHold,
 		Peers:       peers,
-		Logger:     b.log.With("component", "imap"),
+		Logger:      b.log.With("component", "imap"),
 	})
 	if b.cluster != nil {
 		b.cluster.Handle(mailstore.Topic, b.engine.Receive, b.engine.Missed)

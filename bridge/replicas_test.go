@@ -296,8 +296,10 @@ func TestReplicasPollOnce(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// Quiet for a while: one replica polls, the other makes no call.
-	time.Sleep(1500 * time.Millisecond)
+	// Quiet for a while: one replica polls, the other makes no call
+	// (after the catch-up of the replica that joined last, at a
+	// heartbeat interval from its start).
+	time.Sleep(2500 * time.Millisecond)
 	a0, b0 := rs[0].calls.Load(), rs[1].calls.Load()
 	time.Sleep(5 * time.Second)
 	da, db := rs[0].calls.Load()-a0, rs[1].calls.Load()-b0

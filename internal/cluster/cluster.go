@@ -133,16 +133,34 @@ func Open(ctx context.Context, url string, log *slog.Logger) (*Cluster, error) {
 		conn.Close(ctx)
 		return nil, err
 	}
-	c.wg.Add(3)
-	go c.beat(conn)
+	c.wg.Add(2)
 	go c.send()
 	go c.listen()
-	// Back once this replica hears the others: a change published after
-	// Open returned elsewhere reaches it.
+	// Back once this replica hears the others and announced itself: a
+	// change published after Open returned elsewhere reaches it once the
+	// others read the announcement (a replica alone publishes nothing).
+	// What they changed before that, in the moment it took, is caught up
+	// with (the handlers' missed) a little later, when they surely did.
 	select {
 	case <-c.listening:
+		// The others count this replica at once, not at their next
+		// heartbeat.
+		if _, err := conn.Exec(ctx, `SELECT pg_notify($1, $2)`, channel, c.id+" "+joinedTopic+" 0 "); err != nil {
+			c.log.Warn("cluster: announcing this replica failed; the others count it at their next heartbeat", "err", err)
+		}
+		c.wg.Add(2)
+		go c.beat(conn)
+		go func() {
+			defer c.wg.Done()
+			select {
+			case <-time.After(HeartbeatInterval):
+				c.missedAll()
+			case <-c.stop:
+			}
+		}()
 		return c, nil
 	case <-ctx.Done():
+		conn.Close(context.Background())
 		c.Close()
 		return nil, fmt.Errorf("cluster: listening: %w", ctx.Err())
 	}
@@ -259,9 +277,13 @@ func (c *Cluster) Handle(topic string, f func(payload []byte), missed func()) {
 
 // Publish sends payload on topic to the other replicas, without waiting:
 // messages go out in the order published. Payloads over MaxPayload are
-// the caller's to split; one is dropped with a warning.
+// the caller's to split; one is dropped with a warning. A payload must
+// not hold a newline (JSON does not).
+//
+// While the replica is alone nothing is sent (no one would hear it); a
+// replica that joins catches up on its own (Open).
 func (c *Cluster) Publish(topic string, payload []byte) {
-	if c.solo {
+	if c.solo || c.Replicas() == 1 {
 		return
 	}
 	if len(payload)+len(topic)+len(c.id)+24 > MaxPayload+100 {
@@ -473,16 +495,29 @@ func (c *Cluster) send() {
 				break
 			}
 			var b pgx.Batch
-			for _, o := range batch {
-				// seq keeps two equal payloads from being folded into
-				// one (PostgreSQL delivers one of identical messages of
-				// a transaction).
+			for len(batch) > 0 {
+				// Consecutive messages of a topic travel in one
+				// notification, a line each, up to MaxPayload: one
+				// statement for many changes. seq keeps two equal
+				// notifications from being folded into one (PostgreSQL
+				// delivers one of identical ones in a transaction).
+				topic := batch[0].topic
+				var body strings.Builder
+				n := 0
+				for n < len(batch) && batch[n].topic == topic && (n == 0 || body.Len()+1+len(batch[n].payload) <= MaxPayload) {
+					if n > 0 {
+						body.WriteByte('\n')
+					}
+					body.Write(batch[n].payload)
+					n++
+				}
+				batch = batch[n:]
 				seq++
-				b.Queue(`SELECT pg_notify($1, $2)`, channel, c.id+" "+o.topic+" "+strconv.FormatUint(seq, 36)+" "+string(o.payload))
+				b.Queue(`SELECT pg_notify($1, $2)`, channel, c.id+" "+topic+" "+strconv.FormatUint(seq, 36)+" "+body.String())
 			}
 			err := c.sendBatch(&conn, &b)
 			if err != nil {
-				c.log.Warn("cluster: publishing failed; the other replicas catch up", "messages", len(batch), "err", err)
+				c.log.Warn("cluster: publishing failed; the other replicas catch up", "notifications", b.Len(), "err", err)
 				c.mu.Lock()
 				c.dropped = true
 				c.mu.Unlock()
@@ -516,7 +551,11 @@ func (c *Cluster) sendBatch(conn **pgx.Conn, b *pgx.Batch) error {
 }
 
 // missedTopic tells every receiver to catch up: messages were dropped.
-const missedTopic = "!missed"
+// joinedTopic announces a replica that just joined.
+const (
+	missedTopic = "!missed"
+	joinedTopic = "!joined"
+)
 
 // listen receives the other replicas' messages until Close, connecting
 // again after a break (and telling the handlers they may have missed
@@ -580,15 +619,33 @@ func (c *Cluster) dispatch(msg string) {
 	if sender == c.id {
 		return
 	}
-	if topic == missedTopic {
+	switch topic {
+	case missedTopic:
 		c.missedAll()
+		return
+	case joinedTopic:
+		c.mu.Lock()
+		fresh := !c.live[sender]
+		c.live[sender] = true
+		n, fs := len(c.live), c.onShare
+		c.mu.Unlock()
+		if fresh {
+			for _, f := range fs {
+				f(n)
+			}
+		}
 		return
 	}
 	c.mu.Lock()
 	f := c.handlers[topic]
 	c.mu.Unlock()
-	if f != nil {
-		f([]byte(payload))
+	if f == nil {
+		return
+	}
+	for len(payload) > 0 {
+		line, rest, _ := strings.Cut(payload, "\n")
+		f([]byte(line))
+		payload = rest
 	}
 }
 

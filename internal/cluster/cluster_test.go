@@ -3,6 +3,7 @@ package cluster_test
 import (
 	"context"
 	"os"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -89,7 +90,8 @@ func containsInt(xs []int, x int) bool {
 }
 
 // TestMessagesInOrder: what one replica publishes reaches the other in
-// order, equal payloads included, and never comes back to its sender.
+// order, equal payloads included (many travel in one notification), and
+// never comes back to its sender.
 func TestMessagesInOrder(t *testing.T) {
 	cs := join(t, 2)
 	a, b := cs[0], cs[1]
@@ -97,9 +99,12 @@ func TestMessagesInOrder(t *testing.T) {
 	var got, back []string
 	b.Handle("t", func(p []byte) { mu.Lock(); got = append(got, string(p)); mu.Unlock() }, nil)
 	a.Handle("t", func(p []byte) { mu.Lock(); back = append(back, string(p)); mu.Unlock() }, nil)
+	// A replica alone publishes nothing: the sender waits to know the
+	// other (a heartbeat).
+	eventually(t, 2*cluster.HeartbeatInterval+time.Second, "the sender knows the receiver", func() bool { return a.Replicas() == 2 })
 	want := []string{"one", "two", "two", "three"}
 	for i := 0; i < 300; i++ {
-		want = append(want, "n")
+		want = append(want, "n"+strconv.Itoa(i%7))
 	}
 	for _, p := range want {
 		a.Publish("t", []byte(p))

@@ -182,28 +182,21 @@ func (st *Store) ApplyFlags(ctx context.Context, auth upstream.Auth, folder stri
 		}
 		changes = append(changes, u.Kept.storeChange(u.UID))
 	}
-	var kept map[uint32][]string
 	var storeErr error
-	if m != nil {
-		// The write and its showing are one step per folder: two
-		// sessions' changes show in the order the store made them, so
-		// the mirror ends with the set the store holds.
-		m.flagMu.Lock()
-		defer m.flagMu.Unlock()
-	}
-	if len(changes) > 0 {
-		kept, storeErr = st.cfg.State.ChangeFlags(ctx, strings.ToLower(auth.Username), folder, validity, changes)
+	switch {
+	case len(changes) == 0:
+	case m != nil:
+		// The write and its showing are one step per folder, in groups
+		// (keptwrites.go): two sessions' changes show in the order the
+		// store made them, so the mirror ends with the set the store
+		// holds.
+		_, storeErr = m.writeKept(ctx, auth.Username, validity, changes, ups, source)
+	default:
+		_, storeErr = st.cfg.State.ChangeFlags(ctx, strings.ToLower(auth.Username), folder, validity, changes)
 	}
 	out := make([]imap.UID, 0, len(ups))
-	var show []shown
 	for _, u := range ups {
 		out = append(out, u.UID)
-		if fl, ok := kept[uint32(u.UID)]; ok {
-			show = append(show, shown{UID: u.UID, Kept: canonicalFlags(fl), SetKept: true})
-		}
-	}
-	if m != nil {
-		m.show(show, source)
 	}
 	if storeErr != nil {
 		// The provider already changed \Seen: that shows; the other

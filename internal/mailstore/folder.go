@@ -38,6 +38,9 @@ type Folder struct {
 	// (ApplyFlags); it is held across a state-store call, never across
 	// a provider call, and never while taking anything but mu.
 	flagMu sync.Mutex
+	// kw groups the kept-flag writes of STOREs (keptwrites.go); its
+	// leader takes flagMu.
+	kw keptWrites
 	// seenMu orders the \Seen changes of the folder at the provider with
 	// their showing: held across a SetRead and the show after it, by
 	// commands and by the read marking of appended messages (inside a

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -242,44 +243,19 @@ func (s *Store) FlagsBetween(ctx context.Context, username, folder string, valid
 // SetFlags replaces the kept flags of some messages; an empty list removes
 // the entry. All changes are one transaction.
 func (s *Store) SetFlags(ctx context.Context, username, folder string, validity uint32, flags map[uint32][]string) error {
-	return s.tx(ctx, func(tx *sqlstmt.Tx) error {
-		for uid, fl := range flags {
-			sorted := slices.Clone(fl)
-			slices.Sort(sorted)
-			if err := writeFlagsTx(tx, username, folder, validity, uid, sorted); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-}
-
-// writeFlagsTx stores one message's kept flags (sorted); an empty list
-// removes its entry.
-func writeFlagsTx(tx *sqlstmt.Tx, username, folder string, validity, uid uint32, flags []string) error {
-	var err error
 	if len(flags) == 0 {
-		_, err = tx.Exec(`DELETE FROM flags WHERE username = ? AND folder = ? AND uid_validity = ? AND uid = ?`,
-			username, folder, validity, uid)
-	} else {
-		_, err = tx.Exec(`INSERT INTO flags (username, folder, uid_validity, uid, flags) VALUES (?, ?, ?, ?, ?)
-			ON CONFLICT (username, folder, uid_validity, uid) DO UPDATE SET flags = excluded.flags`,
-			username, folder, validity, uid, strings.Join(flags, " "))
+		return nil
 	}
-	return err
-}
-
-// changeFlagsTx applies c to the flags one message keeps now, inside tx,
-// and returns the set that results.
-func changeFlagsTx(tx *sqlstmt.Tx, username, folder string, validity uint32, c FlagChange) ([]string, error) {
-	var now string
-	err := tx.QueryRow(`SELECT flags FROM flags WHERE username = ? AND folder = ? AND uid_validity = ? AND uid = ?`,
-		username, folder, validity, c.UID).Scan(&now)
-	if err != nil && !errors.Is(err, sql.ErrNoRows) {
-		return nil, err
+	changes := make([]FlagChange, 0, len(flags))
+	for _, uid := range slices.Sorted(maps.Keys(flags)) {
+		changes = append(changes, FlagChange{UID: uid, Replace: true, Add: flags[uid]})
 	}
-	next := ApplyFlagChange(strings.Fields(now), c)
-	return next, writeFlagsTx(tx, username, folder, validity, c.UID, next)
+	return s.tx(ctx, func(tx *sqlstmt.Tx) error {
+		// A few statements whatever the number (changeFlagsBatchTx): an
+		// EXPUNGE of many flagged messages drops their sets at once.
+		_, err := changeFlagsBatchTx(tx, username, folder, validity, changes)
+		return err
+	})
 }
 
 // FlagChange is one message's change of kept flags, applied to the set
@@ -316,8 +292,8 @@ func (s *Store) ChangeFlags(ctx context.Context, username, folder string, validi
 // under both databases' limits on parameters.
 const batchUIDs = 400
 
-// changeFlagsBatchTx is changeFlagsTx for many changes in a few
-// statements, whatever their number: one read of the sets kept now, the
+// changeFlagsBatchTx applies changes to the kept flags, each to the set
+// kept at that moment, in a few statements whatever their number: one read of the sets kept now, the
 // changes applied in order, one delete of the sets left empty and one
 // upsert of the others, per batchUIDs messages. On PostgreSQL each
 // statement is a round trip made while the STORE's folder waits (flagMu,
@@ -447,12 +423,15 @@ func (s *Store) WriteRefresh(ctx context.Context, username, folder string, valid
 	if w.Empty() {
 		return nil
 	}
+	var changes []FlagChange
+	for _, uid := range slices.Sorted(maps.Keys(w.Flags)) {
+		if fl := w.Flags[uid]; len(fl) > 0 {
+			changes = append(changes, FlagChange{UID: uid, Add: fl})
+		}
+	}
 	return s.tx(ctx, func(tx *sqlstmt.Tx) error {
-		for uid, fl := range w.Flags {
-			if len(fl) == 0 {
-				continue
-			}
-			if _, err := changeFlagsTx(tx, username, folder, validity, FlagChange{UID: uid, Add: fl}); err != nil {
+		if len(changes) > 0 {
+			if _, err := changeFlagsBatchTx(tx, username, folder, validity, changes); err != nil {
 				return err
 			}
 		}

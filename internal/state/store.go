@@ -27,6 +27,9 @@ type Store struct {
 	// attempts (attempts.go): at most once a minute, not a write per
 	// APPEND.
 	attemptsPurgedAt atomic.Int64
+	// pingedAt is the Unix ms of the last successful Ping (0: none, or
+	// the last failed).
+	pingedAt atomic.Int64
 	// sentRetention is how long sent records are kept (SetSentRetention).
 	sentRetention atomic.Int64
 	// stmts keeps every statement prepared: parsing SQL is most of a
@@ -78,17 +81,30 @@ func OpenStore(dir string) (*Store, error) {
 	return &Store{db: db, stmts: sqlstmt.New(db), greatest: "MAX"}, nil
 }
 
-// Ping reports whether the store answers a query, for readiness.
+// pingFresh is how long a successful Ping answers for the next ones:
+// every IMAP LOGIN and SMTP AUTH asks (a round trip to PostgreSQL each,
+// a hundred a second under a login storm), and a store that stops
+// answering shows within it all the same.
+const pingFresh = time.Second
+
+// Ping reports whether the store answers a query, for readiness and the
+// fronts' logins; a success within pingFresh answers for it.
 func (s *Store) Ping(ctx context.Context) error {
+	if last := s.pingedAt.Load(); last != 0 && time.Since(time.UnixMilli(last)) < pingFresh {
+		return nil
+	}
 	var one int
 	if err := s.stmts.QueryRow(ctx, `SELECT 1`).Scan(&one); err != nil {
+		s.pingedAt.Store(0)
 		return fmt.Errorf("state: the state store does not answer: %w", err)
 	}
+	s.pingedAt.Store(time.Now().UnixMilli())
 	return nil
 }
 
 // Close closes the store.
 func (s *Store) Close() error {
+	s.pingedAt.Store(0)
 	s.stmts.Close()
 	return s.db.Close()
 }
