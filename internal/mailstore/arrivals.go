@@ -760,15 +760,21 @@ func (m *Folder) Append(ctx context.Context, auth upstream.Auth, raw []byte, msg
 	log := m.store.cfg.Logger
 	st := m.store
 	key := st.appendKey(m.name, raw)
-	if uid, done, err := m.resolveAppend(ctx, auth, key, raw, msgID); err != nil || done {
-		if err != nil {
-			return 0, err
-		}
-		return uid, m.flagFound(ctx, auth, uid, seen, kept)
-	}
-	id, err := st.cfg.State.BeginAttempt(ctx, m.user, key, st.owner, 0)
+	id, u, err := st.beginAttempt(ctx, m.user, key, 0)
 	if err != nil {
 		return 0, err // without the journal a lost answer could not be told
+	}
+	if id == 0 {
+		uid, done, err := m.resolveAppend(ctx, auth, u, raw, msgID)
+		if err != nil || done {
+			if err != nil {
+				return 0, err
+			}
+			return uid, m.flagFound(ctx, auth, uid, seen, kept)
+		}
+		if id, err = st.cfg.State.BeginAttempt(ctx, m.user, key, st.owner, 0); err != nil {
+			return 0, err
+		}
 	}
 	a := &arrival{sent: time.Now(), msgID: msgID, size: len(raw), seen: seen, kept: kept, raw: raw}
 	if msgID == "" {

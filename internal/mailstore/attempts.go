@@ -72,12 +72,25 @@ type undecided struct {
 	until    time.Time // when the last one may still be carried out
 }
 
-// undecidedOf reads the journal for key.
-func (st *Store) undecidedOf(ctx context.Context, user, key string) (undecided, error) {
-	atts, err := st.cfg.State.UndecidedAttempts(ctx, user, key, st.owner)
-	if err != nil || len(atts) == 0 {
-		return undecided{}, err
+// beginAttempt journals an attempt of key with mark, unless the journal
+// holds attempts of it whose outcome is undecided: then id is 0 and u
+// says what to decide first. One state-store round trip for nearly every
+// change (state.Attempts.BeginUnlessUndecided).
+func (st *Store) beginAttempt(ctx context.Context, user, key string, mark int64) (id int64, u undecided, err error) {
+	id, atts, err := st.cfg.State.BeginUnlessUndecided(ctx, user, key, st.owner, mark)
+	if err != nil || id != 0 {
+		return id, undecided{}, err
 	}
+	if u = st.undecidedFrom(ctx, atts); len(u.attempts) == 0 {
+		// Only attempts under way in live replicas: go on.
+		id, err = st.cfg.State.BeginAttempt(ctx, user, key, st.owner, mark)
+	}
+	return id, u, err
+}
+
+// undecidedFrom is what the attempts atts found in the journal leave
+// undecided.
+func (st *Store) undecidedFrom(ctx context.Context, atts []state.Attempt) undecided {
 	if st.shared() {
 		// An attempt still asking in another replica that is alive is
 		// under way there, as one of this process's own would be: two
@@ -88,9 +101,9 @@ func (st *Store) undecidedOf(ctx context.Context, user, key string) (undecided, 
 		atts = slices.DeleteFunc(atts, func(a state.Attempt) bool {
 			return a.State == state.AttemptAsking && st.cfg.Peers.Live(ctx, a.Owner)
 		})
-		if len(atts) == 0 {
-			return undecided{}, nil
-		}
+	}
+	if len(atts) == 0 {
+		return undecided{}
 	}
 	u := undecided{attempts: atts, since: atts[0].Created}
 	for _, a := range atts {
@@ -116,7 +129,7 @@ func (st *Store) undecidedOf(ctx context.Context, user, key string) (undecided, 
 			u.until = t
 		}
 	}
-	return u, nil
+	return u
 }
 
 // endAttempts forgets attempts whose outcome is decided; a failure is
@@ -175,12 +188,8 @@ func (st *Store) copyKey(folder string, validity uint32, dest string, uids []ima
 // ErrOutcomeUnknown while they may still come; or nothing (not done:
 // copy). leave ends the retry's own claim on dest's new UIDs (transferInto)
 // before the copies' refresh, so that it shows them.
-func (m *Folder) resolveCopy(ctx context.Context, auth upstream.Auth, key, dest string, dm *Folder, msgs []*Message, uids []imap.UID, leave func()) (Transferred, bool, error) {
+func (m *Folder) resolveCopy(ctx context.Context, auth upstream.Auth, u undecided, dest string, dm *Folder, msgs []*Message, uids []imap.UID, leave func()) (Transferred, bool, error) {
 	st := m.store
-	u, err := st.undecidedOf(ctx, m.user, key)
-	if err != nil {
-		return Transferred{}, true, err
-	}
 	for _, a := range u.attempts {
 		src := m.copiedOf(msgs, uids, m.flagsOf(uids))
 		if newUIDs, _ := st.findCopies(ctx, auth, dest, a.Mark, src, a.Created, dm); newUIDs != nil {
@@ -204,11 +213,10 @@ func (m *Folder) resolveCopy(ctx context.Context, auth upstream.Auth, key, dest 
 // earlier attempts' outcome is unknown: the UID of the message found in
 // the folder (done), ErrOutcomeUnknown while it may still come, or
 // nothing to do (not done: save).
-func (m *Folder) resolveAppend(ctx context.Context, auth upstream.Auth, key string, raw []byte, msgID string) (uid imap.UID, done bool, err error) {
+func (m *Folder) resolveAppend(ctx context.Context, auth upstream.Auth, u undecided, raw []byte, msgID string) (uid imap.UID, done bool, err error) {
 	st := m.store
-	u, err := st.undecidedOf(ctx, m.user, key)
-	if err != nil || len(u.attempts) == 0 {
-		return 0, false, err
+	if len(u.attempts) == 0 {
+		return 0, false, nil
 	}
 	uid, err = m.findSaved(ctx, auth, raw, msgID, u.since)
 	switch {

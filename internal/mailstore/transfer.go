@@ -99,11 +99,17 @@ func (m *Folder) Transfer(ctx context.Context, auth upstream.Auth, uids []imap.U
 	var attempt int64
 	if !move || sameFolder {
 		key := st.copyKey(m.name, srcValidity, dest, uids)
-		if res, done, err := m.resolveCopy(ctx, auth, key, dest, dm, msgs, uids, leave); done {
-			return res, err
-		}
-		if attempt, err = st.cfg.State.BeginAttempt(ctx, m.user, key, st.owner, prev); err != nil {
+		var u undecided
+		if attempt, u, err = st.beginAttempt(ctx, m.user, key, prev); err != nil {
 			return Transferred{}, err // without the journal a lost answer could not be told
+		}
+		if attempt == 0 {
+			if res, done, err := m.resolveCopy(ctx, auth, u, dest, dm, msgs, uids, leave); done {
+				return res, err
+			}
+			if attempt, err = st.cfg.State.BeginAttempt(ctx, m.user, key, st.owner, prev); err != nil {
+				return Transferred{}, err
+			}
 		}
 	}
 	// \Seen travels at the provider: an appended message asked \Seen

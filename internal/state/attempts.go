@@ -66,6 +66,11 @@ type Attempts interface {
 	// process and are left out (two identical APPENDs at once are two
 	// messages). Entries older than AttemptTTL are dropped on the way.
 	UndecidedAttempts(ctx context.Context, username, key, owner string) ([]Attempt, error)
+	// BeginUnlessUndecided is UndecidedAttempts, then BeginAttempt when
+	// it found none: id is the attempt begun, or 0 with the undecided
+	// attempts found. On PostgreSQL one statement (one round trip for
+	// nearly every APPEND and COPY).
+	BeginUnlessUndecided(ctx context.Context, username, key, owner string, mark int64) (id int64, undecided []Attempt, err error)
 }
 
 // AttemptTTL is how long an undecided attempt is remembered: a client
@@ -100,10 +105,8 @@ func (s *Store) EndAttempt(ctx context.Context, id int64) error {
 
 func (s *Store) UndecidedAttempts(ctx context.Context, username, key, owner string) ([]Attempt, error) {
 	now := time.Now()
-	if last := s.attemptsPurgedAt.Load(); now.UnixMilli()-last > time.Minute.Milliseconds() && s.attemptsPurgedAt.CompareAndSwap(last, now.UnixMilli()) {
-		if _, err := s.stmts.Exec(ctx, `DELETE FROM attempts WHERE created_at < ?`, now.Add(-AttemptTTL).UnixMilli()); err != nil {
-			return nil, fmt.Errorf("state: attempts: %w", err)
-		}
+	if err := s.purgeAttempts(ctx, now); err != nil {
+		return nil, err
 	}
 	rows, err := s.stmts.Query(ctx, `SELECT id, username, key, owner, state, mark, created_at, updated_at FROM attempts
 		WHERE username = ? AND key = ? AND (state = ? OR owner <> ?) AND created_at >= ? ORDER BY id`,
@@ -111,19 +114,85 @@ func (s *Store) UndecidedAttempts(ctx context.Context, username, key, owner stri
 	if err != nil {
 		return nil, fmt.Errorf("state: attempts: %w", err)
 	}
+	_, out, err := scanAttempts(rows)
+	return out, err
+}
+
+// purgeAttempts drops expired entries, at most once a minute.
+func (s *Store) purgeAttempts(ctx context.Context, now time.Time) error {
+	if last := s.attemptsPurgedAt.Load(); now.UnixMilli()-last > time.Minute.Milliseconds() && s.attemptsPurgedAt.CompareAndSwap(last, now.UnixMilli()) {
+		if _, err := s.stmts.Exec(ctx, `DELETE FROM attempts WHERE created_at < ?`, now.Add(-AttemptTTL).UnixMilli()); err != nil {
+			return fmt.Errorf("state: attempts: %w", err)
+		}
+	}
+	return nil
+}
+
+// scanAttempts reads rows of (made, id, username, key, owner, state,
+// mark, created_at, updated_at), or of the same without made: the id of
+// a row made, and the others.
+func scanAttempts(rows *sql.Rows) (made int64, found []Attempt, err error) {
 	defer rows.Close()
-	var out []Attempt
+	cols, err := rows.Columns()
+	if err != nil {
+		return 0, nil, fmt.Errorf("state: attempts: %w", err)
+	}
+	withMade := len(cols) == 9
 	for rows.Next() {
 		var a Attempt
 		var created, updated int64
-		if err := rows.Scan(&a.ID, &a.Username, &a.Key, &a.Owner, &a.State, &a.Mark, &created, &updated); err != nil {
-			return nil, fmt.Errorf("state: attempts: %w", err)
+		var isMade bool
+		dest := []any{&a.ID, &a.Username, &a.Key, &a.Owner, &a.State, &a.Mark, &created, &updated}
+		if withMade {
+			dest = append([]any{&isMade}, dest...)
+		}
+		if err := rows.Scan(dest...); err != nil {
+			return 0, nil, fmt.Errorf("state: attempts: %w", err)
+		}
+		if isMade {
+			made = a.ID
+			continue
 		}
 		a.Created, a.Updated = time.UnixMilli(created), time.UnixMilli(updated)
-		out = append(out, a)
+		found = append(found, a)
 	}
 	if err := rows.Err(); err != nil && !errors.Is(err, sql.ErrNoRows) {
-		return nil, fmt.Errorf("state: attempts: %w", err)
+		return 0, nil, fmt.Errorf("state: attempts: %w", err)
 	}
-	return out, nil
+	return made, found, nil
+}
+
+func (s *Store) BeginUnlessUndecided(ctx context.Context, username, key, owner string, mark int64) (int64, []Attempt, error) {
+	if !s.pg {
+		found, err := s.UndecidedAttempts(ctx, username, key, owner)
+		if err != nil || len(found) > 0 {
+			return 0, found, err
+		}
+		id, err := s.BeginAttempt(ctx, username, key, owner, mark)
+		return id, nil, err
+	}
+	now := time.Now()
+	if err := s.purgeAttempts(ctx, now); err != nil {
+		return 0, nil, err
+	}
+	user, ms := strings.ToLower(username), now.UnixMilli()
+	// PostgreSQL runs the insert only when the look-up found nothing, in
+	// one statement (a data-modifying WITH).
+	rows, err := s.stmts.Query(ctx, `WITH found AS (
+		SELECT id, username, key, owner, state, mark, created_at, updated_at FROM attempts
+		WHERE username = ? AND key = ? AND (state = ? OR owner <> ?) AND created_at >= ?
+	), made AS (
+		INSERT INTO attempts (username, key, owner, state, mark, created_at, updated_at)
+		SELECT CAST(? AS TEXT), CAST(? AS TEXT), CAST(? AS TEXT), CAST(? AS TEXT), CAST(? AS BIGINT), CAST(? AS BIGINT), CAST(? AS BIGINT)
+		WHERE NOT EXISTS (SELECT 1 FROM found)
+		RETURNING id, username, key, owner, state, mark, created_at, updated_at
+	)
+	SELECT true, id, username, key, owner, state, mark, created_at, updated_at FROM made
+	UNION ALL SELECT false, id, username, key, owner, state, mark, created_at, updated_at FROM found ORDER BY 2`,
+		user, key, AttemptUnknown, owner, now.Add(-AttemptTTL).UnixMilli(),
+		user, key, owner, AttemptAsking, mark, ms, ms)
+	if err != nil {
+		return 0, nil, fmt.Errorf("state: attempts: %w", err)
+	}
+	return scanAttempts(rows)
 }

@@ -49,6 +49,19 @@ func testAttempts(t *testing.T, open func() (state.StateStore, error)) {
 	if got, _ := st.UndecidedAttempts(ctx, "alice@direct.example", "append:k1", "replica-b"); len(got) != 1 || got[0].ID != b {
 		t.Fatalf("after ending %d: %+v; want only %d", a, got, b)
 	}
+	// Begun in one step unless undecided: another owner finds b.
+	id, found, err := st.BeginUnlessUndecided(ctx, "alice@direct.example", "append:k1", "replica-b", 7)
+	if err != nil || id != 0 || len(found) != 1 || found[0].ID != b || found[0].Mark != 42 || found[0].Owner != "replica-a" {
+		t.Fatalf("BeginUnlessUndecided with an undecided attempt: id %d, %+v, %v; want none begun and %d found", id, found, err, b)
+	}
+	// Its owner finds nothing undecided and begins.
+	id, found, err = st.BeginUnlessUndecided(ctx, "ALICE@direct.example", "append:k1", "replica-a", 7)
+	if err != nil || id == 0 || len(found) != 0 {
+		t.Fatalf("BeginUnlessUndecided with nothing undecided: id %d, %+v, %v; want one begun", id, found, err)
+	}
+	if got, _ := st.UndecidedAttempts(ctx, "alice@direct.example", "append:k1", "replica-c"); len(got) != 2 || got[1].ID != id || got[1].Mark != 7 || got[1].State != state.AttemptAsking {
+		t.Fatalf("the attempt begun: %+v; want it after %d, asking, mark 7", got, b)
+	}
 }
 
 // testReported: the first claim of a recipient's DSN is the caller's to

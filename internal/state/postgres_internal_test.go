@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -203,5 +204,45 @@ func TestPostgresOwnSchema(t *testing.T) {
 	}
 	if _, err := OpenPostgres(url); !errors.Is(err, ErrNotStateStore) {
 		t.Fatalf("a foreign history in the store's schema: %v; want ErrNotStateStore", err)
+	}
+}
+
+// TestPostgresCommitsAsync: the store commits without waiting for the
+// disk, as SQLite's WAL with synchronous=NORMAL does, unless the URL asks
+// for synchronous commits; the send journal's claim is committed
+// synchronously either way, and works.
+func TestPostgresCommitsAsync(t *testing.T) {
+	url := pgtest.Database(t)
+	show := func(u string) (string, *Store) {
+		t.Helper()
+		s, err := OpenPostgres(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		var v string
+		if err := s.db.QueryRow(`SHOW synchronous_commit`).Scan(&v); err != nil {
+			t.Fatal(err)
+		}
+		return v, s
+	}
+	v, s := show(url)
+	if v != "off" || !s.asyncCommit {
+		t.Fatalf("synchronous_commit by default: %q (async %v), want off", v, s.asyncCommit)
+	}
+	sep := "?"
+	if strings.Contains(url, "?") {
+		sep = "&"
+	}
+	if v, s := show(url + sep + "options=-c%20synchronous_commit%3Don"); v != "on" || s.asyncCommit {
+		t.Fatalf("synchronous_commit with the URL's options: %q (async %v), want on", v, s.asyncCommit)
+	}
+	ctx := context.Background()
+	sub := Submission{Key: "k-durable", Username: "alice@direct.example", FirstAt: time.Now()}
+	if _, claimed, err := s.ClaimSubmission(ctx, sub); err != nil || !claimed {
+		t.Fatalf("a claim committed synchronously: %v, %v", claimed, err)
+	}
+	if _, claimed, err := s.ClaimSubmission(ctx, sub); err != nil || claimed {
+		t.Fatalf("the second claim: %v, %v; want found", claimed, err)
 	}
 }

@@ -27,6 +27,9 @@ type Store struct {
 	// attempts (attempts.go): at most once a minute, not a write per
 	// APPEND.
 	attemptsPurgedAt atomic.Int64
+	// asyncCommit: PostgreSQL commits without waiting for the disk, but
+	// for durableExec (postgres.go, asyncCommits).
+	asyncCommit bool
 	// pingedAt is the Unix ms of the last successful Ping (0: none, or
 	// the last failed).
 	pingedAt atomic.Int64

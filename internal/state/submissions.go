@@ -162,7 +162,7 @@ func (s *Store) ClaimSubmission(ctx context.Context, sub Submission) (Submission
 	for range claimAttempts {
 		// A live entry is left alone; an expired one not purged yet is
 		// taken over, as a new entry would be.
-		res, err := s.stmts.Exec(ctx, `INSERT INTO submissions (key, username, state, smtp_id, match, first_at, updated_at, answered, deferred)
+		res, err := s.durableExec(ctx, `INSERT INTO submissions (key, username, state, smtp_id, match, first_at, updated_at, answered, deferred)
 			VALUES (?, ?, ?, '', ?, ?, ?, 0, 0)
 			ON CONFLICT (key) DO UPDATE SET state = excluded.state, smtp_id = '', match = excluded.match,
 				first_at = excluded.first_at, updated_at = excluded.updated_at, answered = 0, deferred = 0
@@ -199,7 +199,7 @@ func (s *Store) BeginSubmission(ctx context.Context, prev, sub Submission) (bool
 	// first_at, so an entry that changed since prev was read does not
 	// match, and of two retries that read the same entry the second
 	// finds it changed by the first.
-	res, err := s.stmts.Exec(ctx, `UPDATE submissions SET state = ?, smtp_id = '', match = ?, first_at = ?, updated_at = ?, answered = 0
+	res, err := s.durableExec(ctx, `UPDATE submissions SET state = ?, smtp_id = '', match = ?, first_at = ?, updated_at = ?, answered = 0
 		WHERE key = ? AND state = ? AND first_at = ? AND updated_at = ?`,
 		SubmissionSending, sub.Match, sub.FirstAt.UnixMilli(), now.UnixMilli(),
 		sub.Key, prev.State, prev.FirstAt.UnixMilli(), prev.UpdatedAt.UnixMilli())
