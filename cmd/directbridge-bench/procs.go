@@ -121,6 +121,30 @@ type proc struct {
 	log  string
 }
 
+// startProgram runs another program (PostgreSQL's, HAProxy) as start runs
+// the bridge, with env added to the caller's environment.
+func (b *bench) startProgram(name string, env []string, bin string, args ...string) (*proc, error) {
+	logPath := filepath.Join(b.work, name+".log")
+	f, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Stdout, cmd.Stderr = f, f
+	if err := cmd.Start(); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("start %s: %w", name, err)
+	}
+	p := &proc{name: name, cmd: cmd, done: make(chan struct{}), log: logPath}
+	go func() {
+		p.err = cmd.Wait()
+		f.Close()
+		close(p.done)
+	}()
+	return p, nil
+}
+
 // start runs bin with args and exactly the DIRECTBRIDGE_* variables given
 // (the caller's own DIRECTBRIDGE_* variables are dropped).
 func (b *bench) start(name string, env []string, args ...string) (*proc, error) {
@@ -293,11 +317,20 @@ type bridgeSpec struct {
 	apiURL   string
 	embedded []account
 	env      []string
+	// host and ports (IMAP, SMTP, metrics), when set, are where the
+	// bridge listens instead of free ports on 127.0.0.1 (replicas on
+	// 127.0.0.2 and 127.0.0.3 behind a balancer on the same ports).
+	host  string
+	ports [3]string
 }
 
 func (b *bench) startBridge(ctx context.Context, name string, s bridgeSpec) (*bridgeProc, error) {
 	var addrs [3]string
 	for i := range addrs {
+		if s.host != "" {
+			addrs[i] = net.JoinHostPort(s.host, s.ports[i])
+			continue
+		}
 		a, err := freeAddr()
 		if err != nil {
 			return nil, err
@@ -342,7 +375,11 @@ func (b *bench) startBridge(ctx context.Context, name string, s bridgeSpec) (*br
 		return nil, err
 	}
 	bp.proc = p
-	if err := waitListening(ctx, p, bp.imapAddr, "* OK", 90*time.Second); err != nil {
+	greeting := "* OK"
+	if s.host != "" {
+		greeting = "" // a replica wants a PROXY header from 127.0.0.1 first
+	}
+	if err := waitListening(ctx, p, bp.imapAddr, greeting, 90*time.Second); err != nil {
 		p.stop()
 		return nil, err
 	}

@@ -7,7 +7,8 @@ import (
 	"strings"
 )
 
-// scenarios lists the rows of issue 8's "Targets" table, in its order.
+// scenarios lists the rows of issue 8's "Targets" table, in its order,
+// then issue 21's (replicas).
 func scenarios() []scenario {
 	return []scenario{
 		{name: "imaptest", title: "1. imaptest stress A and B against tuned Dovecot", fn: runImaptest, rows: []row{
@@ -35,6 +36,16 @@ func scenarios() []scenario {
 		}},
 		{name: "smtp", title: "8. SMTP through the bridge vs direct Send", fn: runSMTP, rows: []row{
 			{scenario: "SMTP: 4 clients, 10 KB messages, vs direct Send calls at the same parallelism", target: ">= 0.8x"},
+		}},
+		{name: "replicas", title: "9. Two replicas on PostgreSQL behind HAProxy (issue 21)", fn: runReplicas, rows: []row{
+			{scenario: "a change through replica A seen by an IDLE client on replica B, p95, with no extra provider call", target: "<= 1 s, 0 calls"},
+			{scenario: "provider calls for the same client load, two replicas vs one", target: "<= 1.1x"},
+			{scenario: "imaptest stress across two replicas (clients split by the balancer), FETCH/s vs one replica", target: ">= 0.9x, 0 `Error:` lines"},
+			{scenario: "SIGKILL of one replica under IMAP and SMTP load: messages lost, sent twice, copied twice", target: "0, 0, 0"},
+			{scenario: "the same: time until the killed replica's clients work again through the balancer", target: "<= 5 s after their reconnect"},
+			{scenario: "UIDVALIDITY and UIDs of every folder seen through A and through B", target: "identical"},
+			{scenario: "state copied from SQLite to PostgreSQL: clients that resync", target: "none (UIDVALIDITY unchanged)"},
+			{scenario: "one replica on PostgreSQL vs one on SQLite, imaptest stress FETCH/s", target: ">= 0.8x"},
 		}},
 	}
 }

@@ -283,15 +283,16 @@ func (m *Folder) placeArrivals(ctx context.Context, newUIDs []imap.UID, started 
 			readUIDs = append(readUIDs, u)
 		}
 	}
-	return placed, func() { m.commitArrivals(pending, pairs, readUIDs, started) }
+	return placed, func() { m.commitArrivals(pending, pairs, readUIDs, started, details) }
 }
 
 // commitArrivals takes the arrivals pending[i] as placed at pairs[i]
 // (placeArrivals), and queues the read marking of readUIDs.
-func (m *Folder) commitArrivals(pending []*arrival, pairs map[int]imap.UID, readUIDs []imap.UID, started time.Time) {
+// details is the provider's metadata read for the pairing, if any.
+func (m *Folder) commitArrivals(pending []*arrival, pairs map[int]imap.UID, readUIDs []imap.UID, started time.Time, details []directapi.MessageDetail) {
 	metas := make(map[int]*directapi.MessageDetail, len(pairs))
 	for i, u := range pairs {
-		metas[i] = savedMeta(u, pending[i])
+		metas[i] = savedMeta(u, pending[i], detailOf(details, u))
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -726,9 +727,15 @@ type saved struct {
 // size, the time it was saved), so that ENVELOPE, INTERNALDATE and
 // RFC822.SIZE of what clients append cost no SearchMessagesMetadata call.
 // A later listing does not replace it (fillMeta), so the values a client
-// saw do not change.
-func savedMeta(uid imap.UID, a *arrival) *directapi.MessageDetail {
+// saw do not change. The time is the provider's when its metadata was read
+// to pair the message (listed, if not nil), so that every replica of the
+// bridge, which lists it from the provider, shows the same INTERNALDATE;
+// else the bridge's clock when the save was answered.
+func savedMeta(uid imap.UID, a *arrival, listed *directapi.MessageDetail) *directapi.MessageDetail {
 	d := &directapi.MessageDetail{UID: int64(uid), Size: len(a.raw), ReceivedDate: directapi.NewDate(a.at.UTC())}
+	if listed != nil && !listed.ReceivedDate.IsZero() {
+		d.ReceivedDate = listed.ReceivedDate
+	}
 	p, err := mimeconv.Parse(a.raw, mimeconv.ParseOptions{SkipBodies: true})
 	if err != nil {
 		return nil // the provider's listing will say

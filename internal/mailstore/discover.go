@@ -109,10 +109,12 @@ func (m *Folder) discoverBySearch(ctx context.Context, started time.Time) (done 
 			readUIDs = append(readUIDs, u)
 		}
 	}
-	if err := m.store.cfg.State.WriteRefresh(ctx, m.user, m.name, validity, w); err != nil {
+	before, err := m.store.cfg.State.WriteRefresh(ctx, m.user, m.name, validity, w)
+	if err != nil {
 		return false, err
 	}
-	m.commitArrivals(pending, pairs, readUIDs, started)
+	m.seenElsewhere(before)
+	m.commitArrivals(pending, pairs, readUIDs, started, details)
 	m.addArrivals(newUIDs, shown)
 	return true, nil
 }

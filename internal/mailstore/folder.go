@@ -151,6 +151,9 @@ type Message struct {
 	meta     *directapi.MessageDetail // metadata, nil until loaded
 	expunged bool                     // gone from the folder; a ghost
 	saved    time.Time                // when this bridge saved it (APPEND), else zero
+	// received is the INTERNALDATE another replica showed for the
+	// message before this one loaded its metadata (peers.go), else zero.
+	received time.Time
 }
 
 // maxGhosts bounds the handles of expunged messages kept for sessions

@@ -152,6 +152,11 @@ func (m *Folder) fillMeta(details []directapi.MessageDetail) {
 		}
 		if msg := m.byUID[imap.UID(d.UID)]; msg != nil && msg.meta == nil && !msg.expunged {
 			msg.meta = metaOnly(d)
+			if !msg.received.IsZero() {
+				// The INTERNALDATE the replica that added it shows
+				// (peers.go): every replica shows one.
+				msg.meta.ReceivedDate = directapi.NewDate(msg.received)
+			}
 		}
 	}
 }

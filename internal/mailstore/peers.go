@@ -61,9 +61,12 @@ type change struct {
 	U string `json:"u"`
 	F string `json:"f,omitempty"`
 	V uint32 `json:"v,omitempty"`
-	// Add are new messages, [uid, 1 if \Seen]; their kept flags are in
-	// the state store.
-	Add [][2]uint32 `json:"a,omitempty"`
+	// Add are new messages, [uid, 1 if \Seen, INTERNALDATE in Unix
+	// seconds or 0]; their kept flags are in the state store. The date is
+	// the one the sender shows (an APPEND's is its own clock's, which the
+	// provider's listing may put a second apart): clients see one
+	// INTERNALDATE whichever replica they ask.
+	Add [][3]int64 `json:"a,omitempty"`
 	// Gone are expunged messages.
 	Gone []uint32 `json:"x,omitempty"`
 	// Seen are \Seen changes, [uid, 1 if \Seen].
@@ -113,7 +116,13 @@ func (m *Folder) publishLocked(add []seqview.NewMessage, gone []imap.UID, flags 
 		n := min(len(add), maxUIDsPerMessage)
 		c := base
 		for _, a := range add[:n] {
-			c.Add = append(c.Add, [2]uint32{uint32(a.UID), b2u(HasSeen(a.Flags))})
+			var at int64
+			if msg := m.byUID[a.UID]; msg != nil && msg.meta != nil && !msg.meta.ReceivedDate.IsZero() {
+				at = msg.meta.ReceivedDate.Unix()
+			} else if sv, ok := m.savedAt[a.UID]; ok && sv.meta != nil && !sv.meta.ReceivedDate.IsZero() {
+				at = sv.meta.ReceivedDate.Unix()
+			}
+			c.Add = append(c.Add, [3]int64{int64(a.UID), int64(b2u(HasSeen(a.Flags))), at})
 		}
 		st.publish(c)
 		add = add[n:]
@@ -246,7 +255,7 @@ func (m *Folder) receive(ctx context.Context, c change) {
 	if len(c.Add) > 0 || len(c.Kept) > 0 {
 		lo, hi := uint32(MaxUID), uint32(0)
 		for _, a := range c.Add {
-			lo, hi = min(lo, a[0]), max(hi, a[0])
+			lo, hi = min(lo, uint32(a[0])), max(hi, uint32(a[0]))
 		}
 		for _, u := range c.Kept {
 			lo, hi = min(lo, u), max(hi, u)
@@ -287,16 +296,29 @@ func (m *Folder) receive(ctx context.Context, c change) {
 		}
 		var add []seqview.NewMessage
 		var uids []imap.UID
+		received := map[imap.UID]time.Time{}
 		for _, a := range c.Add {
 			uid := imap.UID(a[0])
-			if m.byUID[uid] != nil {
+			if a[0] <= 0 || a[0] > MaxUID {
+				continue
+			}
+			if msg := m.byUID[uid]; msg != nil {
+				// Shown here already (this replica's poll found it
+				// first): the sender's INTERNALDATE, unless this one
+				// showed the provider's already.
+				if msg.meta == nil && a[2] > 0 {
+					msg.received = time.Unix(a[2], 0).UTC()
+				}
 				continue
 			}
 			if _, gone := m.removed[uid]; gone {
 				continue
 			}
 			uids = append(uids, uid)
-			add = append(add, seqview.NewMessage{UID: uid, Flags: withSeen(canonicalFlags(kept[a[0]]), a[1] == 1)})
+			if a[2] > 0 {
+				received[uid] = time.Unix(a[2], 0).UTC()
+			}
+			add = append(add, seqview.NewMessage{UID: uid, Flags: withSeen(canonicalFlags(kept[uint32(a[0])]), a[1] == 1)})
 		}
 		// The mirror must not pass over a message it has not seen: one
 		// between its UIDNEXT and these (its message lost, say) sends
@@ -312,7 +334,7 @@ func (m *Folder) receive(ctx context.Context, c change) {
 		}
 		if !refresh && len(add) > 0 {
 			for _, u := range uids {
-				m.byUID[u] = &Message{UID: u}
+				m.byUID[u] = &Message{UID: u, received: received[u]}
 				m.added[u] = m.version
 				delete(m.unclaimed, u)
 			}
@@ -320,6 +342,9 @@ func (m *Folder) receive(ctx context.Context, c change) {
 				refresh = true
 			} else {
 				m.raiseUIDNextLocked(uids) // the publisher wrote UIDNEXT
+				// \Recent is the publisher's sessions' (RFC 3501 §2.3.2:
+				// the first session told of the message): none here.
+				m.mb.NotRecent(uids[len(uids)-1])
 			}
 		}
 	}
@@ -352,6 +377,21 @@ func (m *Folder) receive(ctx context.Context, c change) {
 	m.mu.Unlock()
 	if refresh {
 		m.refreshSoon()
+	}
+}
+
+// seenElsewhere takes \Recent from the UIDs below uidNextBefore, which
+// the state store's UIDNEXT mark shows another replica saw first (its
+// sessions have them \Recent; RFC 3501 §2.3.2 gives it to one session).
+// Called before the refresh shows them; nothing when alone.
+func (m *Folder) seenElsewhere(uidNextBefore uint32) {
+	if !m.store.shared() || uidNextBefore == 0 {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.mb != nil {
+		m.mb.NotRecent(imap.UID(uidNextBefore - 1))
 	}
 }
 

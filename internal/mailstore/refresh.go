@@ -287,9 +287,11 @@ func (m *Folder) doRefresh(ctx context.Context, started time.Time, light bool) e
 	if n := len(uids); n > 0 && uids[n-1] >= uidNext {
 		w.MaxUID = uint32(uids[n-1])
 	}
-	if err := m.store.cfg.State.WriteRefresh(ctx, m.user, m.name, validity, w); err != nil {
+	before, err := m.store.cfg.State.WriteRefresh(ctx, m.user, m.name, validity, w)
+	if err != nil {
 		return err
 	}
+	m.seenElsewhere(before)
 	commitArrivals()
 	m.noteUnclaimed(added, placed)
 	return m.apply(ctx, v0, readGen, uids, unreadSet, kept, placed)
@@ -465,8 +467,12 @@ func (m *Folder) load(ctx context.Context, auth directapi.Authentication, st sta
 		w.MaxUID = uint32(uids[n-1])
 	}
 	// What the load learnt, in one transaction before sessions see it.
-	if err := m.store.cfg.State.WriteRefresh(ctx, m.user, m.name, st.UIDValidity, w); err != nil {
+	before, err := m.store.cfg.State.WriteRefresh(ctx, m.user, m.name, st.UIDValidity, w)
+	if err != nil {
 		return err
+	}
+	if m.store.shared() && before > 0 {
+		mb.NotRecent(imap.UID(before - 1)) // see seenElsewhere
 	}
 	m.mu.Lock()
 	m.syncedAt = time.Now()

@@ -398,6 +398,15 @@ func firstUnseen(msgs []*message) uint32 {
 	return 0
 }
 
+// NotRecent makes the messages up to uid not \Recent for any session
+// that has not been shown them: sessions elsewhere (another replica's)
+// were told of them first.
+func (mb *Mailbox) NotRecent(uid imap.UID) {
+	mb.mu.Lock()
+	defer mb.mu.Unlock()
+	mb.recentFrom = max(mb.recentFrom, uid+1)
+}
+
 // Status counts the folder for STATUS (RFC 9051 §6.3.11). Recent counts the
 // messages no read-write session has been shown (RFC 3501 §2.3.2).
 func (mb *Mailbox) Status() Status {

@@ -419,9 +419,9 @@ func (w RefreshWrite) Empty() bool {
 
 // WriteRefresh writes what a refresh learnt, in one transaction: a
 // bridge killed half-way leaves either all of it or none.
-func (s *Store) WriteRefresh(ctx context.Context, username, folder string, validity uint32, w RefreshWrite) error {
+func (s *Store) WriteRefresh(ctx context.Context, username, folder string, validity uint32, w RefreshWrite) (uint32, error) {
 	if w.Empty() {
-		return nil
+		return 0, nil
 	}
 	var changes []FlagChange
 	for _, uid := range slices.Sorted(maps.Keys(w.Flags)) {
@@ -433,14 +433,14 @@ func (s *Store) WriteRefresh(ctx context.Context, username, folder string, valid
 		// The high-water mark alone: one statement, atomic on its own;
 		// no transaction (on PostgreSQL four round trips fewer for most
 		// refreshes that found mail).
-		_, err := s.stmts.Exec(ctx, `UPDATE folder_state SET uid_next = `+s.greatest+`(uid_next, ?) WHERE username = ? AND folder = ?`,
-			int64(w.MaxUID)+1, username, folder)
+		before, err := s.raiseUIDNext(ctx, nil, username, folder, w.MaxUID)
 		if err != nil {
-			return fmt.Errorf("state: state store: %w", err)
+			return 0, fmt.Errorf("state: state store: %w", err)
 		}
-		return nil
+		return before, nil
 	}
-	return s.tx(ctx, func(tx *sqlstmt.Tx) error {
+	var before uint32
+	err := s.tx(ctx, func(tx *sqlstmt.Tx) error {
 		if len(changes) > 0 {
 			if _, err := changeFlagsBatchTx(tx, username, folder, validity, changes); err != nil {
 				return err
@@ -452,10 +452,44 @@ func (s *Store) WriteRefresh(ctx context.Context, username, folder string, valid
 			}
 		}
 		if w.MaxUID != 0 {
-			_, err := tx.Exec(`UPDATE folder_state SET uid_next = `+s.greatest+`(uid_next, ?) WHERE username = ? AND folder = ?`,
-				int64(w.MaxUID)+1, username, folder)
+			var err error
+			before, err = s.raiseUIDNext(ctx, tx, username, folder, w.MaxUID)
 			return err
 		}
 		return nil
 	})
+	return before, err
+}
+
+// raiseUIDNext raises a folder's UIDNEXT high-water mark to maxUID+1 (in
+// tx, if not nil) and returns the mark it found on PostgreSQL, where
+// replicas share it (the row locked first, so that of two replicas
+// raising it at once each learns the other's); 0 on SQLite.
+func (s *Store) raiseUIDNext(ctx context.Context, tx *sqlstmt.Tx, username, folder string, maxUID uint32) (uint32, error) {
+	if !s.pg {
+		q, args := `UPDATE folder_state SET uid_next = MAX(uid_next, ?) WHERE username = ? AND folder = ?`, []any{int64(maxUID) + 1, username, folder}
+		var err error
+		if tx != nil {
+			_, err = tx.Exec(q, args...)
+		} else {
+			_, err = s.stmts.Exec(ctx, q, args...)
+		}
+		return 0, err
+	}
+	q := `WITH old AS (SELECT uid_next FROM folder_state WHERE username = ? AND folder = ? FOR UPDATE)
+		UPDATE folder_state SET uid_next = GREATEST(folder_state.uid_next, ?) FROM old
+		WHERE folder_state.username = ? AND folder_state.folder = ?
+		RETURNING old.uid_next`
+	args := []any{username, folder, int64(maxUID) + 1, username, folder}
+	var before int64
+	var err error
+	if tx != nil {
+		err = tx.QueryRow(q, args...).Scan(&before)
+	} else {
+		err = s.stmts.QueryRow(ctx, q, args...).Scan(&before)
+	}
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil // no state for the folder: nothing raised
+	}
+	return uint32(before), err
 }

@@ -246,3 +246,39 @@ func TestPostgresCommitsAsync(t *testing.T) {
 		t.Fatalf("the second claim: %v, %v; want found", claimed, err)
 	}
 }
+
+// TestPostgresUIDNextBefore: WriteRefresh tells each replica the UIDNEXT
+// mark it found, so that of two replicas showing one new message exactly
+// one takes it for first seen (\Recent).
+func TestPostgresUIDNextBefore(t *testing.T) {
+	url := pgtest.Database(t)
+	ctx := context.Background()
+	var stores [2]*Store
+	for i := range stores {
+		s, err := OpenPostgres(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		stores[i] = s
+	}
+	f, err := stores[0].Folder(ctx, "alice@direct.example", "INBOX")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, step := range []struct {
+		store  int
+		maxUID uint32
+		want   uint32
+	}{{0, 5, 1}, {1, 3, 6}, {1, 9, 6}, {0, 9, 10}} {
+		got, err := stores[step.store].WriteRefresh(ctx, "alice@direct.example", "INBOX", f.UIDValidity, RefreshWrite{MaxUID: step.maxUID})
+		if err != nil || got != step.want {
+			t.Fatalf("replica %d raising to %d: found %d, %v; want %d", step.store, step.maxUID+1, got, err, step.want)
+		}
+	}
+	// In a transaction too (flags written with the mark).
+	got, err := stores[1].WriteRefresh(ctx, "alice@direct.example", "INBOX", f.UIDValidity, RefreshWrite{MaxUID: 12, Flags: map[uint32][]string{12: {"$x"}}})
+	if err != nil || got != 10 {
+		t.Fatalf("with flags: found %d, %v; want 10", got, err)
+	}
+}

@@ -80,8 +80,12 @@ type FolderStates interface {
 	ChangeFlags(ctx context.Context, username, folder string, validity uint32, changes []FlagChange) (map[uint32][]string, error)
 	// WriteRefresh writes what one refresh of a folder learnt (kept
 	// flags of its new messages, pending-flag entries used, the UIDNEXT
-	// high-water mark) in one transaction.
-	WriteRefresh(ctx context.Context, username, folder string, validity uint32, w RefreshWrite) error
+	// high-water mark) in one transaction. uidNextBefore is the mark as
+	// this write found it: UIDs from it on were seen first by the caller,
+	// among every process sharing the store (\Recent, RFC 3501 §2.3.2);
+	// 0 when the write left the mark alone or the store cannot tell
+	// (SQLite, which one process uses).
+	WriteRefresh(ctx context.Context, username, folder string, validity uint32, w RefreshWrite) (uidNextBefore uint32, err error)
 }
 
 // SentJournal records the messages the bridge submitted and what the

@@ -179,7 +179,7 @@ func testStateStore(t *testing.T, open func(t *testing.T) StateStore) {
 			t.Fatal(err)
 		}
 		w := RefreshWrite{Flags: map[uint32][]string{7: {"$p"}, 8: {"$q", "$a"}}, DropPending: ids, MaxUID: 8}
-		if err := s.WriteRefresh(ctx, alice, "INBOX", f.UIDValidity, w); err != nil {
+		if _, err := s.WriteRefresh(ctx, alice, "INBOX", f.UIDValidity, w); err != nil {
 			t.Fatal(err)
 		}
 		fl, _ := s.Flags(ctx, alice, "INBOX", f.UIDValidity)
@@ -193,13 +193,13 @@ func testStateStore(t *testing.T, open func(t *testing.T) StateStore) {
 			t.Fatalf("state %+v", g)
 		}
 		// Never lowered; an empty write is nothing.
-		if err := s.WriteRefresh(ctx, alice, "INBOX", f.UIDValidity, RefreshWrite{MaxUID: 3}); err != nil {
+		if _, err := s.WriteRefresh(ctx, alice, "INBOX", f.UIDValidity, RefreshWrite{MaxUID: 3}); err != nil {
 			t.Fatal(err)
 		}
 		if g, _ := s.Folder(ctx, alice, "INBOX"); g.UIDNext != 9 {
 			t.Fatalf("UIDNEXT lowered: %+v", g)
 		}
-		if err := s.WriteRefresh(ctx, alice, "INBOX", f.UIDValidity, RefreshWrite{}); err != nil {
+		if _, err := s.WriteRefresh(ctx, alice, "INBOX", f.UIDValidity, RefreshWrite{}); err != nil {
 			t.Fatal(err)
 		}
 		// Entries dropped without a refresh (a transfer that gave up).
