@@ -292,7 +292,14 @@ func (m *Folder) placeArrivals(ctx context.Context, newUIDs []imap.UID, started 
 func (m *Folder) commitArrivals(pending []*arrival, pairs map[int]imap.UID, readUIDs []imap.UID, started time.Time, details []directapi.MessageDetail) {
 	metas := make(map[int]*directapi.MessageDetail, len(pairs))
 	for i, u := range pairs {
-		metas[i] = savedMeta(u, pending[i], detailOf(details, u))
+		listed := detailOf(details, u)
+		if m.store.shared() && (listed == nil || listed.ReceivedDate.IsZero()) {
+			// Among replicas, INTERNALDATE is the provider's only: the
+			// others list it from there, and this clock's second may
+			// not be the provider's. Loaded when a client asks.
+			continue
+		}
+		metas[i] = savedMeta(u, pending[i], listed)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
