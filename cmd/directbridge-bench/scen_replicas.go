@@ -110,7 +110,9 @@ func (b *bench) startReplicaSet(ctx context.Context, name, url string, accts []a
 		}
 	}
 	cfg := filepath.Join(b.root, "deploy", "haproxy.cfg")
-	rs.lb, err = b.startProgram(name+"-haproxy", []string{"LB_BIND=127.0.0.1", "LB_REPLICA1=" + replicaHosts[0], "LB_REPLICA2=" + replicaHosts[1],
+	// leastconn: the bench's clients all come from 127.0.0.1, which the
+	// default (source) would send to one replica.
+	rs.lb, err = b.startProgram(name+"-haproxy", []string{"LB_BALANCE=leastconn", "LB_BIND=127.0.0.1", "LB_REPLICA1=" + replicaHosts[0], "LB_REPLICA2=" + replicaHosts[1],
 		"LB_IMAP_PORT=" + rs.lbPorts[0], "LB_IMAPS_PORT=" + rs.lbPorts[1], "LB_SMTP_PORT=" + rs.lbPorts[2], "LB_SMTPS_PORT=" + rs.lbPorts[3],
 		"LB_CHECK_PORT=" + rs.ports[2]}, hap, "-f", cfg, "-db")
 	if err != nil {

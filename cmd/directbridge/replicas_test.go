@@ -105,7 +105,9 @@ func startCluster(t *testing.T) *replicaCluster {
 		c.start(i)
 	}
 	lb := exec.Command(hap, "-f", "../../deploy/haproxy.cfg", "-db")
-	lb.Env = append(os.Environ(), "LB_BIND=127.0.0.1", "LB_REPLICA1=127.0.0.2", "LB_REPLICA2=127.0.0.3",
+	// leastconn: the test's clients all come from 127.0.0.1, which the
+	// default (source) would send to one replica.
+	lb.Env = append(os.Environ(), "LB_BALANCE=leastconn", "LB_BIND=127.0.0.1", "LB_REPLICA1=127.0.0.2", "LB_REPLICA2=127.0.0.3",
 		"LB_IMAP_PORT="+c.imapPort, "LB_IMAPS_PORT="+c.imapsPort, "LB_SMTP_PORT="+c.smtpPort,
 		"LB_SMTPS_PORT="+c.smtpsPort, "LB_CHECK_PORT="+c.metricsPort)
 	var lbOut strings.Builder
