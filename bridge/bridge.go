@@ -282,9 +282,12 @@ func (b *Bridge) open() error {
 		if err != nil {
 			return fmt.Errorf("%s: %w", ln.name, err)
 		}
-		if l, err = b.behindBalancer(l); err != nil {
+		wrapped, err := b.behindBalancer(l)
+		if err != nil {
+			l.Close()
 			return err
 		}
+		l = wrapped
 		b.listeners = append(b.listeners, namedListener{ln.name, l, ln.serve})
 	}
 	// One provider probe, shared by readiness (/readyz, run every few

@@ -19,8 +19,11 @@ import (
 // else would let a client pick its own address.
 
 // proxyHeaderTimeout bounds the wait for a balancer's PROXY header, which
-// it sends at once.
-const proxyHeaderTimeout = 10 * time.Second
+// it sends at once. The header is read where the listener's accept loop
+// first asks a connection's address (internal/limits), so a connection
+// from a balancer's range that sends nothing holds the next accepts up to
+// this long: short, and from the trusted ranges only.
+const proxyHeaderTimeout = 2 * time.Second
 
 // proxyRanges parses Config.ProxyProtocolFrom: addresses or CIDR ranges,
 // comma-separated; empty is none.

@@ -3,10 +3,12 @@
 // gives every replica that can reach it:
 //
 //   - Membership: each replica writes a heartbeat into the replicas table
-//     every HeartbeatInterval; those seen within LiveFor are alive. The
-//     count divides the provider's request budget (the provider sees one
-//     bridge), and an entry in the journal of attempts of a replica no
-//     longer alive is one whose outcome is unknown.
+//     every HeartbeatInterval; those seen within LiveFor count. The count
+//     divides the provider's request budget (the provider sees one
+//     bridge). Each replica also holds a life lock (an advisory lock on
+//     its heartbeat's connection): Live asks for it, so that a replica
+//     killed is dead to the others at once, not a heartbeat later, and
+//     an entry it left in the journal of attempts is undecided at once.
 //   - Messages (LISTEN/NOTIFY on one channel): a change one replica makes
 //     reaches the others, which update their mirrors and their IDLE
 //     clients without asking the provider. A replica that may have
@@ -45,9 +47,9 @@ import (
 const (
 	// HeartbeatInterval is how often a replica says it is alive.
 	HeartbeatInterval = 2 * time.Second
-	// LiveFor is how long after its last heartbeat a replica counts as
-	// alive: a killed replica's share of the budget returns, and its
-	// unfinished attempts become undecided, this long after it died.
+	// LiveFor is how long after its last heartbeat a replica counts: a
+	// dead replica's share of the budget returns this long after its last
+	// heartbeat. (Live also wants its life lock held.)
 	LiveFor = 10 * time.Second
 )
 
@@ -120,6 +122,14 @@ func Open(ctx context.Context, url string, log *slog.Logger) (*Cluster, error) {
 		return nil, fmt.Errorf("cluster: %w", err)
 	}
 	cfg.RuntimeParams["search_path"] = "directbridge, public"
+	// A replica lost without closing its connections (a node's power, a
+	// partition) must not hold its life lock and leases for the two hours
+	// of the server's default TCP keepalive: PostgreSQL gives up on these
+	// connections within about 15 s (settable per session).
+	cfg.RuntimeParams["tcp_keepalives_idle"] = "5"
+	cfg.RuntimeParams["tcp_keepalives_interval"] = "2"
+	cfg.RuntimeParams["tcp_keepalives_count"] = "3"
+	cfg.RuntimeParams["tcp_user_timeout"] = "15000"
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -190,8 +200,12 @@ func (c *Cluster) Live(ctx context.Context, id string) bool {
 	if err := c.leaseConnLocked(ctx); err != nil {
 		return false
 	}
-	var free bool
-	if err := c.lconn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1)`, k).Scan(&free); err != nil {
+	// Alive: holds its life lock, and its heartbeat is recent (a replica
+	// whose node was lost may hold the lock until PostgreSQL gives up on
+	// its connection).
+	var free, beating bool
+	if err := c.lconn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1),
+		EXISTS (SELECT 1 FROM replicas WHERE id = $2 AND seen_at > `+nowMillis+` - $3)`, k, id, LiveFor.Milliseconds()).Scan(&free, &beating); err != nil {
 		c.dropLeasesLocked()
 		return false
 	}
@@ -201,7 +215,7 @@ func (c *Cluster) Live(ctx context.Context, id string) bool {
 		}
 		return false
 	}
-	return true
+	return beating
 }
 
 // DiedBy returns when the replica id, not alive, died at the latest: a
@@ -286,12 +300,12 @@ func (c *Cluster) Publish(topic string, payload []byte) {
 	if c.solo || c.Replicas() == 1 {
 		return
 	}
-	if len(payload)+len(topic)+len(c.id)+24 > MaxPayload+100 {
-		c.log.Warn("cluster: message too large, not sent", "topic", topic, "bytes", len(payload))
-		return
-	}
 	c.mu.Lock()
-	if len(c.queue) >= queueLen {
+	if len(payload) > MaxPayload {
+		// Not sent: the others must catch up instead.
+		c.log.Warn("cluster: message too large, not sent; the other replicas catch up", "topic", topic, "bytes", len(payload))
+		c.dropped = true
+	} else if len(c.queue) >= queueLen {
 		c.dropped = true
 	} else {
 		c.queue = append(c.queue, outgoing{topic, payload})
@@ -448,9 +462,12 @@ func (c *Cluster) beat(conn *pgx.Conn) {
 			conn, _ = pgx.ConnectConfig(ctx, c.cfg)
 		}
 		if conn != nil {
+			// A failed statement keeps the connection, and with it the
+			// life lock; one that broke is made again at the next beat.
 			if err := c.heartbeat(ctx, conn); err != nil {
 				c.log.Warn("cluster: heartbeat failed", "err", err)
-				conn.Close(ctx)
+			}
+			if conn.IsClosed() {
 				conn = nil
 			}
 		}
@@ -602,13 +619,30 @@ func (c *Cluster) listenOnce(ctx context.Context, first *bool) error {
 	}
 	*first = false
 	for {
-		n, err := conn.WaitForNotification(ctx)
+		// A connection that died without a word (half open) would wait
+		// for ever: every listenPing of silence it is asked a query.
+		wctx, cancel := context.WithTimeout(ctx, listenPing)
+		n, err := conn.WaitForNotification(wctx)
+		cancel()
 		if err != nil {
-			return err
+			if ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded) {
+				return err
+			}
+			pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			_, err = conn.Exec(pctx, `SELECT 1`)
+			cancel()
+			if err != nil {
+				return err
+			}
+			continue
 		}
 		c.dispatch(n.Payload)
 	}
 }
+
+// listenPing is the silence after which the listening connection is
+// checked.
+const listenPing = 30 * time.Second
 
 // dispatch hands one message to its topic's handler; this replica's
 // own messages are not handed back.
@@ -659,7 +693,8 @@ func (c *Cluster) missedAll() {
 }
 
 // Close leaves the cluster: the heartbeat row is removed (the others'
-// shares grow at once), the leases are let go, the goroutines end.
+// shares grow at their next heartbeat), the life lock and the leases are
+// let go, the goroutines end.
 func (c *Cluster) Close() error {
 	if c.solo {
 		return nil

@@ -49,9 +49,9 @@ func eventually(t *testing.T, d time.Duration, what string, ok func() bool) {
 	}
 }
 
-// TestMembership: replicas see each other within a heartbeat, share the
-// budget by their count, and one that leaves is gone from the others'
-// count at once.
+// TestMembership: replicas see each other at once (the announcement),
+// share the budget by their count, and one that leaves is dead to the
+// others at once and gone from their count at their next heartbeat.
 func TestMembership(t *testing.T) {
 	cs := join(t, 2)
 	a, b := cs[0], cs[1]

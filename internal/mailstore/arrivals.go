@@ -732,7 +732,9 @@ type saved struct {
 // savedMeta is the metadata of a message saved through the bridge, read
 // from the bytes saved as the provider would list them (the headers, the
 // size, the time it was saved), so that ENVELOPE, INTERNALDATE and
-// RFC822.SIZE of what clients append cost no SearchMessagesMetadata call.
+// RFC822.SIZE of what clients append cost no SearchMessagesMetadata call
+// (among replicas, only when the pairing read the provider's metadata:
+// commitArrivals).
 // A later listing does not replace it (fillMeta), so the values a client
 // saw do not change. The time is the provider's when its metadata was read
 // to pair the message (listed, if not nil), so that every replica of the

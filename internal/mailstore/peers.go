@@ -52,8 +52,12 @@ type Peers interface {
 const Topic = "mail"
 
 // maxUIDsPerMessage keeps a message under the cluster's payload bound
-// (about 16 bytes per UID at most).
-const maxUIDsPerMessage = 400
+// (cluster.MaxPayload, 7,600 bytes): an added message takes at most 36
+// bytes ([uid,seen,date], commas), a \Seen change 15 and a kept one 11,
+// with the user's address and the folder's name around them. A message
+// the cluster finds too large anyway is not sent, and the others are told
+// to catch up.
+const maxUIDsPerMessage = 150
 
 // change is one message between replicas about one folder (U, F) under
 // UIDVALIDITY V, or about a user's folder list.
@@ -63,9 +67,9 @@ type change struct {
 	V uint32 `json:"v,omitempty"`
 	// Add are new messages, [uid, 1 if \Seen, INTERNALDATE in Unix
 	// seconds or 0]; their kept flags are in the state store. The date is
-	// the one the sender shows (an APPEND's is its own clock's, which the
-	// provider's listing may put a second apart): clients see one
-	// INTERNALDATE whichever replica they ask.
+	// the one the sender shows, which a receiver that has not loaded the
+	// message's metadata yet shows too: clients see one INTERNALDATE
+	// whichever replica they ask.
 	Add [][3]int64 `json:"a,omitempty"`
 	// Gone are expunged messages.
 	Gone []uint32 `json:"x,omitempty"`
@@ -236,10 +240,15 @@ func (st *Store) Receive(payload []byte) {
 	if m == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), st.cfg.CallTimeout)
+	// Bounded well below a call timeout: the listener that called waits,
+	// and every later message with it.
+	ctx, cancel := context.WithTimeout(context.Background(), receiveTimeout)
 	defer cancel()
 	m.receive(ctx, c)
 }
+
+// receiveTimeout bounds the state-store read of one peer's change.
+const receiveTimeout = 10 * time.Second
 
 // receive shows c in the mirror.
 func (m *Folder) receive(ctx context.Context, c change) {
@@ -248,6 +257,13 @@ func (m *Folder) receive(ctx context.Context, c change) {
 	m.mu.Unlock()
 	if !ok {
 		return
+	}
+	if len(c.Add) > 0 || len(c.Kept) > 0 {
+		// In order with this replica's own kept-flag writes and their
+		// showing (flagMu): a set read here before a local STORE's write
+		// must not be shown after it.
+		m.flagMu.Lock()
+		defer m.flagMu.Unlock()
 	}
 	// Kept flags of the messages the change names, from the state store
 	// (written before the change was sent).
@@ -436,6 +452,6 @@ func (st *Store) Missed() {
 }
 
 // leaseKey names a folder's poll lease.
-func leaseKey(user, folder string) string {
+func pollLeaseKey(user, folder string) string {
 	return "poll\x00" + strings.ToLower(user) + "\x00" + folder
 }

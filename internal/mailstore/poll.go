@@ -17,7 +17,7 @@ func (m *Folder) leased(ctx context.Context) bool {
 	}
 	lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	return p.Lease(lctx, leaseKey(m.user, m.name))
+	return p.Lease(lctx, pollLeaseKey(m.user, m.name))
 }
 
 // callsPerPoll is what one poll costs when nothing changed (GetUIDs and
@@ -58,7 +58,7 @@ func (st *Store) PollStats() (folders int, interval time.Duration) {
 // at the poll's turn and let go when the poller ends.
 func (m *Folder) poll(life context.Context, stop chan struct{}) {
 	if p := m.store.cfg.Peers; p != nil {
-		defer p.Release(leaseKey(m.user, m.name))
+		defer p.Release(pollLeaseKey(m.user, m.name))
 	}
 	first := true
 	for {

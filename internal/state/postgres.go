@@ -108,10 +108,13 @@ func OpenPostgres(url string) (*Store, error) {
 // bridge committed survives the bridge's crash, and one committed in the
 // last moment (at most about three wal_writer_delay, 0.6 s by default)
 // before PostgreSQL's own crash or a power loss may be lost, never
-// half-applied. The one write whose loss could do harm outside the bridge,
-// the send journal's claim made before a message goes to the provider (a
-// lost claim could let a retry send it twice), is always committed
-// synchronously (durableExec). An operator who wants every commit
+// half-applied. The send journal's claim made before a message goes to
+// the provider (a lost claim could let a retry send it twice, to another
+// organisation) is always committed synchronously (durableExec). An
+// APPEND's or COPY's journal entry is not (one more disk wait on every
+// APPEND): a PostgreSQL crash in that moment while the provider carries
+// the change out could let a retry do it twice in the user's own mailbox,
+// as SQLite's power loss could. An operator who wants every commit
 // durable sets synchronous_commit in the URL (options=-c
 // synchronous_commit=on) or in PGOPTIONS, which is then left alone.
 func asyncCommits(cfg *pgx.ConnConfig) bool {
