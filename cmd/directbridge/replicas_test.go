@@ -295,10 +295,17 @@ func TestReplicasSurviveKill(t *testing.T) {
 	if len(o.appended) == 0 || len(o.sent) == 0 || len(o.copied) == 0 {
 		t.Fatal("the clients did no work")
 	}
-	// With holds of 5 s, a change in doubt at the kill is decided (found,
-	// or done again) well within a client's 20 s of retries.
-	if len(o.undecided) > 0 {
-		t.Errorf("still answered try-later after 20 s of retries: %v", o.undecided)
+	// With holds of 5 s, an APPEND or COPY in doubt at the kill is
+	// decided (found, or done again) well within a client's 20 s of
+	// retries: the killed replica is dead to the others at once. A send
+	// the kill cut short before it reached the provider stays 451 longer
+	// (the SMTP journal's rule waits for the send timeout, 2 minutes,
+	// since it does not know the replica died): it may be undecided here,
+	// and is checked to be at the provider at most once below.
+	for _, id := range o.undecided {
+		if !strings.HasPrefix(id, "kill-smtp-") {
+			t.Errorf("still answered try-later after 20 s of retries: %s", id)
+		}
 	}
 	for _, d := range o.recovered {
 		if d > 5*time.Second {

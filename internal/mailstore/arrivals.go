@@ -820,15 +820,18 @@ func (m *Folder) Append(ctx context.Context, auth upstream.Auth, raw []byte, msg
 		err = nil
 	}
 	// Decided: saved, or certainly not. A saved message's entry stays
-	// until the answer is ready (its UID found): the bridge killed before
-	// it answered leaves the entry, and the client's retry (through
-	// another replica, or after a restart) is answered from the folder
-	// instead of saving the message again.
-	if err != nil || !wantUID {
+	// until its answer was written (endAnswered): the bridge killed
+	// before the client read it leaves the entry, and the client's retry
+	// (through another replica, or after a restart) is answered from the
+	// folder instead of saving the message again.
+	if err != nil {
 		st.endAttempts(jctx, []state.Attempt{{ID: id}})
 		return 0, err
 	}
-	defer st.endAttempts(jctx, []state.Attempt{{ID: id}})
+	defer st.endAnswered(id)
+	if !wantUID {
+		return 0, nil
+	}
 	m.awaitFlight(ctx)
 	if m.placed(a) == 0 {
 		// Any refresh that started once the save was answered lists its

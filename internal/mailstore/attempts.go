@@ -88,6 +88,30 @@ func (st *Store) beginAttempt(ctx context.Context, user, key string, mark int64)
 	return id, u, err
 }
 
+// liveOwner reports that the replica owner is alive, asked twice
+// liveRecheck apart: a replica killed a moment ago holds its life lock
+// until PostgreSQL has seen its connection close, and its client's retry
+// through the balancer can be quicker than that on a loaded machine.
+// Taking a dead replica's attempt for one under way would do the change
+// twice; the pause costs only a retry that meets another replica's
+// identical change under way.
+func (st *Store) liveOwner(ctx context.Context, owner string) bool {
+	if !st.cfg.Peers.Live(ctx, owner) {
+		return false
+	}
+	t := time.NewTimer(liveRecheck)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+		return true
+	}
+	return st.cfg.Peers.Live(ctx, owner)
+}
+
+// liveRecheck is the pause of liveOwner.
+const liveRecheck = 300 * time.Millisecond
+
 // undecidedFrom is what the attempts atts found in the journal leave
 // undecided.
 func (st *Store) undecidedFrom(ctx context.Context, atts []state.Attempt) undecided {
@@ -99,7 +123,7 @@ func (st *Store) undecidedFrom(ctx context.Context, atts []state.Attempt) undeci
 		// a retry through another replica right after a kill must find
 		// it undecided) makes it undecided.
 		atts = slices.DeleteFunc(atts, func(a state.Attempt) bool {
-			return a.State == state.AttemptAsking && st.cfg.Peers.Live(ctx, a.Owner)
+			return a.State == state.AttemptAsking && st.liveOwner(ctx, a.Owner)
 		})
 	}
 	if len(atts) == 0 {
@@ -142,13 +166,34 @@ func (st *Store) endAttempts(ctx context.Context, atts []state.Attempt) {
 	}
 }
 
-// endAttemptsLater returns a function that forgets attempt id, for a
-// defer: without the command's context, which may be spent by then.
-func (st *Store) endAttemptsLater(ctx context.Context, id int64) func() {
-	return func() {
-		jctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), st.cfg.CallTimeout)
+// answerGrace is how long a change's journal entry outlives the engine's
+// answer: the front writes the answer to the client after the engine
+// returns, and a bridge killed before the client read it must leave the
+// entry, so that the client's retry is answered from what the provider
+// did, not done again.
+const answerGrace = 2 * time.Second
+
+// endAnswered forgets attempt id answerGrace after now, in the
+// background (at once when the store closes: nothing is written into
+// the state store after Close). A repeat of the change by the same
+// process meanwhile is a new change all the same (its own attempts
+// asking are left out of the undecided).
+func (st *Store) endAnswered(id int64) {
+	end := func() {
+		ctx, cancel := context.WithTimeout(context.Background(), st.cfg.CallTimeout)
 		defer cancel()
-		st.endAttempts(jctx, []state.Attempt{{ID: id}})
+		st.endAttempts(ctx, []state.Attempt{{ID: id}})
+	}
+	if !st.bg.Go(func(life context.Context) {
+		t := time.NewTimer(answerGrace)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-life.Done():
+		}
+		end()
+	}) {
+		end()
 	}
 }
 

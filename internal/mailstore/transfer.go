@@ -146,10 +146,11 @@ func (m *Folder) Transfer(ctx context.Context, auth upstream.Auth, uids []imap.U
 		st.releasePending(pending, time.Now().Add(st.cfg.AttemptHold))
 	}
 	if attempt != 0 && err == nil {
-		// Done: the entry stays until the answer is ready (the copies
-		// paired), so that a retry after the bridge was killed before it
-		// answered is answered from the destination, not copied again.
-		defer st.endAttemptsLater(ctx, attempt)()
+		// Done: the entry stays until the answer was written
+		// (endAnswered), so that a retry after the bridge was killed
+		// before the client read it is answered from the destination,
+		// not copied again.
+		defer st.endAnswered(attempt)
 	} else if attempt != 0 {
 		if err = st.decideAttempt(ctx, attempt, err); errors.Is(err, ErrOutcomeUnknown) {
 			// Not at the destination yet: the provider may still make
