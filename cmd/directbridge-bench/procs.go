@@ -121,45 +121,34 @@ type proc struct {
 	log  string
 }
 
-// startProgram runs another program (PostgreSQL's, HAProxy) as start runs
-// the bridge, with env added to the caller's environment.
+// startProgram runs another program (PostgreSQL's, HAProxy) with env
+// added to the caller's environment, its output in the work directory.
 func (b *bench) startProgram(name string, env []string, bin string, args ...string) (*proc, error) {
+	return b.launch(name, append(os.Environ(), env...), bin, args...)
+}
+
+// start runs the bridge binary with args and exactly the DIRECTBRIDGE_*
+// variables given (the caller's own DIRECTBRIDGE_* variables are
+// dropped).
+func (b *bench) start(name string, env []string, args ...string) (*proc, error) {
+	var all []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "DIRECTBRIDGE_") {
+			all = append(all, kv)
+		}
+	}
+	return b.launch(name, append(all, env...), b.bin, args...)
+}
+
+// launch runs bin with exactly env, its output in the work directory.
+func (b *bench) launch(name string, env []string, bin string, args ...string) (*proc, error) {
 	logPath := filepath.Join(b.work, name+".log")
 	f, err := os.Create(logPath)
 	if err != nil {
 		return nil, err
 	}
 	cmd := exec.Command(bin, args...)
-	cmd.Env = append(os.Environ(), env...)
-	cmd.Stdout, cmd.Stderr = f, f
-	if err := cmd.Start(); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("start %s: %w", name, err)
-	}
-	p := &proc{name: name, cmd: cmd, done: make(chan struct{}), log: logPath}
-	go func() {
-		p.err = cmd.Wait()
-		f.Close()
-		close(p.done)
-	}()
-	return p, nil
-}
-
-// start runs bin with args and exactly the DIRECTBRIDGE_* variables given
-// (the caller's own DIRECTBRIDGE_* variables are dropped).
-func (b *bench) start(name string, env []string, args ...string) (*proc, error) {
-	logPath := filepath.Join(b.work, name+".log")
-	f, err := os.Create(logPath)
-	if err != nil {
-		return nil, err
-	}
-	cmd := exec.Command(b.bin, args...)
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "DIRECTBRIDGE_") {
-			cmd.Env = append(cmd.Env, kv)
-		}
-	}
-	cmd.Env = append(cmd.Env, env...)
+	cmd.Env = env
 	cmd.Stdout, cmd.Stderr = f, f
 	if err := cmd.Start(); err != nil {
 		f.Close()
