@@ -856,79 +856,79 @@ func replicasImaptest(ctx context.Context, b *bench, pg *pgServer, out *outcome)
 		y, _ := strconv.Atoi(eb[0])
 		return f, x + y
 	}
-	// Two replicas through the balancer vs one (the second stopped, the
-	// balancer sending every client to the first), interleaved.
-	var two, one []float64
-	errs := 0
-	for r := range rounds {
-		for _, both := range []bool{true, false} {
-			url, err := pg.database(ctx)
-			if err != nil {
-				return err
-			}
-			rs, err := b.startReplicaSet(ctx, fmt.Sprintf("replicas-stress-%d-%v", r, both), url, accts, nil)
-			if err != nil {
-				return err
-			}
-			if !both {
-				rs.reps[1].stop()
-				time.Sleep(3 * time.Second)
-			}
-			lb := &bridgeProc{imapAddr: rs.lbIMAP()}
-			sum, err := b.runImaptestScript(ctx, script, fmt.Sprintf("replicas-stress-%d-%v", r, both), lb, accts, "--no-compliance", "--rounds", "1")
-			for i, rep := range rs.reps {
-				if m, serr := rep.scrape(ctx); serr == nil {
-					b.logf("replicas stress (both %v), replica %d: REST %s; IMAP %s", both, i+1,
-						opsText(metricsSnapshot{}, m), cmdsText(metricsSnapshot{}, m))
+	// interleave runs stress once per round for each of the two setups
+	// (true first), and returns stress A's FETCH/s of each and the
+	// `Error:` lines of all.
+	interleave := func(run func(r int, first bool) (string, error)) (firsts, seconds []float64, errs int, err error) {
+		for r := range rounds {
+			for _, first := range []bool{true, false} {
+				sum, err := run(r, first)
+				if err != nil {
+					return nil, nil, 0, err
+				}
+				f, e := fetchA(sum)
+				errs += max(e, 0)
+				if first {
+					firsts = append(firsts, f)
+				} else {
+					seconds = append(seconds, f)
 				}
 			}
-			rs.stop()
-			if err != nil {
-				return err
-			}
-			f, e := fetchA(sum)
-			errs += max(e, 0)
-			if both {
-				two = append(two, f)
-			} else {
-				one = append(one, f)
+		}
+		return firsts, seconds, errs, nil
+	}
+	// Two replicas through the balancer vs one (the second stopped, the
+	// balancer sending every client to the first).
+	two, one, errs, err := interleave(func(r int, both bool) (string, error) {
+		url, err := pg.database(ctx)
+		if err != nil {
+			return "", err
+		}
+		rs, err := b.startReplicaSet(ctx, fmt.Sprintf("replicas-stress-%d-%v", r, both), url, accts, nil)
+		if err != nil {
+			return "", err
+		}
+		defer rs.stop()
+		if !both {
+			rs.reps[1].stop()
+			time.Sleep(3 * time.Second)
+		}
+		lb := &bridgeProc{imapAddr: rs.lbIMAP()}
+		sum, err := b.runImaptestScript(ctx, script, fmt.Sprintf("replicas-stress-%d-%v", r, both), lb, accts, "--no-compliance", "--rounds", "1")
+		for i, rep := range rs.reps {
+			if m, serr := rep.scrape(ctx); serr == nil {
+				b.logf("replicas stress (both %v), replica %d: REST %s; IMAP %s", both, i+1,
+					opsText(metricsSnapshot{}, m), cmdsText(metricsSnapshot{}, m))
 			}
 		}
+		return sum, err
+	})
+	if err != nil {
+		return err
 	}
 	ratio := sum(two) / math.Max(sum(one), 1)
 	out.rows[2].measured = fmt.Sprintf("%.2fx (two replicas %s FETCH/s, one %s), %d `Error:` lines", ratio, floats(two), floats(one), errs)
 	out.rows[2].met = yesNo(ratio >= 0.9 && errs == 0)
 
 	// One replica on PostgreSQL vs one on SQLite, embedded sandbox, interleaved.
-	var onPG, onSQLite []float64
-	errs = 0
-	for r := range rounds {
-		for _, usePG := range []bool{false, true} {
-			var env []string
-			if usePG {
-				url, err := pg.database(ctx)
-				if err != nil {
-					return err
-				}
-				env = append(env, "DIRECTBRIDGE_STATE_URL="+url)
-			}
-			br, err := b.startBridge(ctx, fmt.Sprintf("store-%d-%v", r, usePG), bridgeSpec{embedded: accts, env: env})
+	onSQLite, onPG, errs, err := interleave(func(r int, sqlite bool) (string, error) {
+		var env []string
+		if !sqlite {
+			url, err := pg.database(ctx)
 			if err != nil {
-				return err
+				return "", err
 			}
-			sum, err := b.runImaptestScript(ctx, script, fmt.Sprintf("store-stress-%d-%v", r, usePG), br, accts, "--no-compliance", "--rounds", "1")
-			br.stop()
-			if err != nil {
-				return err
-			}
-			f, e := fetchA(sum)
-			errs += max(e, 0)
-			if usePG {
-				onPG = append(onPG, f)
-			} else {
-				onSQLite = append(onSQLite, f)
-			}
+			env = append(env, "DIRECTBRIDGE_STATE_URL="+url)
 		}
+		br, err := b.startBridge(ctx, fmt.Sprintf("store-%d-%v", r, !sqlite), bridgeSpec{embedded: accts, env: env})
+		if err != nil {
+			return "", err
+		}
+		defer br.stop()
+		return b.runImaptestScript(ctx, script, fmt.Sprintf("store-stress-%d-%v", r, !sqlite), br, accts, "--no-compliance", "--rounds", "1")
+	})
+	if err != nil {
+		return err
 	}
 	ratio = sum(onPG) / math.Max(sum(onSQLite), 1)
 	out.rows[7].measured = fmt.Sprintf("%.2fx (PostgreSQL %s FETCH/s, SQLite %s), %d `Error:` lines", ratio, floats(onPG), floats(onSQLite), errs)
