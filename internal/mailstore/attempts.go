@@ -139,41 +139,12 @@ func (st *Store) undecidedFrom(ctx context.Context, atts []state.Attempt) undeci
 // endAttempts forgets attempts whose outcome is decided; a failure is
 // logged (the next retry decides again).
 func (st *Store) endAttempts(ctx context.Context, atts []state.Attempt) {
-	for _, a := range atts {
-		if err := st.cfg.State.EndAttempt(ctx, a.ID); err != nil {
-			st.cfg.Logger.Warn("imap: attempts journal", "err", err)
-		}
+	ids := make([]int64, len(atts))
+	for i, a := range atts {
+		ids[i] = a.ID
 	}
-}
-
-// answerGrace is how long a change's journal entry outlives the engine's
-// answer: the front writes the answer to the client after the engine
-// returns, and a bridge killed before the client read it must leave the
-// entry, so that the client's retry is answered from what the provider
-// did, not done again.
-const answerGrace = 2 * time.Second
-
-// endAnswered forgets attempt id answerGrace after now, in the
-// background (at once when the store closes: nothing is written into
-// the state store after Close). A repeat of the change by the same
-// process meanwhile is a new change all the same (its own attempts
-// asking are left out of the undecided).
-func (st *Store) endAnswered(id int64) {
-	end := func() {
-		ctx, cancel := context.WithTimeout(context.Background(), st.cfg.CallTimeout)
-		defer cancel()
-		st.endAttempts(ctx, []state.Attempt{{ID: id}})
-	}
-	if !st.bg.Go(func(life context.Context) {
-		t := time.NewTimer(answerGrace)
-		defer t.Stop()
-		select {
-		case <-t.C:
-		case <-life.Done():
-		}
-		end()
-	}) {
-		end()
+	if err := st.cfg.State.EndAttempts(ctx, ids...); err != nil {
+		st.cfg.Logger.Warn("imap: attempts journal", "err", err)
 	}
 }
 

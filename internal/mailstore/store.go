@@ -53,7 +53,8 @@ type Store struct {
 	// message of the same Message-ID and size (pendingFlagsFor).
 	claimed   map[string]map[imap.UID]time.Time
 	startedAt time.Time
-	owner     string // this process in the journal of attempts (attempts.go)
+	owner     string        // this process in the journal of attempts (attempts.go)
+	answered  answeredQueue // journal entries of answered changes, ended in batches (answered.go)
 
 	folders folderCache // per-user folder lists, shared by a user's connections (tree.go)
 	shape   folderShape // how the provider's GetFolders lists (tree.go)

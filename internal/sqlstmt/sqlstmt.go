@@ -191,11 +191,20 @@ func (c *Cache) QueryRow(ctx context.Context, q string, args ...any) *sql.Row {
 }
 
 // Tx is a transaction whose Exec, Query and QueryRow (and their Context
-// forms) use the cache's statements. Every other method is sql.Tx's.
+// forms) use the cache's statements.
 type Tx struct {
-	*sql.Tx
+	tx  *sql.Tx                 // begun by Begin
+	on  querier                 // what statements run on: tx, or the connection of BeginOn
+	end func(commit bool) error // BeginOn's: ends the transaction
 	c   *Cache
 	ctx context.Context
+}
+
+// querier runs statements: a *sql.Tx, or a *sql.Conn.
+type querier interface {
+	ExecContext(ctx context.Context, q string, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, q string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row
 }
 
 // Begin starts a transaction.
@@ -204,42 +213,68 @@ func (c *Cache) Begin(ctx context.Context, opts *sql.TxOptions) (*Tx, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Tx{Tx: tx, c: c, ctx: ctx}, nil
+	return &Tx{tx: tx, on: tx, c: c, ctx: ctx}, nil
+}
+
+// BeginOn is a transaction the caller began on conn by hand (with more
+// in the same round trip than database/sql's BEGIN can carry; package
+// state's PostgreSQL write lock); end commits it or rolls it back, and
+// releases conn. Statements run unprepared by the cache: only
+// PostgreSQL's caches use it, which keep none (NewPostgres).
+func (c *Cache) BeginOn(ctx context.Context, conn *sql.Conn, end func(commit bool) error) *Tx {
+	return &Tx{on: conn, end: end, c: c, ctx: ctx}
 }
 
 // Commit commits, then prepares the statements first seen in it.
 func (t *Tx) Commit() error {
-	err := t.Tx.Commit()
+	if t.end != nil {
+		return t.end(true)
+	}
+	err := t.tx.Commit()
 	t.c.prepareWanted(t.ctx)
 	return err
 }
 
 // Rollback rolls back, then prepares the statements first seen in it.
 func (t *Tx) Rollback() error {
-	err := t.Tx.Rollback()
+	if t.end != nil {
+		return t.end(false)
+	}
+	err := t.tx.Rollback()
 	t.c.prepareWanted(t.ctx)
 	return err
 }
 
 func (t *Tx) ExecContext(ctx context.Context, q string, args ...any) (sql.Result, error) {
-	if st := t.c.lookup(q); st != nil {
-		return t.Tx.StmtContext(ctx, st).ExecContext(ctx, args...)
+	if st := t.stmt(ctx, q); st != nil {
+		return st.ExecContext(ctx, args...)
 	}
-	return t.Tx.ExecContext(ctx, t.c.text(q), t.c.params(args)...)
+	return t.on.ExecContext(ctx, t.c.text(q), t.c.params(args)...)
 }
 
 func (t *Tx) QueryContext(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
-	if st := t.c.lookup(q); st != nil {
-		return t.Tx.StmtContext(ctx, st).QueryContext(ctx, args...)
+	if st := t.stmt(ctx, q); st != nil {
+		return st.QueryContext(ctx, args...)
 	}
-	return t.Tx.QueryContext(ctx, t.c.text(q), t.c.params(args)...)
+	return t.on.QueryContext(ctx, t.c.text(q), t.c.params(args)...)
 }
 
 func (t *Tx) QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row {
-	if st := t.c.lookup(q); st != nil {
-		return t.Tx.StmtContext(ctx, st).QueryRowContext(ctx, args...)
+	if st := t.stmt(ctx, q); st != nil {
+		return st.QueryRowContext(ctx, args...)
 	}
-	return t.Tx.QueryRowContext(ctx, t.c.text(q), t.c.params(args)...)
+	return t.on.QueryRowContext(ctx, t.c.text(q), t.c.params(args)...)
+}
+
+// stmt is q's prepared statement in the transaction, or nil.
+func (t *Tx) stmt(ctx context.Context, q string) *sql.Stmt {
+	if t.tx == nil {
+		return nil
+	}
+	if st := t.c.lookup(q); st != nil {
+		return t.tx.StmtContext(ctx, st)
+	}
+	return nil
 }
 
 func (t *Tx) Exec(q string, args ...any) (sql.Result, error) { return t.ExecContext(t.ctx, q, args...) }

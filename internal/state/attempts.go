@@ -58,8 +58,9 @@ type Attempts interface {
 	BeginAttempt(ctx context.Context, username, key, owner string, mark int64) (int64, error)
 	// UnknownAttempt records that the attempt's answer was lost.
 	UnknownAttempt(ctx context.Context, id int64) error
-	// EndAttempt forgets an attempt whose outcome is known.
-	EndAttempt(ctx context.Context, id int64) error
+	// EndAttempts forgets attempts whose outcome is known, in one
+	// statement (the bridge ends answered APPENDs in batches).
+	EndAttempts(ctx context.Context, ids ...int64) error
 	// UndecidedAttempts returns the attempts of key whose outcome is not
 	// known: unknown ones, and those in state asking of another owner.
 	// Attempts of owner still asking are under way in the caller's own
@@ -96,9 +97,33 @@ func (s *Store) UnknownAttempt(ctx context.Context, id int64) error {
 	return nil
 }
 
-func (s *Store) EndAttempt(ctx context.Context, id int64) error {
-	if _, err := s.stmts.Exec(ctx, `DELETE FROM attempts WHERE id = ?`, id); err != nil {
-		return fmt.Errorf("state: attempts: %w", err)
+// roundUpPow2 is the least power of two at or above n (n >= 1).
+func roundUpPow2(n int) int {
+	p := 1
+	for p < n {
+		p <<= 1
+	}
+	return p
+}
+
+// maxEndBatch bounds the ids one DELETE names (SQLite's default bound on
+// a statement's parameters is 32766, PostgreSQL's 65535).
+const maxEndBatch = 1024
+
+func (s *Store) EndAttempts(ctx context.Context, ids ...int64) error {
+	for len(ids) > 0 {
+		n := min(len(ids), maxEndBatch)
+		// The list is padded to a power of two with its last id, so
+		// that the statements prepared (PostgreSQL caches one per text)
+		// are a handful, not one per batch size.
+		args := make([]any, roundUpPow2(n))
+		for i := range args {
+			args[i] = ids[min(i, n-1)]
+		}
+		if _, err := s.stmts.Exec(ctx, `DELETE FROM attempts WHERE id IN (`+placeholders(len(args))+`)`, args...); err != nil {
+			return fmt.Errorf("state: attempts: %w", err)
+		}
+		ids = ids[n:]
 	}
 	return nil
 }

@@ -43,7 +43,7 @@ func testAttempts(t *testing.T, open func() (state.StateStore, error)) {
 	if got, _ := st.UndecidedAttempts(ctx, "alice@direct.example", "append:k1", "replica-b"); len(got) != 2 {
 		t.Fatalf("undecided for another owner: %+v; want both (the owner's process stopped)", got)
 	}
-	if err := st.EndAttempt(ctx, a); err != nil {
+	if err := st.EndAttempts(ctx, a); err != nil {
 		t.Fatal(err)
 	}
 	if got, _ := st.UndecidedAttempts(ctx, "alice@direct.example", "append:k1", "replica-b"); len(got) != 1 || got[0].ID != b {

@@ -79,15 +79,15 @@ func (s *Store) txOnce(ctx context.Context, fn func(*sqlstmt.Tx) error) error {
 		}
 		defer s.txMu.Unlock()
 	}
-	tx, err := s.stmts.Begin(ctx, nil)
+	var tx *sqlstmt.Tx
+	var err error
+	if s.pg {
+		tx, err = s.beginLocked(ctx)
+	} else {
+		tx, err = s.stmts.Begin(ctx, nil)
+	}
 	if err != nil {
 		return fmt.Errorf("state: state store: %w", err)
-	}
-	if s.pg {
-		if _, err := tx.Exec(`SELECT pg_advisory_xact_lock(?)`, writeLock); err != nil {
-			tx.Rollback()
-			return fmt.Errorf("state: state store: taking the write lock: %w", err)
-		}
 	}
 	if err := fn(tx); err != nil {
 		tx.Rollback()
