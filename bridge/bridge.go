@@ -21,6 +21,7 @@ import (
 	"github.com/directbridge/directbridge/internal/login"
 	"github.com/directbridge/directbridge/internal/mailstore"
 	"github.com/directbridge/directbridge/internal/observe"
+	"github.com/directbridge/directbridge/internal/peerfetch"
 	"github.com/directbridge/directbridge/internal/state"
 	"github.com/directbridge/directbridge/restclient"
 	"github.com/directbridge/directbridge/sandbox"
@@ -45,7 +46,8 @@ type Bridge struct {
 	client    *restclient.Client
 	budget    *upstream.Budget // the provider's request budget, shared by all
 	store     *state.Store
-	cluster   *cluster.Cluster // the replicas sharing a PostgreSQL state store; nil on SQLite
+	cluster   *cluster.Cluster  // the replicas sharing a PostgreSQL state store; nil on SQLite
+	peerSrv   *peerfetch.Server // serves the messages this replica holds to the others (peers.go); nil when off
 	certs     *certSource
 	smtp      *smtpbackend.Server
 	tracker   *delivery.Tracker // nil when bounces are off
@@ -163,11 +165,15 @@ func (b *Bridge) open() error {
 		return err
 	}
 	b.budget = upstream.NewBudget(rate)
+	peerLn, peerAdvertise, err := b.listenPeers()
+	if err != nil {
+		return err
+	}
 	if b.cfg.StateURL != "" {
 		// Replicas on one PostgreSQL: each spends its share of the
 		// budget, and they tell each other their changes (issue 21).
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		b.cluster, err = cluster.Open(ctx, b.cfg.StateURL, b.log.With("component", "cluster"))
+		b.cluster, err = cluster.Open(ctx, b.cfg.StateURL, cluster.Options{Addr: peerAdvertise, Log: b.log.With("component", "cluster")})
 		cancel()
 		if err != nil {
 			return err
@@ -196,8 +202,16 @@ func (b *Bridge) open() error {
 	// checked at a bounded rate, whatever the number of addresses.
 	verifier.SetGate(guard)
 	var peers mailstore.Peers
+	var holders mailstore.Holders
 	if b.cluster != nil {
 		peers = b.cluster
+		// Messages another replica holds are asked of it first, when
+		// this one takes part in the exchange (DIRECTBRIDGE_PEER_ADDR).
+		if peerLn != nil {
+			if holders, err = peerfetch.NewClient(journalKey, b.cluster.Addr); err != nil {
+				return err
+			}
+		}
 		// The slowdown holds for the whole cluster: each replica's
 		// failures count on every other.
 		guard.ShareFailures(func(p []byte) { b.cluster.Publish(login.Topic, p) })
@@ -221,8 +235,15 @@ func (b *Bridge) open() error {
 		JournalKey:  journalKey,
 		AttemptHold: b.cfg.IMAPAttemptHold,
 		Peers:       peers,
+		Holders:     holders,
 		Logger:      b.log.With("component", "imap"),
 	})
+	if peerLn != nil {
+		if err := b.servePeers(peerLn, journalKey); err != nil {
+			peerLn.Close()
+			return err
+		}
+	}
 	if b.cluster != nil {
 		b.cluster.Handle(mailstore.Topic, b.engine.Receive, b.engine.Missed)
 	}
@@ -406,6 +427,7 @@ const engineCloseTimeout = 10 * time.Second
 
 func (b *Bridge) close() {
 	b.closeAdmin()
+	b.closePeers()
 	b.closeEngine() // a second time is harmless: nothing waits any more
 	if b.tracker != nil {
 		b.tracker.Close()

@@ -16,8 +16,10 @@ import (
 	"github.com/emersion/go-imap/v2/imapclient"
 
 	"github.com/directbridge/directbridge/bridge"
+	"github.com/directbridge/directbridge/internal/cluster"
 	"github.com/directbridge/directbridge/internal/pgtest"
 	"github.com/directbridge/directbridge/sandbox"
+	"github.com/directbridge/directbridge/upstream/directapi"
 )
 
 // replica is one bridge of a two-replica test, with the provider calls
@@ -26,6 +28,7 @@ type replica struct {
 	b     *bridge.Bridge
 	stop  func() error
 	calls atomic.Int64
+	raws  atomic.Int64 // GetRawMessagesByUIDs among calls
 }
 
 // twoReplicas starts one sandbox and two bridges on one PostgreSQL
@@ -43,6 +46,9 @@ func twoReplicas(t *testing.T, poll time.Duration, mod ...func(*bridge.Config)) 
 		r := &replica{}
 		door := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 			r.calls.Add(1)
+			if strings.Contains(req.URL.Path, "GetRawMessagesByUIDs") {
+				r.raws.Add(1)
+			}
 			sb.ServeHTTP(w, req)
 		}))
 		t.Cleanup(door.Close)
@@ -360,5 +366,71 @@ func TestReplicasShareLoginFailures(t *testing.T) {
 			t.Fatalf("replica B after 3 failures through A (refuse after 3): %v, want NO [UNAVAILABLE]", err)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestReplicasShareBodies: a message a client appends through replica A
+// is fetched by a client of replica B from A's memory (internal/peerfetch),
+// byte for byte, with no download from the provider; with the exchange
+// off, B downloads it.
+func TestReplicasShareBodies(t *testing.T) {
+	key := strings.Repeat("ab", 32)
+	for _, on := range []bool{true, false} {
+		t.Run(map[bool]string{true: "exchange", false: "off"}[on], func(t *testing.T) {
+			_, rs := twoReplicas(t, time.Hour, func(c *bridge.Config) {
+				c.JournalKey = directapi.Secret(key)
+				if on {
+					c.PeerAddr = "127.0.0.1:0"
+				}
+			})
+			ca := dialReplica(t, rs[0], nil)
+			s := newSeen()
+			cb := dialReplica(t, rs[1], s.handler())
+			if _, err := ca.Select("INBOX", nil).Wait(); err != nil {
+				t.Fatal(err)
+			}
+			db, err := cb.Select("INBOX", nil).Wait()
+			if err != nil {
+				t.Fatal(err)
+			}
+			// B learns A's address from A's heartbeat.
+			time.Sleep(cluster.HeartbeatInterval + 500*time.Millisecond)
+			idle, err := cb.Idle()
+			if err != nil {
+				t.Fatal(err)
+			}
+			raw := "From: bob@direct.example\r\nTo: alice@direct.example\r\nSubject: held\r\nMessage-ID: <held-1@direct.example>\r\n\r\n" +
+				strings.Repeat("a line of the referral letter\r\n", 200)
+			app := ca.Append("INBOX", int64(len(raw)), nil)
+			app.Write([]byte(raw))
+			app.Close()
+			ad, err := app.Wait()
+			if err != nil {
+				t.Fatal(err)
+			}
+			s.wait(t, 3*time.Second, "EXISTS for the APPEND through A", func(s *seen) bool { return s.exists == db.NumMessages+1 })
+			if err := idle.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if err := idle.Wait(); err != nil {
+				t.Fatal(err)
+			}
+			before := rs[1].raws.Load()
+			body := &imap.FetchItemBodySection{Peek: true}
+			msgs, err := cb.Fetch(imap.UIDSetNum(ad.UID), &imap.FetchOptions{BodySection: []*imap.FetchItemBodySection{body}, RFC822Size: true}).Collect()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(msgs) != 1 || string(msgs[0].FindBodySection(body)) != raw || msgs[0].RFC822Size != int64(len(raw)) {
+				t.Fatalf("B fetched %d messages; want the bytes A appended", len(msgs))
+			}
+			downloads := rs[1].raws.Load() - before
+			if on && downloads != 0 {
+				t.Errorf("B downloaded from the provider %d times a message A holds, want 0", downloads)
+			}
+			if !on && downloads != 1 {
+				t.Errorf("with the exchange off B downloaded %d times, want 1", downloads)
+			}
+		})
 	}
 }

@@ -73,8 +73,11 @@ type Cluster struct {
 	cfg  *pgx.ConnConfig
 	log  *slog.Logger
 
+	addr string // where this replica serves what it holds (Options.Addr)
+
 	mu       sync.Mutex
-	live     map[string]bool // replicas alive at the last heartbeat
+	live     map[string]bool   // replicas alive at the last heartbeat
+	addrs    map[string]string // where each serves what it holds, if it does
 	handlers map[string]func([]byte)
 	missed   []func()
 	onShare  []func(int)
@@ -112,11 +115,22 @@ func Solo() *Cluster {
 	return &Cluster{id: id, solo: true, live: map[string]bool{id: true}, handlers: map[string]func([]byte){}}
 }
 
+// Options are a replica's settings in the cluster.
+type Options struct {
+	// Addr is where this replica serves the messages it holds in memory
+	// to the others (internal/peerfetch), written with its heartbeat;
+	// empty: it serves none.
+	Addr string
+	// Log receives the cluster's warnings; nil: none.
+	Log *slog.Logger
+}
+
 // Open joins the cluster of the replicas sharing the PostgreSQL database
-// at url (the state store's; its migration 11 made the replicas table):
-// a first heartbeat, then the heartbeat, the listener and the sender run
-// until Close.
-func Open(ctx context.Context, url string, log *slog.Logger) (*Cluster, error) {
+// at url (the state store's; its migrations 11 and 12 made the replicas
+// table): a first heartbeat, then the heartbeat, the listener and the
+// sender run until Close.
+func Open(ctx context.Context, url string, opts Options) (*Cluster, error) {
+	log := opts.Log
 	cfg, err := pgx.ParseConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("cluster: %w", err)
@@ -133,7 +147,7 @@ func Open(ctx context.Context, url string, log *slog.Logger) (*Cluster, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	c := &Cluster{id: newID(), cfg: cfg, log: log, live: map[string]bool{}, handlers: map[string]func([]byte){},
+	c := &Cluster{id: newID(), addr: opts.Addr, cfg: cfg, log: log, live: map[string]bool{}, addrs: map[string]string{}, handlers: map[string]func([]byte){},
 		wake: make(chan struct{}, 1), held: map[int64]bool{}, stop: make(chan struct{}), listening: make(chan struct{})}
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
@@ -179,6 +193,16 @@ func Open(ctx context.Context, url string, log *slog.Logger) (*Cluster, error) {
 // ID names this replica: the owner of its entries in the journal of
 // attempts.
 func (c *Cluster) ID() string { return c.id }
+
+// Addr returns where replica id serves the messages it holds in memory,
+// as its last heartbeat said; false when it serves none or is not known
+// alive.
+func (c *Cluster) Addr(id string) (string, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	a, ok := c.addrs[id]
+	return a, ok
+}
 
 // Live reports whether the replica id is alive now: whether it holds its
 // life lock, which PostgreSQL lets go of as soon as the replica's
@@ -402,8 +426,8 @@ func (c *Cluster) heartbeat(ctx context.Context, conn *pgx.Conn) error {
 		}
 		c.lifeConn = conn
 	}
-	if _, err := conn.Exec(ctx, `INSERT INTO replicas (id, started_at, seen_at) VALUES ($1, `+nowMillis+`, `+nowMillis+`)
-ON CONFLICT (id) DO UPDATE SET seen_at = EXCLUDED.seen_at`, c.id); err != nil {
+	if _, err := conn.Exec(ctx, `INSERT INTO replicas (id, started_at, seen_at, addr) VALUES ($1, `+nowMillis+`, `+nowMillis+`, $2)
+ON CONFLICT (id) DO UPDATE SET seen_at = EXCLUDED.seen_at, addr = EXCLUDED.addr`, c.id, c.addr); err != nil {
 		return fmt.Errorf("cluster: heartbeat: %w", err)
 	}
 	// Replicas gone for an hour are forgotten (one that stopped cleanly
@@ -411,21 +435,27 @@ ON CONFLICT (id) DO UPDATE SET seen_at = EXCLUDED.seen_at`, c.id); err != nil {
 	if _, err := conn.Exec(ctx, `DELETE FROM replicas WHERE seen_at < `+nowMillis+` - 3600000`); err != nil {
 		return fmt.Errorf("cluster: heartbeat: %w", err)
 	}
-	rows, err := conn.Query(ctx, `SELECT id FROM replicas WHERE seen_at > `+nowMillis+` - $1`, LiveFor.Milliseconds())
+	rows, err := conn.Query(ctx, `SELECT id, addr FROM replicas WHERE seen_at > `+nowMillis+` - $1`, LiveFor.Milliseconds())
 	if err != nil {
 		return fmt.Errorf("cluster: heartbeat: %w", err)
 	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	type member struct{ ID, Addr string }
+	members, err := pgx.CollectRows(rows, pgx.RowToStructByPos[member])
 	if err != nil {
 		return fmt.Errorf("cluster: heartbeat: %w", err)
 	}
 	live := map[string]bool{c.id: true}
-	for _, id := range ids {
-		live[id] = true
+	addrs := map[string]string{}
+	for _, m := range members {
+		live[m.ID] = true
+		if m.Addr != "" && m.ID != c.id {
+			addrs[m.ID] = m.Addr
+		}
 	}
 	c.mu.Lock()
 	changed := len(live) != len(c.live)
 	c.live = live
+	c.addrs = addrs
 	fs := c.onShare
 	c.mu.Unlock()
 	if changed {

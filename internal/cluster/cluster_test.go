@@ -2,6 +2,7 @@ package cluster_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"strconv"
 	"sync"
@@ -27,7 +28,7 @@ func join(t *testing.T, n int) []*cluster.Cluster {
 	s.Close()
 	var cs []*cluster.Cluster
 	for range n {
-		c, err := cluster.Open(context.Background(), url, nil)
+		c, err := cluster.Open(context.Background(), url, cluster.Options{Addr: fmt.Sprintf("127.0.0.1:%d", 7000+len(cs))})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -65,6 +66,13 @@ func TestMembership(t *testing.T) {
 	}
 	if a.Live(ctx, "someone-else") {
 		t.Fatal("an unknown replica is alive")
+	}
+	eventually(t, 2*cluster.HeartbeatInterval+time.Second, "the second's address known to the first", func() bool {
+		addr, ok := a.Addr(b.ID())
+		return ok && addr == "127.0.0.1:7001"
+	})
+	if _, ok := a.Addr(a.ID()); ok {
+		t.Fatal("a replica lists its own address among the others'")
 	}
 	b.Close()
 	// Dead at once, not a heartbeat later: its life lock went with its

@@ -2,6 +2,7 @@ package mailstore
 
 import (
 	"context"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync"
@@ -10,6 +11,7 @@ import (
 	"github.com/emersion/go-imap/v2"
 
 	"github.com/directbridge/directbridge/upstream"
+	"github.com/directbridge/directbridge/upstream/directapi"
 )
 
 // Defaults of the raw-message loader.
@@ -51,6 +53,14 @@ type Bodies struct {
 
 	mu      sync.Mutex
 	readers map[readerKey]*reader
+
+	// Other replicas' memory (held.go): which of them hold which
+	// messages, how to ask them, where the metadata they give goes.
+	holders    Holders
+	hints      heldHints
+	onMeta     func(FolderRef, []directapi.MessageDetail)
+	log        *slog.Logger
+	holderWarn everyMinute
 }
 
 // reader is what Bodies remembers of the last fetch in a folder, to see a
@@ -110,6 +120,19 @@ func (b *Bodies) Get(ctx context.Context, auth upstream.Auth, ref FolderRef, uid
 			out[u] = raw
 		} else {
 			need = append(need, u)
+		}
+	}
+	if len(need) > 0 {
+		if got := b.fromHolders(ctx, ref, need); len(got) > 0 {
+			rest := need[:0:0]
+			for _, u := range need {
+				if raw, ok := got[u]; ok {
+					out[u] = raw
+				} else {
+					rest = append(rest, u)
+				}
+			}
+			need = rest
 		}
 	}
 	extra := b.readAhead(ref, uids, need, order)

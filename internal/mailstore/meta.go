@@ -24,6 +24,7 @@ import (
 // original, or old messages the unread list at SELECT did not bring, by
 // GetMessagesByUIDs.
 func (m *Folder) LoadMeta(ctx context.Context, msgs []*Message) ([]*Message, error) {
+	m.metaFromHolders(ctx, msgs)
 	c := m.store.cfg.Provider
 	m.mu.Lock()
 	if msgs == nil {
@@ -104,6 +105,36 @@ func (m *Folder) LoadMeta(ctx context.Context, msgs []*Message) ([]*Message, err
 		m.fillMeta(details)
 	}
 	return m.missedMeta(msgs), nil
+}
+
+// metaFromHolders takes the metadata of msgs (every message when nil)
+// that lack it from the replicas that said they hold them (held.go),
+// with their bytes: a client fetching what another replica's client
+// just appended costs no provider call.
+func (m *Folder) metaFromHolders(ctx context.Context, msgs []*Message) {
+	if m.store.bodies.holders == nil {
+		return
+	}
+	m.mu.Lock()
+	var uids []imap.UID
+	if msgs == nil {
+		for _, msg := range m.byUID {
+			if !msg.expunged && !MetaKnown(msg.meta) {
+				uids = append(uids, msg.UID)
+			}
+		}
+	} else {
+		for _, msg := range msgs {
+			if !msg.expunged && !MetaKnown(msg.meta) {
+				uids = append(uids, msg.UID)
+			}
+		}
+	}
+	ref := m.ref()
+	m.mu.Unlock()
+	if len(uids) > 0 {
+		m.store.bodies.fromHolders(ctx, ref, uids)
+	}
 }
 
 // Limits of loading metadata by received date rather than listing the

@@ -66,11 +66,16 @@ type change struct {
 	F string `json:"f,omitempty"`
 	V uint32 `json:"v,omitempty"`
 	// Add are new messages, [uid, 1 if \Seen, INTERNALDATE in Unix
-	// seconds or 0]; their kept flags are in the state store. The date is
-	// the one the sender shows, which a receiver that has not loaded the
-	// message's metadata yet shows too: clients see one INTERNALDATE
-	// whichever replica they ask.
-	Add [][3]int64 `json:"a,omitempty"`
+	// seconds or 0, 1 if the sender holds its bytes]; their kept flags
+	// are in the state store. The date is the one the sender shows, which
+	// a receiver that has not loaded the message's metadata yet shows
+	// too: clients see one INTERNALDATE whichever replica they ask. A
+	// message the sender holds is asked of it, not of the provider
+	// (held.go). (A replica before the fourth field sent three: read as
+	// not held.)
+	Add [][4]int64 `json:"a,omitempty"`
+	// O is the sender, when it holds messages of Add.
+	O string `json:"o,omitempty"`
 	// Gone are expunged messages.
 	Gone []uint32 `json:"x,omitempty"`
 	// Seen are \Seen changes, [uid, 1 if \Seen].
@@ -126,7 +131,14 @@ func (m *Folder) publishLocked(add []seqview.NewMessage, gone []imap.UID, flags 
 			} else if sv, ok := m.savedAt[a.UID]; ok && sv.meta != nil && !sv.meta.ReceivedDate.IsZero() {
 				at = sv.meta.ReceivedDate.Unix()
 			}
-			c.Add = append(c.Add, [3]int64{int64(a.UID), int64(b2u(HasSeen(a.Flags))), at})
+			held := false
+			if st.cfg.Holders != nil { // this replica serves what it holds
+				_, held = st.bodies.cache.peek(rawKey{m.user, m.name, m.validity, a.UID})
+			}
+			if held {
+				c.O = st.cfg.Peers.ID()
+			}
+			c.Add = append(c.Add, [4]int64{int64(a.UID), int64(b2u(HasSeen(a.Flags))), at, int64(b2u(held))})
 		}
 		st.publish(c)
 		add = add[n:]
@@ -325,12 +337,20 @@ func (m *Folder) receive(ctx context.Context, c change) {
 				if msg.meta == nil && a[2] > 0 {
 					msg.received = time.Unix(a[2], 0).UTC()
 				}
+				if a[3] == 1 && c.O != "" && !msg.expunged {
+					if _, cached := m.store.bodies.cache.peek(rawKey{m.user, m.name, m.validity, uid}); !cached {
+						m.store.bodies.hints.note(rawKey{m.user, m.name, m.validity, uid}, c.O)
+					}
+				}
 				continue
 			}
 			if _, gone := m.removed[uid]; gone {
 				continue
 			}
 			uids = append(uids, uid)
+			if a[3] == 1 && c.O != "" {
+				m.store.bodies.hints.note(rawKey{m.user, m.name, m.validity, uid}, c.O)
+			}
 			if a[2] > 0 {
 				received[uid] = time.Unix(a[2], 0).UTC()
 			}

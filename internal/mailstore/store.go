@@ -98,8 +98,11 @@ type Config struct {
 	JournalKey []byte
 	// Peers are the other replicas sharing the state store (peers.go);
 	// nil runs alone.
-	Peers  Peers
-	Logger *slog.Logger
+	Peers Peers
+	// Holders asks the other replicas for the messages they hold in
+	// memory (held.go); nil downloads everything from the provider.
+	Holders Holders
+	Logger  *slog.Logger
 }
 
 // Defaults of Config.
@@ -137,6 +140,7 @@ func New(cfg Config) *Store {
 	st := &Store{cfg: cfg, mirrors: map[string]*Folder{}, memos: map[string]*readMemo{},
 		bodies: NewBodies(cfg.Provider, cfg.CacheBytes), bg: newBackground(), startedAt: time.Now(), owner: newOwner()}
 	st.bodies.bg = st.bg
+	st.bodies.holders, st.bodies.onMeta, st.bodies.log = cfg.Holders, st.peerMeta, cfg.Logger
 	if cfg.Peers != nil {
 		st.owner = cfg.Peers.ID()
 	}

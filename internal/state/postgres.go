@@ -367,5 +367,7 @@ CREATE TABLE replicas (
 	started_at BIGINT NOT NULL,
 	seen_at    BIGINT NOT NULL
 );
+`}, {version: 12, name: migrations[11].name, sql: `
+ALTER TABLE replicas ADD COLUMN addr TEXT NOT NULL DEFAULT '';
 `},
 }

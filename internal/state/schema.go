@@ -166,5 +166,13 @@ CREATE TABLE replicas (
 	seen_at    INTEGER NOT NULL
 );
 `,
+	}, {
+		version: 12,
+		name:    "where replicas reach each other",
+		// The address a replica serves the messages it holds in memory
+		// on (internal/peerfetch), '' when it serves none.
+		sql: `
+ALTER TABLE replicas ADD COLUMN addr TEXT NOT NULL DEFAULT '';
+`,
 	},
 }

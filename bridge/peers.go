@@ -1,0 +1,89 @@
+package bridge
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"time"
+
+	"github.com/directbridge/directbridge/internal/peerfetch"
+)
+
+// Replicas give each other the messages they hold in memory
+// (internal/peerfetch) when DIRECTBRIDGE_PEER_ADDR is set: the listener
+// opens before the replica joins the cluster, whose heartbeats carry the
+// address the others reach it at, and serves once the engine exists.
+
+// listenPeers opens DIRECTBRIDGE_PEER_ADDR and returns the address to
+// advertise; "" and a nil listener when it is not set.
+func (b *Bridge) listenPeers() (net.Listener, string, error) {
+	if b.cfg.PeerAddr == "" {
+		return nil, "", nil
+	}
+	ln, err := net.Listen("tcp", b.cfg.PeerAddr)
+	if err != nil {
+		return nil, "", fmt.Errorf("DIRECTBRIDGE_PEER_ADDR: %w", err)
+	}
+	if b.cfg.PeerAdvertise != "" {
+		return ln, b.cfg.PeerAdvertise, nil
+	}
+	host, _, _ := net.SplitHostPort(b.cfg.PeerAddr)
+	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	if ip := net.ParseIP(host); host != "" && (ip == nil || !ip.IsUnspecified()) {
+		return ln, net.JoinHostPort(host, port), nil
+	}
+	ip, err := firstAddress()
+	if err != nil {
+		ln.Close()
+		return nil, "", fmt.Errorf("DIRECTBRIDGE_PEER_ADDR names no host and %w: set DIRECTBRIDGE_PEER_ADVERTISE", err)
+	}
+	return ln, net.JoinHostPort(ip.String(), port), nil
+}
+
+// firstAddress is this machine's first unicast address that is not a
+// loopback one (a pod's or a container's own), IPv4 first.
+func firstAddress() (net.IP, error) {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return nil, err
+	}
+	var v6 net.IP
+	for _, a := range addrs {
+		n, ok := a.(*net.IPNet)
+		if !ok || n.IP.IsLoopback() || !n.IP.IsGlobalUnicast() {
+			continue
+		}
+		if n.IP.To4() != nil {
+			return n.IP, nil
+		}
+		if v6 == nil {
+			v6 = n.IP
+		}
+	}
+	if v6 != nil {
+		return v6, nil
+	}
+	return nil, fmt.Errorf("this machine has no address but loopback ones")
+}
+
+// servePeers serves the engine's messages on ln to the other replicas.
+func (b *Bridge) servePeers(ln net.Listener, journalKey []byte) error {
+	srv, err := peerfetch.NewServer(journalKey, b.engine.Holding, b.log.With("component", "peerfetch"))
+	if err != nil {
+		return err
+	}
+	b.peerSrv = srv
+	go srv.Serve(ln)
+	return nil
+}
+
+// closePeers stops serving the other replicas (answers under way end
+// within a second).
+func (b *Bridge) closePeers() {
+	if b.peerSrv == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	b.peerSrv.Close(ctx)
+}
