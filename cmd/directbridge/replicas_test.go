@@ -51,13 +51,13 @@ func haproxyBin(t *testing.T) string {
 // 127.0.0.2 and 127.0.0.3 and HAProxy on 127.0.0.1 with
 // deploy/haproxy.cfg, every one listening on the same ports.
 type replicaCluster struct {
-	t                             *testing.T
-	sandboxURL                    string
-	imapPort, imapsPort, smtpPort string
-	smtpsPort, metricsPort        string
-	env                           []string // shared by the replicas
-	procs                         [2]*exec.Cmd
-	hosts                         [2]string
+	t                                *testing.T
+	sandboxURL                       string
+	imapPort, imapsPort, smtpPort    string
+	smtpsPort, metricsPort, peerPort string
+	env                              []string // shared by the replicas
+	procs                            [2]*exec.Cmd
+	hosts                            [2]string
 }
 
 // freePort is a port free a moment ago on 127.0.0.1, 127.0.0.2 and
@@ -97,6 +97,7 @@ func startCluster(t *testing.T) *replicaCluster {
 	rand.Read(key)
 	c := &replicaCluster{t: t, sandboxURL: sbURL, hosts: [2]string{"127.0.0.2", "127.0.0.3"}}
 	c.imapPort, c.imapsPort, c.smtpPort, c.smtpsPort, c.metricsPort = freePort(t), freePort(t), freePort(t), freePort(t), freePort(t)
+	c.peerPort = freePort(t)
 	c.env = []string{"DIRECTBRIDGE_API_URL=" + sbURL, "DIRECTBRIDGE_API_RATE_LIMIT=unlimited",
 		"DIRECTBRIDGE_STATE_URL=" + url, "DIRECTBRIDGE_JOURNAL_KEY=" + hex.EncodeToString(key),
 		"DIRECTBRIDGE_PROXY_PROTOCOL_FROM=127.0.0.1", "DIRECTBRIDGE_ADMIN_SOCKET=off",
@@ -134,7 +135,10 @@ func (c *replicaCluster) start(i int) {
 	cmd.Env = cleanEnv(append(slices.Clone(c.env), "DIRECTBRIDGE_DATA_DIR="+t.TempDir(),
 		"DIRECTBRIDGE_IMAP_ADDR="+h+":"+c.imapPort, "DIRECTBRIDGE_IMAPS_ADDR="+h+":"+c.imapsPort,
 		"DIRECTBRIDGE_SMTP_ADDR="+h+":"+c.smtpPort, "DIRECTBRIDGE_SMTPS_ADDR="+h+":"+c.smtpsPort,
-		"DIRECTBRIDGE_METRICS_ADDR="+h+":"+c.metricsPort)...)
+		"DIRECTBRIDGE_METRICS_ADDR="+h+":"+c.metricsPort,
+		// The replicas take messages from each other's memory, and from
+		// the provider when the holder was just killed.
+		"DIRECTBRIDGE_PEER_ADDR="+h+":"+c.peerPort)...)
 	logs := &syncBuf{}
 	cmd.Stdout, cmd.Stderr = logs, logs
 	if err := cmd.Start(); err != nil {
