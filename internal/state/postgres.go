@@ -3,6 +3,7 @@ package state
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"strings"
@@ -126,22 +127,42 @@ func (s *Store) beginLocked(ctx context.Context) (*sqlstmt.Tx, error) {
 		})
 		return tag, err
 	}
-	if _, err := run(beginLockedSQL); err != nil {
-		run("ROLLBACK") // what of it ran; the connection is dropped if this fails too
+	// rollback ends the transaction even when ctx is spent, and closes
+	// the connection when it cannot: a connection back in the pool
+	// inside a transaction would hold the write lock, and every replica's
+	// transactions would wait for it until the pool dropped it.
+	rollback := func() error {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		err := conn.Raw(func(dc any) error {
+			_, err := dc.(*stdlib.Conn).Conn().PgConn().Exec(rctx, "ROLLBACK").ReadAll()
+			if err != nil {
+				return driver.ErrBadConn // database/sql closes the connection
+			}
+			return nil
+		})
 		conn.Close()
+		return err
+	}
+	if _, err := run(beginLockedSQL); err != nil {
+		rollback()
 		return nil, fmt.Errorf("beginning and taking the write lock: %w", err)
 	}
 	return s.stmts.BeginOn(ctx, conn, func(commit bool) error {
-		defer conn.Close()
 		if !commit {
-			_, err := run("ROLLBACK")
-			return err
+			return rollback()
 		}
 		// COMMIT of a transaction a failed statement aborted succeeds
 		// with the tag ROLLBACK (pgx's own Tx reports it so too).
 		tag, err := run("COMMIT")
-		if err == nil && tag != "COMMIT" {
+		switch {
+		case err != nil:
+			rollback() // the COMMIT may not have been read
+		case tag != "COMMIT":
 			err = fmt.Errorf("the transaction was rolled back (%s)", tag)
+			conn.Close()
+		default:
+			conn.Close()
 		}
 		return err
 	}), nil

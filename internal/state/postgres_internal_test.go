@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/directbridge/directbridge/internal/pgtest"
+	"github.com/directbridge/directbridge/internal/sqlstmt"
 )
 
 // TestMain stops the throwaway PostgreSQL of the package's tests.
@@ -280,5 +281,49 @@ func TestPostgresUIDNextBefore(t *testing.T) {
 	got, err := stores[1].WriteRefresh(ctx, "alice@direct.example", "INBOX", f.UIDValidity, RefreshWrite{MaxUID: 12, Flags: map[uint32][]string{12: {"$x"}}})
 	if err != nil || got != 10 {
 		t.Fatalf("with flags: found %d, %v; want 10", got, err)
+	}
+}
+
+// TestPostgresCancelledTxLetsGoOfTheLock: a transaction whose context
+// ends while it holds the write lock (a client hung up mid-STORE) rolls
+// back and lets go of the lock, so that the next transaction, of this
+// replica or another, runs at once rather than waiting for the pool to
+// drop a connection left inside the transaction.
+func TestPostgresCancelledTxLetsGoOfTheLock(t *testing.T) {
+	url := pgtest.Database(t)
+	s, err := OpenPostgres(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	other, err := OpenPostgres(url) // another replica
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	for range 3 {
+		ctx, cancel := context.WithCancel(context.Background())
+		err := s.tx(ctx, func(tx *sqlstmt.Tx) error {
+			if _, err := tx.Exec(`INSERT INTO settings (name, value) VALUES ('cancelled', 'x')`); err != nil {
+				return err
+			}
+			cancel()
+			return ctx.Err()
+		})
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("the cancelled transaction: %v", err)
+		}
+	}
+	for _, st := range []*Store{other, s} { // the other replica first: it has no connection of s to discard
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_, err := st.Folder(ctx, "alice@direct.example", "INBOX")
+		cancel()
+		if err != nil {
+			t.Fatalf("a transaction after the cancelled ones: %v (the write lock still held?)", err)
+		}
+	}
+	var n int
+	if err := s.db.QueryRow(`SELECT count(*) FROM settings WHERE name = 'cancelled'`).Scan(&n); err != nil || n != 0 {
+		t.Fatalf("rows of the cancelled transactions: %d, %v; want none", n, err)
 	}
 }
