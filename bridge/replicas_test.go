@@ -379,6 +379,7 @@ func TestReplicasShareBodies(t *testing.T) {
 		t.Run(map[bool]string{true: "exchange", false: "off"}[on], func(t *testing.T) {
 			_, rs := twoReplicas(t, time.Hour, func(c *bridge.Config) {
 				c.JournalKey = directapi.Secret(key)
+				c.MetricsAddr = "127.0.0.1:0"
 				if on {
 					c.PeerAddr = "127.0.0.1:0"
 				}
@@ -430,6 +431,12 @@ func TestReplicasShareBodies(t *testing.T) {
 			}
 			if !on && downloads != 1 {
 				t.Errorf("with the exchange off B downloaded %d times, want 1", downloads)
+			}
+			_, scrape := httpGet(t, "http://"+rs[1].b.Addr(bridge.MetricsListener)+"/metrics")
+			want := map[bool]string{true: `directbridge_imap_peer_messages_total{result="held"} 1`,
+				false: `directbridge_imap_peer_messages_total{result="held"} 0`}[on]
+			if !strings.Contains(scrape, want) {
+				t.Errorf("B's metrics lack %s", want)
 			}
 		})
 	}

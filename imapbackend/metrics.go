@@ -26,6 +26,9 @@ type Metrics interface {
 	AuthFailed(reason string)
 	// CacheLookup reports a hit or miss of the raw-message cache.
 	CacheLookup(hit bool)
+	// PeerMessages reports n messages asked of another replica that
+	// holds them, by result: "held", "missing" or "failed".
+	PeerMessages(result string, n int)
 	// TurnedAway reports a connection the listener's limits on
 	// strangers turned away: reason "refused" (over a limit on arrival)
 	// or "displaced" (let go for a newcomer), see package limits.
@@ -34,12 +37,13 @@ type Metrics interface {
 
 type nopMetrics struct{}
 
-func (nopMetrics) ConnOpened()            {}
-func (nopMetrics) ConnClosed()            {}
-func (nopMetrics) Command(string, string) {}
-func (nopMetrics) AuthFailed(string)      {}
-func (nopMetrics) CacheLookup(bool)       {}
-func (nopMetrics) TurnedAway(string)      {}
+func (nopMetrics) ConnOpened()              {}
+func (nopMetrics) ConnClosed()              {}
+func (nopMetrics) Command(string, string)   {}
+func (nopMetrics) AuthFailed(string)        {}
+func (nopMetrics) CacheLookup(bool)         {}
+func (nopMetrics) PeerMessages(string, int) {}
+func (nopMetrics) TurnedAway(string)        {}
 
 // commandResult is the status go-imap answers for a session method's
 // error: backend errors are *imap.Error (errors.go); anything else becomes

@@ -63,6 +63,8 @@ func (m *fakeMetrics) TurnedAway(reason string) {
 	m.turned[reason]++
 }
 
+func (m *fakeMetrics) PeerMessages(string, int) {}
+
 func (m *fakeMetrics) CacheLookup(hit bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()

@@ -145,6 +145,7 @@ func New(cfg Config) (*Server, error) {
 		s.guard = login.NewGuard(login.GuardConfig{})
 	}
 	s.bodies.OnLookup(cfg.Metrics.CacheLookup)
+	s.bodies.OnHeld(cfg.Metrics.PeerMessages)
 	return s, nil
 }
 

@@ -61,6 +61,7 @@ type Bodies struct {
 	onMeta     func(FolderRef, []directapi.MessageDetail)
 	log        *slog.Logger
 	holderWarn everyMinute
+	onHeld     func(result string, n int)
 }
 
 // reader is what Bodies remembers of the last fetch in a folder, to see a
@@ -87,6 +88,11 @@ func NewBodies(up upstream.Provider, cacheBytes int64) *Bodies {
 
 // OnLookup sets a function told of every cache hit and miss (metrics).
 func (b *Bodies) OnLookup(f func(hit bool)) { b.cache.onLookup = f }
+
+// OnHeld sets a function told how many messages asked of other replicas
+// came ("held"), were no longer there ("missing") or did not come in time
+// ("failed") (metrics).
+func (b *Bodies) OnHeld(f func(result string, n int)) { b.onHeld = f }
 
 // put keeps raw as the bytes of uid: a message the bridge itself saved
 // (APPEND) need not be downloaded again.

@@ -92,12 +92,24 @@ func (b *Bodies) fromHolders(ctx context.Context, ref FolderRef, uids []imap.UID
 			held, err := b.holders.Held(ctx, replica, ref, list)
 			if err != nil {
 				b.warnHolders(err)
+				b.countHeld("failed", len(list))
 				return
+			}
+			got := 0
+			defer func() { b.countHeld("held", got); b.countHeld("missing", len(list)-got) }()
+			asked := make(map[imap.UID]bool, len(list))
+			for _, u := range list {
+				asked[u] = true
 			}
 			var metas []directapi.MessageDetail
 			mu.Lock()
 			for _, h := range held {
+				if !asked[h.UID] {
+					continue // only what was asked, once
+				}
+				delete(asked, h.UID)
 				if h.Raw != nil {
+					got++
 					out[h.UID] = h.Raw
 					b.put(ref, h.UID, h.Raw)
 				}
@@ -115,6 +127,13 @@ func (b *Bodies) fromHolders(ctx context.Context, ref FolderRef, uids []imap.UID
 	}
 	wg.Wait()
 	return out
+}
+
+// countHeld tells the metrics of n messages asked of another replica.
+func (b *Bodies) countHeld(result string, n int) {
+	if b.onHeld != nil && n > 0 {
+		b.onHeld(result, n)
+	}
 }
 
 // warnHolders logs a failed request to another replica, at most once a

@@ -97,6 +97,7 @@ type Registry struct {
 	authFailures  *prometheus.CounterVec
 	smtpMessages  *prometheus.CounterVec
 	cacheLookups  *prometheus.CounterVec
+	peerMessages  *prometheus.CounterVec
 	turnedAway    *prometheus.CounterVec
 
 	imapCmdSet, smtpCmdSet map[string]bool
@@ -149,6 +150,10 @@ func NewRegistry() *Registry {
 			Namespace: Namespace, Name: "imap_cache_lookups_total",
 			Help: "Lookups in the IMAP front's raw-message memory cache, by result (hit, miss).",
 		}, []string{"result"}),
+		peerMessages: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace, Name: "imap_peer_messages_total",
+			Help: "Messages asked of the other replica that said it holds them in memory (DIRECTBRIDGE_PEER_ADDR), by result (held: it gave them; missing: it no longer had them; failed: it did not answer, or not in time). Missing and failed ones come from the provider.",
+		}, []string{"result"}),
 		turnedAway: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: Namespace, Name: "connections_turned_away_total",
 			Help: "Connections turned away before login by the limits on strangers, by protocol and reason (refused: over a limit on arrival; displaced: let go for a newcomer). A steady rise is a flood or a scan.",
@@ -161,7 +166,7 @@ func NewRegistry() *Registry {
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		r.connsOpen, r.connsAccepted, r.imapCommands, r.smtpCommands,
 		r.restRequests, r.restRetries, r.restLatency,
-		r.authFailures, r.smtpMessages, r.cacheLookups, r.turnedAway,
+		r.authFailures, r.smtpMessages, r.cacheLookups, r.peerMessages, r.turnedAway,
 	)
 	for _, p := range []string{ProtocolIMAP, ProtocolSMTP} {
 		r.connsOpen.WithLabelValues(p)
@@ -178,6 +183,9 @@ func NewRegistry() *Registry {
 	}
 	r.cacheLookups.WithLabelValues("hit")
 	r.cacheLookups.WithLabelValues("miss")
+	for _, res := range []string{"held", "missing", "failed"} {
+		r.peerMessages.WithLabelValues(res)
+	}
 	return r
 }
 
@@ -316,6 +324,12 @@ func (m *IMAP) CacheLookup(hit bool) {
 	} else {
 		m.r.cacheLookups.WithLabelValues("miss").Inc()
 	}
+}
+
+// PeerMessages counts n messages asked of another replica with result
+// "held", "missing" or "failed".
+func (m *IMAP) PeerMessages(result string, n int) {
+	m.r.peerMessages.WithLabelValues(result).Add(float64(n))
 }
 
 // SMTP records the SMTP front's events; it satisfies smtpbackend.Metrics.
