@@ -198,6 +198,14 @@ type Tx struct {
 	end func(commit bool) error // BeginOn's: ends the transaction
 	c   *Cache
 	ctx context.Context
+
+	// BeginOn's: the rows its queries returned, closed before the
+	// transaction ends (sql.Tx closes them itself; rows left open on
+	// the connection would keep COMMIT from running), and whether it
+	// ended.
+	mu    sync.Mutex
+	rows  []*sql.Rows
+	ended bool
 }
 
 // querier runs statements: a *sql.Tx, or a *sql.Conn.
@@ -228,7 +236,7 @@ func (c *Cache) BeginOn(ctx context.Context, conn *sql.Conn, end func(commit boo
 // Commit commits, then prepares the statements first seen in it.
 func (t *Tx) Commit() error {
 	if t.end != nil {
-		return t.end(true)
+		return t.finish(true)
 	}
 	err := t.tx.Commit()
 	t.c.prepareWanted(t.ctx)
@@ -238,7 +246,7 @@ func (t *Tx) Commit() error {
 // Rollback rolls back, then prepares the statements first seen in it.
 func (t *Tx) Rollback() error {
 	if t.end != nil {
-		return t.end(false)
+		return t.finish(false)
 	}
 	err := t.tx.Rollback()
 	t.c.prepareWanted(t.ctx)
@@ -256,7 +264,31 @@ func (t *Tx) QueryContext(ctx context.Context, q string, args ...any) (*sql.Rows
 	if st := t.stmt(ctx, q); st != nil {
 		return st.QueryContext(ctx, args...)
 	}
-	return t.on.QueryContext(ctx, t.c.text(q), t.c.params(args)...)
+	rows, err := t.on.QueryContext(ctx, t.c.text(q), t.c.params(args)...)
+	if err == nil && t.end != nil {
+		t.mu.Lock()
+		t.rows = append(t.rows, rows)
+		t.mu.Unlock()
+	}
+	return rows, err
+}
+
+// finish ends a transaction of BeginOn once: a Rollback after Commit (a
+// deferred one) does nothing, as sql.Tx's returns ErrTxDone.
+func (t *Tx) finish(commit bool) error {
+	t.mu.Lock()
+	if t.ended {
+		t.mu.Unlock()
+		return sql.ErrTxDone
+	}
+	t.ended = true
+	rows := t.rows
+	t.rows = nil
+	t.mu.Unlock()
+	for _, r := range rows {
+		r.Close()
+	}
+	return t.end(commit)
 }
 
 func (t *Tx) QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row {

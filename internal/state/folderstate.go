@@ -89,6 +89,11 @@ func (s *Store) txOnce(ctx context.Context, fn func(*sqlstmt.Tx) error) error {
 	if err != nil {
 		return fmt.Errorf("state: state store: %w", err)
 	}
+	// Ended whatever fn does, a panic included (the fronts recover a
+	// command's panic and go on): a PostgreSQL transaction left open
+	// would hold the write lock of every replica. After Commit or
+	// Rollback this does nothing.
+	defer tx.Rollback()
 	if err := fn(tx); err != nil {
 		tx.Rollback()
 		return fmt.Errorf("state: state store: %w", err)

@@ -327,3 +327,64 @@ func TestPostgresCancelledTxLetsGoOfTheLock(t *testing.T) {
 		t.Fatalf("rows of the cancelled transactions: %d, %v; want none", n, err)
 	}
 }
+
+// TestPostgresTxEndsWhateverHappens: a transaction whose function panics
+// (recovered by a front) or leaves rows open still ends, and lets go of
+// the write lock for every replica.
+func TestPostgresTxEndsWhateverHappens(t *testing.T) {
+	url := pgtest.Database(t)
+	s, err := OpenPostgres(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	other, err := OpenPostgres(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Fatal("the panic did not come through")
+			}
+		}()
+		s.tx(context.Background(), func(tx *sqlstmt.Tx) error {
+			if _, err := tx.Exec(`INSERT INTO settings (name, value) VALUES ('panicked', 'x')`); err != nil {
+				return err
+			}
+			panic("a bug in a transaction")
+		})
+	}()
+	err = s.tx(context.Background(), func(tx *sqlstmt.Tx) error {
+		rows, err := tx.Query(`SELECT name FROM settings`)
+		if err != nil {
+			return err
+		}
+		_ = rows // left open
+		_, err = tx.Exec(`INSERT INTO settings (name, value) VALUES ('kept', 'x')`)
+		return err
+	})
+	if err != nil {
+		t.Fatalf("a transaction that left rows open: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := other.Folder(ctx, "alice@direct.example", "INBOX"); err != nil {
+		t.Fatalf("another replica's transaction after them: %v (the write lock still held?)", err)
+	}
+	var names []string
+	rows, err := s.db.Query(`SELECT name FROM settings WHERE name IN ('panicked', 'kept') ORDER BY name`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var n string
+		rows.Scan(&n)
+		names = append(names, n)
+	}
+	rows.Close()
+	if len(names) != 1 || names[0] != "kept" {
+		t.Fatalf("rows after the two transactions: %v, want only the committed one's", names)
+	}
+}
