@@ -48,6 +48,7 @@ type Bridge struct {
 	store     *state.Store
 	cluster   *cluster.Cluster  // the replicas sharing a PostgreSQL state store; nil on SQLite
 	peerSrv   *peerfetch.Server // serves the messages this replica holds to the others (peers.go); nil when off
+	peerLn    net.Listener      // its listener until served
 	certs     *certSource
 	smtp      *smtpbackend.Server
 	tracker   *delivery.Tracker // nil when bounces are off
@@ -169,6 +170,7 @@ func (b *Bridge) open() error {
 	if err != nil {
 		return err
 	}
+	b.peerLn = peerLn // closed by close() if what follows fails
 	if b.cfg.StateURL != "" {
 		// Replicas on one PostgreSQL: each spends its share of the
 		// budget, and they tell each other their changes (issue 21).
@@ -240,7 +242,6 @@ func (b *Bridge) open() error {
 	})
 	if peerLn != nil {
 		if err := b.servePeers(peerLn, journalKey); err != nil {
-			peerLn.Close()
 			return err
 		}
 	}

@@ -36,7 +36,7 @@ type Config struct {
 	// it holds in memory to the others, and the address they reach it
 	// at (peers.go).
 	PeerAddr      string `envconfig:"PEER_ADDR" desc:"with DIRECTBRIDGE_STATE_URL: listen address (host:port, e.g. :7144) where this replica gives the others the messages it holds in memory, sealed under a key derived from DIRECTBRIDGE_JOURNAL_KEY, so that a message a client appends through one replica is not downloaded from the provider again by the others. Empty: off"`
-	PeerAdvertise string `envconfig:"PEER_ADVERTISE" desc:"the host:port other replicas reach DIRECTBRIDGE_PEER_ADDR at (a pod's IP, a container's name); empty: DIRECTBRIDGE_PEER_ADDR's host, or when it names none, this machine's first address that is not a loopback one"`
+	PeerAdvertise string `envconfig:"PEER_ADVERTISE" desc:"the host:port, or the host alone (a pod's IP, IPv6 too; the port is DIRECTBRIDGE_PEER_ADDR's), other replicas reach DIRECTBRIDGE_PEER_ADDR at; empty: DIRECTBRIDGE_PEER_ADDR's host, or when it names none, this machine's first address that is not a loopback one"`
 	// ProxyProtocolFrom lists the balancers whose connections start with
 	// a PROXY protocol header (proxy.go).
 	ProxyProtocolFrom string `envconfig:"PROXY_PROTOCOL_FROM" desc:"addresses or CIDR ranges (comma-separated) of TCP balancers in front of the bridge, such as HAProxy with send-proxy-v2: their connections must begin with a PROXY protocol header (v1 or v2), whose client address the per-address limits and the guessing slowdown then count; connections from elsewhere are taken as they are. Empty: none"`
@@ -168,9 +168,6 @@ func (c *Config) Validate() []error {
 	}
 	if _, _, err := net.SplitHostPort(c.PeerAddr); c.PeerAddr != "" && err != nil {
 		bad("DIRECTBRIDGE_PEER_ADDR: %v", err)
-	}
-	if _, _, err := net.SplitHostPort(c.PeerAdvertise); c.PeerAdvertise != "" && err != nil {
-		bad("DIRECTBRIDGE_PEER_ADVERTISE: %v", err)
 	}
 	if _, err := proxyRanges(c.ProxyProtocolFrom); err != nil {
 		bad("DIRECTBRIDGE_PROXY_PROTOCOL_FROM: %v", err)

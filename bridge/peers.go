@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"strings"
 	"time"
 
 	"github.com/directbridge/directbridge/internal/peerfetch"
@@ -24,20 +25,38 @@ func (b *Bridge) listenPeers() (net.Listener, string, error) {
 	if err != nil {
 		return nil, "", fmt.Errorf("DIRECTBRIDGE_PEER_ADDR: %w", err)
 	}
-	if b.cfg.PeerAdvertise != "" {
-		return ln, b.cfg.PeerAdvertise, nil
-	}
-	host, _, _ := net.SplitHostPort(b.cfg.PeerAddr)
 	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	advertise, err := advertised(b.cfg.PeerAdvertise, b.cfg.PeerAddr, port)
+	if err != nil {
+		ln.Close()
+		return nil, "", err
+	}
+	if host, _, _ := net.SplitHostPort(advertise); host == "localhost" || net.ParseIP(host).IsLoopback() {
+		b.log.Warn("DIRECTBRIDGE_PEER_ADVERTISE is a loopback address: only replicas on this machine can reach it", "addr", advertise)
+	}
+	return ln, advertise, nil
+}
+
+// advertised is the address other replicas reach this one at: setting
+// (host:port, or a bare host such as a pod's IP, IPv6 included, which
+// takes the listener's port), else the listen address's host, else the
+// machine's first address that is not a loopback one.
+func advertised(setting, listen, port string) (string, error) {
+	if setting != "" {
+		if _, _, err := net.SplitHostPort(setting); err == nil {
+			return setting, nil
+		}
+		return net.JoinHostPort(strings.Trim(setting, "[]"), port), nil
+	}
+	host, _, _ := net.SplitHostPort(listen)
 	if ip := net.ParseIP(host); host != "" && (ip == nil || !ip.IsUnspecified()) {
-		return ln, net.JoinHostPort(host, port), nil
+		return net.JoinHostPort(host, port), nil
 	}
 	ip, err := firstAddress()
 	if err != nil {
-		ln.Close()
-		return nil, "", fmt.Errorf("DIRECTBRIDGE_PEER_ADDR names no host and %w: set DIRECTBRIDGE_PEER_ADVERTISE", err)
+		return "", fmt.Errorf("DIRECTBRIDGE_PEER_ADDR names no host and %w: set DIRECTBRIDGE_PEER_ADVERTISE", err)
 	}
-	return ln, net.JoinHostPort(ip.String(), port), nil
+	return net.JoinHostPort(ip.String(), port), nil
 }
 
 // firstAddress is this machine's first unicast address that is not a
@@ -73,6 +92,7 @@ func (b *Bridge) servePeers(ln net.Listener, journalKey []byte) error {
 		return err
 	}
 	b.peerSrv = srv
+	b.peerLn = nil // the server's now
 	go srv.Serve(ln)
 	return nil
 }
@@ -80,6 +100,10 @@ func (b *Bridge) servePeers(ln net.Listener, journalKey []byte) error {
 // closePeers stops serving the other replicas (answers under way end
 // within a second).
 func (b *Bridge) closePeers() {
+	if b.peerLn != nil { // opened, never served (open failed after it)
+		b.peerLn.Close()
+		b.peerLn = nil
+	}
 	if b.peerSrv == nil {
 		return
 	}

@@ -174,15 +174,8 @@ func (st *Store) Holding(ref FolderRef, uids []imap.UID) []HeldMessage {
 
 // peerMeta keeps metadata another replica gave in the mirror of ref.
 func (st *Store) peerMeta(ref FolderRef, metas []directapi.MessageDetail) {
-	m := st.peek(ref.User, ref.Folder)
-	if m == nil {
-		return
-	}
-	m.mu.Lock()
-	ok := m.validity == ref.Validity
-	m.mu.Unlock()
-	if ok {
-		m.fillMeta(metas)
+	if m := st.peek(ref.User, ref.Folder); m != nil {
+		m.fillMetaUnder(ref.Validity, metas)
 	}
 }
 

@@ -176,6 +176,21 @@ func (m *Folder) ref() FolderRef {
 func (m *Folder) fillMeta(details []directapi.MessageDetail) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.fillMetaLocked(details)
+}
+
+// fillMetaUnder keeps details if the mirror is still under validity
+// (checked in the same hold of m.mu: metadata of one UIDVALIDITY never
+// lands on a UID of the next).
+func (m *Folder) fillMetaUnder(validity uint32, details []directapi.MessageDetail) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.validity == validity {
+		m.fillMetaLocked(details)
+	}
+}
+
+func (m *Folder) fillMetaLocked(details []directapi.MessageDetail) {
 	for i := range details {
 		d := &details[i]
 		if d.UID <= 0 || d.UID > MaxUID {

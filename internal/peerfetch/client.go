@@ -25,6 +25,7 @@ type Client struct {
 	seal *sealer
 	addr func(replica string) (string, bool)
 	hc   *http.Client
+	down downSet // replicas that failed to answer lately
 }
 
 // NewClient returns a client reaching replicas at the addresses addr
@@ -46,7 +47,7 @@ func NewClient(journalKey []byte, addr func(replica string) (string, bool)) (*Cl
 // only their metadata.
 func (c *Client) Held(ctx context.Context, replica string, ref mailstore.FolderRef, uids []imap.UID) ([]mailstore.HeldMessage, error) {
 	addr, ok := c.addr(replica)
-	if !ok {
+	if !ok || c.down.isDown(replica) {
 		return nil, nil // it serves nothing (no DIRECTBRIDGE_PEER_ADDR), or is gone
 	}
 	if len(uids) > MaxUIDs {
@@ -66,6 +67,9 @@ func (c *Client) Held(ctx context.Context, replica string, ref mailstore.FolderR
 	hr.Header.Set("Content-Type", "application/octet-stream")
 	resp, err := c.hc.Do(hr)
 	if err != nil {
+		if ctx.Err() == nil {
+			c.down.mark(replica)
+		}
 		return nil, fmt.Errorf("peerfetch: asking replica %s: %w", replica, err)
 	}
 	defer resp.Body.Close()
@@ -73,6 +77,7 @@ func (c *Client) Held(ctx context.Context, replica string, ref mailstore.FolderR
 		io.Copy(io.Discard, io.LimitReader(resp.Body, 4096))
 		return nil, fmt.Errorf("peerfetch: replica %s answered %s (do the replicas share DIRECTBRIDGE_JOURNAL_KEY?)", replica, resp.Status)
 	}
+	// The answer's bound, its seal, and what heldSize leaves out.
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer+1<<20))
 	if err != nil {
 		return nil, fmt.Errorf("peerfetch: reading replica %s's answer: %w", replica, err)

@@ -106,6 +106,22 @@ func TestHeldRefusesStrangers(t *testing.T) {
 	if served != 0 {
 		t.Fatalf("the holder was asked %d times for refused requests", served)
 	}
+	// A request recorded on the network and sent again is answered once.
+	fresh, _ := json.Marshal(request{T: time.Now().UnixMilli(), U: ref.User, F: ref.Folder, V: 1, I: []uint32{1}})
+	sealed := s.seal(fresh, []byte(requestAD))
+	for i, want := range []int{http.StatusOK, http.StatusForbidden} {
+		resp, err := http.Post("http://"+addr+Path, "application/octet-stream", bytes.NewReader(sealed))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Fatalf("the same request, time %d: %s, want %d", i+1, resp.Status, want)
+		}
+	}
+	if served != 1 {
+		t.Fatalf("the holder was asked %d times for one request sent twice, want 1", served)
+	}
 }
 
 // TestAnswerBoundToRequest: an answer opens only as the answer to its
@@ -124,5 +140,26 @@ func TestAnswerBoundToRequest(t *testing.T) {
 	}
 	if _, err := parseAnswer([]byte{0, 0, 0, 1, 0, 0, 0, 9, 1}); err == nil {
 		t.Fatal("a truncated answer parsed")
+	}
+}
+
+// TestDeadHolderNotAskedAgain: a replica that does not answer (its pod
+// gone, its heartbeat not yet expired) is left alone for downFor, so
+// that each FETCH does not wait for its dial to fail.
+func TestDeadHolderNotAskedAgain(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nobody listens there now
+	c, _ := NewClient(key(1), func(string) (string, bool) { return addr, true })
+	ref := mailstore.FolderRef{User: "alice@direct.example", Folder: "INBOX", Validity: 1}
+	if _, err := c.Held(context.Background(), "gone", ref, []imap.UID{1}); err == nil {
+		t.Fatal("a replica that does not listen answered")
+	}
+	got, err := c.Held(context.Background(), "gone", ref, []imap.UID{1})
+	if err != nil || got != nil {
+		t.Fatalf("asked again at once: %v, %v; want left alone (nothing, no error)", got, err)
 	}
 }

@@ -57,6 +57,14 @@ func (s *sealer) seal(plain []byte, ad []byte) []byte {
 	return s.aead.Seal(out, out[:n], plain, ad)
 }
 
+// sealInPlace seals buf[n:] (n the nonce size) in place, with a fresh
+// nonce written into buf[:n], and returns the sealed message.
+func (s *sealer) sealInPlace(buf []byte, ad []byte) []byte {
+	n := s.aead.NonceSize()
+	rand.Read(buf[:n]) // never fails (crypto/rand, Go 1.24)
+	return s.aead.Seal(buf[:n], buf[:n], buf[n:], ad)
+}
+
 // open returns what sealed holds, and its nonce.
 func (s *sealer) open(sealed []byte, ad []byte) (plain, nonce []byte, err error) {
 	n := s.aead.NonceSize()

@@ -27,8 +27,12 @@ const (
 	// maxRequest bounds a request's bytes (MaxUIDs UIDs and two names).
 	maxRequest = 64 << 10
 	// maxAnswer bounds an answer's bytes: past it the replica leaves
-	// the rest out, which the asker takes from the provider.
-	maxAnswer = 64 << 20
+	// the rest out, which the asker takes from the provider. Small
+	// enough to come within Timeout on any network between replicas.
+	maxAnswer = 16 << 20
+	// maxAnswering bounds the answers built at once: a burst of requests
+	// costs at most maxAnswering*maxAnswer of memory; more wait.
+	maxAnswering = 4
 )
 
 // Source returns the messages of ref among uids that a replica holds in
@@ -41,6 +45,10 @@ type Server struct {
 	src  Source
 	log  *slog.Logger
 	srv  *http.Server
+
+	busy    chan struct{} // one token per answer being built
+	seen    nonceSet      // requests answered within MaxSkew (replays)
+	refused everyMinute   // logging of refused requests
 }
 
 // NewServer serves src to the replicas holding journalKey, once Serve is
@@ -53,7 +61,7 @@ func NewServer(journalKey []byte, src Source, log *slog.Logger) (*Server, error)
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	sv := &Server{seal: s, src: src, log: log}
+	sv := &Server{seal: s, src: src, log: log, busy: make(chan struct{}, maxAnswering)}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST "+Path, sv.held)
 	sv.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second,
@@ -79,8 +87,9 @@ func (sv *Server) Close(ctx context.Context) error {
 	return err
 }
 
-// held answers one request: 403 to what does not open under the key or
-// is too old (the asker then takes the messages from the provider).
+// held answers one request: 403 to what does not open under the key,
+// is too old or was answered before (the asker then takes the messages
+// from the provider).
 func (sv *Server) held(w http.ResponseWriter, r *http.Request) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxRequest))
 	if err != nil {
@@ -93,18 +102,26 @@ func (sv *Server) held(w http.ResponseWriter, r *http.Request) {
 		err = json.Unmarshal(plain, &req)
 	}
 	if err != nil {
-		sv.log.Warn("peerfetch: a request that does not open under the cluster's key (do the replicas share DIRECTBRIDGE_JOURNAL_KEY?)",
-			"remote", r.RemoteAddr)
-		http.Error(w, "forbidden", http.StatusForbidden)
+		sv.refuse(w, r, "a request that does not open under the cluster's key (do the replicas share DIRECTBRIDGE_JOURNAL_KEY?)")
 		return
 	}
-	if age := time.Since(time.UnixMilli(req.T)); age > MaxSkew || age < -MaxSkew {
-		sv.log.Warn("peerfetch: a request too old or from a clock too far off", "remote", r.RemoteAddr, "age", age.Round(time.Millisecond))
-		http.Error(w, "forbidden", http.StatusForbidden)
+	now := time.Now()
+	if age := now.Sub(time.UnixMilli(req.T)); age > MaxSkew || age < -MaxSkew {
+		sv.refuse(w, r, "a request too old, or from a clock too far off")
+		return
+	}
+	if !sv.seen.add(nonce, now) {
+		sv.refuse(w, r, "a request answered before (replayed)")
 		return
 	}
 	if len(req.I) > MaxUIDs {
 		http.Error(w, "too many messages", http.StatusBadRequest)
+		return
+	}
+	select {
+	case sv.busy <- struct{}{}:
+		defer func() { <-sv.busy }()
+	case <-r.Context().Done():
 		return
 	}
 	uids := make([]imap.UID, 0, len(req.I))
@@ -113,13 +130,25 @@ func (sv *Server) held(w http.ResponseWriter, r *http.Request) {
 			uids = append(uids, imap.UID(u))
 		}
 	}
-	var answer []byte
+	// Built behind room for the nonce, and sealed in place: one buffer
+	// of the answer's size, not two.
+	n := sv.seal.aead.NonceSize()
+	answer := make([]byte, n, n+64<<10)
 	for _, h := range sv.src(mailstore.FolderRef{User: req.U, Folder: req.F, Validity: req.V}, uids) {
-		if len(answer)+len(h.Raw) > maxAnswer {
+		if len(answer)-n+heldSize(h) > maxAnswer {
 			break
 		}
 		answer = appendHeld(answer, h)
 	}
 	w.Header().Set("Content-Type", "application/octet-stream")
-	w.Write(sv.seal.seal(answer, answerADFor(nonce)))
+	w.Write(sv.seal.sealInPlace(answer, answerADFor(nonce)))
+}
+
+// refuse answers 403 and logs why, at most once a minute (anyone who can
+// reach the port can send such requests).
+func (sv *Server) refuse(w http.ResponseWriter, r *http.Request, why string) {
+	if sv.refused.allow() {
+		sv.log.Warn("peerfetch: refused "+why, "remote", r.RemoteAddr)
+	}
+	http.Error(w, "forbidden", http.StatusForbidden)
 }
