@@ -170,3 +170,45 @@ func TestSolo(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestLiveForAgrees: the journal of attempts judges an owner's heartbeat
+// by the same span as the cluster.
+func TestLiveForAgrees(t *testing.T) {
+	if cluster.LiveFor != state.ReplicaLiveFor {
+		t.Fatalf("cluster.LiveFor %v, state.ReplicaLiveFor %v", cluster.LiveFor, state.ReplicaLiveFor)
+	}
+}
+
+// TestAttemptsSeeOwnersLife: the journal of attempts reads a replica's
+// life from what its heartbeat wrote (the life lock's key): alive while
+// it runs, dead once it left.
+func TestAttemptsSeeOwnersLife(t *testing.T) {
+	url := pgtest.Database(t)
+	st, err := state.OpenPostgres(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	c, err := cluster.Open(context.Background(), url, cluster.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, _, err := st.BeginUnlessUndecided(ctx, "alice@direct.example", "append:x", c.ID(), 0); err != nil {
+		t.Fatal(err)
+	}
+	live := func() state.Liveness {
+		_, found, err := st.BeginUnlessUndecided(ctx, "alice@direct.example", "append:x", "another", 0)
+		if err != nil || len(found) != 1 {
+			t.Fatalf("found %+v, %v; want the replica's attempt", found, err)
+		}
+		return found[0].OwnerLive
+	}
+	if got := live(); got != state.OwnerAlive {
+		t.Fatalf("the running replica's attempt: liveness %d, want alive", got)
+	}
+	c.Close()
+	if got := live(); got != state.OwnerDead {
+		t.Fatalf("the closed replica's attempt: liveness %d, want dead", got)
+	}
+}

@@ -102,8 +102,16 @@ func (st *Store) undecidedFrom(ctx context.Context, atts []state.Attempt) undeci
 		// one's connection close (milliseconds; asking twice with a
 		// pause cost imaptest's identical APPENDs across replicas nine
 		// tenths of their speed) takes its attempt for one under way.
+		// Its owner's life comes with the attempt when the state store
+		// read it in the same statement (PostgreSQL), else is asked.
 		atts = slices.DeleteFunc(atts, func(a state.Attempt) bool {
-			return a.State == state.AttemptAsking && st.cfg.Peers.Live(ctx, a.Owner)
+			if a.State != state.AttemptAsking {
+				return false
+			}
+			if a.OwnerLive != state.LivenessUnknown {
+				return a.OwnerLive == state.OwnerAlive
+			}
+			return st.cfg.Peers.Live(ctx, a.Owner)
 		})
 	}
 	if len(atts) == 0 {

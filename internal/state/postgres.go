@@ -390,5 +390,6 @@ CREATE TABLE replicas (
 );
 `}, {version: 12, name: migrations[11].name, sql: `
 ALTER TABLE replicas ADD COLUMN addr TEXT NOT NULL DEFAULT '';
+ALTER TABLE replicas ADD COLUMN life_key BIGINT NOT NULL DEFAULT 0;
 `},
 }

@@ -388,3 +388,46 @@ func TestPostgresTxEndsWhateverHappens(t *testing.T) {
 		t.Fatalf("rows after the two transactions: %v, want only the committed one's", names)
 	}
 }
+
+// TestPostgresAttemptOwnerLive: an attempt found in the journal comes
+// with whether its owner is a live replica, read in the same statement:
+// alive while the owner holds its life lock and beats, dead the moment
+// its connection closes (a SIGKILL).
+func TestPostgresAttemptOwnerLive(t *testing.T) {
+	ctx := context.Background()
+	url := pgtest.Database(t)
+	s, err := OpenPostgres(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	const lifeKey = int64(-0x1234567890abcdef) // negative: both halves as PostgreSQL shows them
+	owner, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := owner.Exec(ctx, `SELECT pg_advisory_lock($1)`, lifeKey); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := owner.Exec(ctx, `INSERT INTO directbridge.replicas (id, started_at, seen_at, addr, life_key)
+		VALUES ('replica-a', 0, (extract(epoch FROM clock_timestamp()) * 1000)::bigint, '', $1)`, lifeKey); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.BeginUnlessUndecided(ctx, "alice@direct.example", "append:k", "replica-a", 0); err != nil {
+		t.Fatal(err)
+	}
+	check := func(want Liveness) {
+		t.Helper()
+		id, found, err := s.BeginUnlessUndecided(ctx, "alice@direct.example", "append:k", "replica-b", 0)
+		if err != nil || id != 0 || len(found) != 1 || found[0].OwnerLive != want {
+			t.Fatalf("found %+v (begun %d, %v); want replica-a's attempt with liveness %d", found, id, err, want)
+		}
+		got, err := s.UndecidedAttempts(ctx, "alice@direct.example", "append:k", "replica-b")
+		if err != nil || len(got) != 1 || got[0].OwnerLive != want {
+			t.Fatalf("UndecidedAttempts: %+v, %v; want liveness %d", got, err, want)
+		}
+	}
+	check(OwnerAlive)
+	owner.Close(ctx) // its life lock goes with the connection
+	check(OwnerDead)
+}

@@ -170,9 +170,11 @@ CREATE TABLE replicas (
 		version: 12,
 		name:    "where replicas reach each other",
 		// The address a replica serves the messages it holds in memory
-		// on (internal/peerfetch), '' when it serves none.
+		// on (internal/peerfetch), '' when it serves none; the key of its
+		// life lock, which the journal of attempts looks up (ownerLiveSQL).
 		sql: `
 ALTER TABLE replicas ADD COLUMN addr TEXT NOT NULL DEFAULT '';
+ALTER TABLE replicas ADD COLUMN life_key INTEGER NOT NULL DEFAULT 0;
 `,
 	},
 }
