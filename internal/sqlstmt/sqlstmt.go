@@ -193,11 +193,14 @@ func (c *Cache) QueryRow(ctx context.Context, q string, args ...any) *sql.Row {
 // Tx is a transaction whose Exec, Query and QueryRow (and their Context
 // forms) use the cache's statements.
 type Tx struct {
-	tx  *sql.Tx                 // begun by Begin
-	on  querier                 // what statements run on: tx, or the connection of BeginOn
-	end func(commit bool) error // BeginOn's: ends the transaction
+	tx  *sql.Tx // begun by Begin
+	on  querier // what statements run on: tx, or the connection of BeginOn
+	end EndFunc // BeginOn's: ends the transaction
 	c   *Cache
 	ctx context.Context
+
+	later    []Stmt // BeginOn's: statements of Later not sent yet
+	laterErr error  // the first of them that failed, Commit's error
 
 	// BeginOn's: the rows its queries returned, closed before the
 	// transaction ends (sql.Tx closes them itself; rows left open on
@@ -207,6 +210,18 @@ type Tx struct {
 	rows  []*sql.Rows
 	ended bool
 }
+
+// Stmt is a statement as the database takes it (placeholders and
+// arguments rebound).
+type Stmt struct {
+	Text string
+	Args []any
+}
+
+// EndFunc ends a transaction of BeginOn: commits it, with the statements
+// of Later not sent yet before the COMMIT (in its round trip), or rolls
+// it back.
+type EndFunc func(commit bool, later []Stmt) error
 
 // querier runs statements: a *sql.Tx, or a *sql.Conn.
 type querier interface {
@@ -229,7 +244,7 @@ func (c *Cache) Begin(ctx context.Context, opts *sql.TxOptions) (*Tx, error) {
 // state's PostgreSQL write lock); end commits it or rolls it back, and
 // releases conn. Statements run unprepared by the cache: only
 // PostgreSQL's caches use it, which keep none (NewPostgres).
-func (c *Cache) BeginOn(ctx context.Context, conn *sql.Conn, end func(commit bool) error) *Tx {
+func (c *Cache) BeginOn(ctx context.Context, conn *sql.Conn, end EndFunc) *Tx {
 	return &Tx{on: conn, end: end, c: c, ctx: ctx}
 }
 
@@ -253,7 +268,46 @@ func (t *Tx) Rollback() error {
 	return err
 }
 
+// Later runs q, whose result the caller does not need, as part of the
+// transaction: in a transaction of BeginOn it goes with the next
+// statement's round trip or the COMMIT's, and an error it meets is
+// Commit's; elsewhere it runs at once. Writes at the end of a
+// transaction cost no round trip of their own so.
+func (t *Tx) Later(q string, args ...any) error {
+	if t.end == nil {
+		_, err := t.ExecContext(t.ctx, q, args...)
+		return err
+	}
+	t.mu.Lock()
+	t.later = append(t.later, Stmt{Text: t.c.text(q), Args: t.c.params(args)})
+	t.mu.Unlock()
+	return nil
+}
+
+// flushLater sends the statements of Later before another one (which
+// may read what they wrote).
+func (t *Tx) flushLater(ctx context.Context) error {
+	t.mu.Lock()
+	later := t.later
+	t.later = nil
+	t.mu.Unlock()
+	for _, st := range later {
+		if _, err := t.on.ExecContext(ctx, st.Text, st.Args...); err != nil {
+			t.mu.Lock()
+			if t.laterErr == nil {
+				t.laterErr = err
+			}
+			t.mu.Unlock()
+			return err
+		}
+	}
+	return nil
+}
+
 func (t *Tx) ExecContext(ctx context.Context, q string, args ...any) (sql.Result, error) {
+	if err := t.flushLater(ctx); err != nil {
+		return nil, err
+	}
 	if st := t.stmt(ctx, q); st != nil {
 		return st.ExecContext(ctx, args...)
 	}
@@ -261,6 +315,9 @@ func (t *Tx) ExecContext(ctx context.Context, q string, args ...any) (sql.Result
 }
 
 func (t *Tx) QueryContext(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
+	if err := t.flushLater(ctx); err != nil {
+		return nil, err
+	}
 	if st := t.stmt(ctx, q); st != nil {
 		return st.QueryContext(ctx, args...)
 	}
@@ -282,16 +339,23 @@ func (t *Tx) finish(commit bool) error {
 		return sql.ErrTxDone
 	}
 	t.ended = true
-	rows := t.rows
-	t.rows = nil
+	rows, later, failed := t.rows, t.later, t.laterErr
+	t.rows, t.later = nil, nil
 	t.mu.Unlock()
 	for _, r := range rows {
 		r.Close()
 	}
-	return t.end(commit)
+	if failed != nil && commit {
+		t.end(false, nil)
+		return failed
+	}
+	return t.end(commit, later)
 }
 
 func (t *Tx) QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row {
+	// A failure of what Later queued aborts the transaction: this query
+	// fails for it, and Commit returns it (flushLater keeps it).
+	t.flushLater(ctx)
 	if st := t.stmt(ctx, q); st != nil {
 		return st.QueryRowContext(ctx, args...)
 	}

@@ -148,13 +148,19 @@ func (s *Store) beginLocked(ctx context.Context) (*sqlstmt.Tx, error) {
 		rollback()
 		return nil, fmt.Errorf("beginning and taking the write lock: %w", err)
 	}
-	return s.stmts.BeginOn(ctx, conn, func(commit bool) error {
+	return s.stmts.BeginOn(ctx, conn, func(commit bool, later []sqlstmt.Stmt) error {
 		if !commit {
 			return rollback()
 		}
 		// COMMIT of a transaction a failed statement aborted succeeds
 		// with the tag ROLLBACK (pgx's own Tx reports it so too).
-		tag, err := run("COMMIT")
+		var tag string
+		var err error
+		if len(later) > 0 {
+			tag, err = commitWith(ctx, conn, later)
+		} else {
+			tag, err = run("COMMIT")
+		}
 		switch {
 		case err != nil:
 			rollback() // the COMMIT may not have been read
@@ -166,6 +172,34 @@ func (s *Store) beginLocked(ctx context.Context) (*sqlstmt.Tx, error) {
 		}
 		return err
 	}), nil
+}
+
+// commitWith sends later (the transaction's writes whose results are
+// not needed, sqlstmt.Tx.Later) and COMMIT in one round trip (a pgx
+// batch: one pipeline, one Sync), and returns the COMMIT's tag. A write
+// that fails skips the rest, the COMMIT included: the caller rolls back.
+func commitWith(ctx context.Context, conn *sql.Conn, later []sqlstmt.Stmt) (tag string, err error) {
+	err = conn.Raw(func(dc any) error {
+		b := &pgx.Batch{}
+		for _, st := range later {
+			b.Queue(st.Text, st.Args...)
+		}
+		b.Queue("COMMIT")
+		br := dc.(*stdlib.Conn).Conn().SendBatch(ctx, b)
+		for range later {
+			if _, err := br.Exec(); err != nil {
+				br.Close()
+				return err
+			}
+		}
+		ct, err := br.Exec()
+		if cerr := br.Close(); err == nil {
+			err = cerr
+		}
+		tag = ct.String()
+		return err
+	})
+	return tag, err
 }
 
 // asyncCommits makes the store's commits asynchronous unless the URL or

@@ -431,3 +431,46 @@ func TestPostgresAttemptOwnerLive(t *testing.T) {
 	owner.Close(ctx) // its life lock goes with the connection
 	check(OwnerDead)
 }
+
+// TestPostgresLaterWritesGoWithCommit: writes queued with Later go out
+// with the COMMIT; one that fails fails the commit, and nothing of the
+// transaction stays.
+func TestPostgresLaterWritesGoWithCommit(t *testing.T) {
+	s, err := OpenPostgres(pgtest.Database(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	count := func() (n int) {
+		if err := s.db.QueryRow(`SELECT count(*) FROM settings WHERE name LIKE 'later-%'`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	err = s.tx(ctx, func(tx *sqlstmt.Tx) error {
+		if err := tx.Later(`INSERT INTO settings (name, value) VALUES (?, ?)`, "later-1", "x"); err != nil {
+			return err
+		}
+		return tx.Later(`INSERT INTO settings (name, value) VALUES (?, ?)`, "later-2", "x")
+	})
+	if err != nil || count() != 2 {
+		t.Fatalf("two writes with the commit: %v, %d rows; want both", err, count())
+	}
+	err = s.tx(ctx, func(tx *sqlstmt.Tx) error {
+		tx.Later(`INSERT INTO settings (name, value) VALUES (?, ?)`, "later-3", "x")
+		return tx.Later(`INSERT INTO settings (name, value) VALUES (?, ?)`, "later-1", "again") // its key is taken
+	})
+	if err == nil || count() != 2 {
+		t.Fatalf("a failing write with the commit: %v, %d rows; want an error and nothing of it", err, count())
+	}
+	// A statement after Later sees what it wrote.
+	var v string
+	err = s.tx(ctx, func(tx *sqlstmt.Tx) error {
+		tx.Later(`UPDATE settings SET value = ? WHERE name = ?`, "y", "later-2")
+		return tx.QueryRow(`SELECT value FROM settings WHERE name = ?`, "later-2").Scan(&v)
+	})
+	if err != nil || v != "y" {
+		t.Fatalf("read after Later: %q, %v; want y", v, err)
+	}
+}
