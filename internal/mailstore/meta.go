@@ -36,11 +36,13 @@ func (m *Folder) LoadMeta(ctx context.Context, msgs []*Message) ([]*Message, err
 		}
 	}
 	var missing []int64
-	newer := false
+	var newer []imap.UID // missing, and arrived since the last listing
 	for _, msg := range msgs {
 		if !MetaKnown(msg.meta) && !msg.expunged {
 			missing = append(missing, int64(msg.UID))
-			newer = newer || msg.UID >= m.metaFrom
+			if msg.UID >= m.metaFrom {
+				newer = append(newer, msg.UID)
+			}
 		}
 	}
 	auth, since, total := m.auth, m.metaAt, len(m.byUID)
@@ -69,12 +71,14 @@ func (m *Folder) LoadMeta(ctx context.Context, msgs []*Message) ([]*Message, err
 		}
 		return m.missedMeta(msgs), nil
 	}
-	if newer {
-		details, err := c.MetadataReceived(ctx, auth, m.name, since.Add(-metaSkew), start.Add(metaSkew))
-		if err != nil {
+	if len(newer) > 0 {
+		// The seconds since the last listing, in the provider's clock
+		// when the bridge knows it (provclock.go), else widened by
+		// metaSkew: on a busy folder the wide search answered every
+		// message of the last minutes, for each FETCH of a new one.
+		if _, err := m.receivedSince(ctx, auth, since, newer); err != nil {
 			return nil, err
 		}
-		m.fillMeta(details)
 		m.mu.Lock()
 		if start.After(m.metaAt) {
 			m.metaAt, m.metaFrom = start, next
