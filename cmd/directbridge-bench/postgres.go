@@ -81,8 +81,17 @@ func (pg *pgServer) run(ctx context.Context, prog string, args ...string) error 
 	return nil
 }
 
-// database creates a fresh database and returns its URL.
+// database creates a fresh database and returns its URL. The previous
+// one is dropped first (the parts use one at a time): autovacuum working
+// through an earlier run's churned tables would take CPU from the next
+// measurement on the same two cores.
 func (pg *pgServer) database(ctx context.Context) (string, error) {
+	if pg.n > 0 {
+		prev := fmt.Sprintf("bench%d", pg.n)
+		if err := pg.run(ctx, "psql", "-h", pg.dir, "-U", "postgres", "-q", "-c", "DROP DATABASE IF EXISTS "+prev+" WITH (FORCE)"); err != nil {
+			return "", err
+		}
+	}
 	pg.n++
 	name := fmt.Sprintf("bench%d", pg.n)
 	if err := pg.run(ctx, "psql", "-h", pg.dir, "-U", "postgres", "-q", "-c", "CREATE DATABASE "+name); err != nil {
