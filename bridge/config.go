@@ -169,6 +169,11 @@ func (c *Config) Validate() []error {
 	if _, _, err := net.SplitHostPort(c.PeerAddr); c.PeerAddr != "" && err != nil {
 		bad("DIRECTBRIDGE_PEER_ADDR: %v", err)
 	}
+	if c.PeerAdvertise != "" {
+		if a, err := advertised(c.PeerAdvertise, ":0", "1"); err != nil || !validHostPort(a) {
+			bad("DIRECTBRIDGE_PEER_ADVERTISE: %q is not a host or host:port", c.PeerAdvertise)
+		}
+	}
 	if _, err := proxyRanges(c.ProxyProtocolFrom); err != nil {
 		bad("DIRECTBRIDGE_PROXY_PROTOCOL_FROM: %v", err)
 	}

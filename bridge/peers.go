@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"strconv"
 	"strings"
 	"time"
 
@@ -57,6 +58,16 @@ func advertised(setting, listen, port string) (string, error) {
 		return "", fmt.Errorf("DIRECTBRIDGE_PEER_ADDR names no host and %w: set DIRECTBRIDGE_PEER_ADVERTISE", err)
 	}
 	return net.JoinHostPort(ip.String(), port), nil
+}
+
+// validHostPort reports a host:port with a host and a numeric port.
+func validHostPort(a string) bool {
+	host, port, err := net.SplitHostPort(a)
+	if err != nil || host == "" || strings.ContainsAny(host, " /") || strings.Contains(host, ":") && net.ParseIP(host) == nil {
+		return false
+	}
+	n, err := strconv.Atoi(port)
+	return err == nil && n > 0 && n < 65536
 }
 
 // firstAddress is this machine's first unicast address that is not a

@@ -21,6 +21,16 @@ func TestAdvertised(t *testing.T) {
 			t.Errorf("advertised(%q, %q) = %q, %v; want %q", tc.setting, tc.listen, got, err, tc.want)
 		}
 	}
+	for _, a := range []string{"10.0.0.7:7144", "[fd00::7]:7144", "replica-1.bridge:7144"} {
+		if !validHostPort(a) {
+			t.Errorf("validHostPort(%q) = false", a)
+		}
+	}
+	for _, a := range []string{"replica-1:", ":7144", "[a:b:c]:7144", "host:99999"} {
+		if validHostPort(a) {
+			t.Errorf("validHostPort(%q) = true", a)
+		}
+	}
 	// No host anywhere: the machine's own address, never a loopback one.
 	if got, err := advertised("", ":7144", "7144"); err == nil {
 		host, _, _ := net.SplitHostPort(got)

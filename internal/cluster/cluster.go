@@ -429,8 +429,8 @@ func (c *Cluster) heartbeat(ctx context.Context, conn *pgx.Conn) error {
 	// The life lock's key goes with the heartbeat: the journal of
 	// attempts asks PostgreSQL whether an entry's owner holds it in the
 	// statement that finds the entry (state.ownerLiveSQL).
-	if _, err := conn.Exec(ctx, `INSERT INTO replicas (id, started_at, seen_at, addr, life_key) VALUES ($1, `+nowMillis+`, `+nowMillis+`, $2, $3)
-ON CONFLICT (id) DO UPDATE SET seen_at = EXCLUDED.seen_at, addr = EXCLUDED.addr, life_key = EXCLUDED.life_key`, c.id, c.addr, lifeKey(c.id)); err != nil {
+	if _, err := conn.Exec(ctx, `INSERT INTO replicas (id, started_at, seen_at, addr, life_key, life_pid) VALUES ($1, `+nowMillis+`, `+nowMillis+`, $2, $3, pg_backend_pid())
+ON CONFLICT (id) DO UPDATE SET seen_at = EXCLUDED.seen_at, addr = EXCLUDED.addr, life_key = EXCLUDED.life_key, life_pid = EXCLUDED.life_pid`, c.id, c.addr, lifeKey(c.id)); err != nil {
 		return fmt.Errorf("cluster: heartbeat: %w", err)
 	}
 	// Replicas gone for an hour are forgotten (one that stopped cleanly

@@ -2,6 +2,7 @@ package mailstore
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -91,7 +92,9 @@ func (b *Bodies) fromHolders(ctx context.Context, ref FolderRef, uids []imap.UID
 			defer wg.Done()
 			held, err := b.holders.Held(ctx, replica, ref, list)
 			if err != nil {
-				b.warnHolders(err)
+				if !isQuiet(err) {
+					b.warnHolders(err)
+				}
 				b.countHeld("failed", len(list))
 				return
 			}
@@ -127,6 +130,13 @@ func (b *Bodies) fromHolders(ctx context.Context, ref FolderRef, uids []imap.UID
 	}
 	wg.Wait()
 	return out
+}
+
+// isQuiet reports an error a Holders marks as not worth a warning (a
+// replica known not to answer, asked again later).
+func isQuiet(err error) bool {
+	var q interface{ Quiet() bool }
+	return errors.As(err, &q) && q.Quiet()
 }
 
 // countHeld tells the metrics of n messages asked of another replica.

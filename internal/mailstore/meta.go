@@ -76,7 +76,12 @@ func (m *Folder) LoadMeta(ctx context.Context, msgs []*Message) ([]*Message, err
 		// when the bridge knows it (provclock.go), else widened by
 		// metaSkew: on a busy folder the wide search answered every
 		// message of the last minutes, for each FETCH of a new one.
-		if _, err := m.receivedSince(ctx, auth, since, newer); err != nil {
+		// Mail a poll found after the last listing may have arrived up
+		// to a poll before it (two, for the poll's own call): the narrow
+		// window starts that much earlier, so that it is not missed and
+		// searched for again wide.
+		lag := 2 * m.store.cfg.PollInterval
+		if _, err := m.receivedSince(ctx, auth, since.Add(-lag), newer); err != nil {
 			return nil, err
 		}
 		m.mu.Lock()

@@ -20,6 +20,16 @@ import (
 // asked instead.
 const Timeout = 2 * time.Second
 
+// ErrDown is Held's answer for a replica that failed to answer a moment
+// ago (downFor), which is not asked again meanwhile. Quiet: the failure
+// that made it so was reported.
+var ErrDown error = downError{}
+
+type downError struct{}
+
+func (downError) Error() string { return "peerfetch: the replica did not answer a moment ago" }
+func (downError) Quiet() bool   { return true }
+
 // Client asks other replicas for what they hold (mailstore.Holders).
 type Client struct {
 	seal *sealer
@@ -47,8 +57,11 @@ func NewClient(journalKey []byte, addr func(replica string) (string, bool)) (*Cl
 // only their metadata.
 func (c *Client) Held(ctx context.Context, replica string, ref mailstore.FolderRef, uids []imap.UID) ([]mailstore.HeldMessage, error) {
 	addr, ok := c.addr(replica)
-	if !ok || c.down.isDown(replica) {
+	if !ok {
 		return nil, nil // it serves nothing (no DIRECTBRIDGE_PEER_ADDR), or is gone
+	}
+	if c.down.isDown(replica) {
+		return nil, ErrDown
 	}
 	if len(uids) > MaxUIDs {
 		uids = uids[:MaxUIDs]

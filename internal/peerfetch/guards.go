@@ -9,15 +9,22 @@ import (
 // nonceSet remembers the nonces of requests answered within MaxSkew, so
 // that a request recorded on the network is answered once: a replay
 // within the window is refused, and one after it is too old anyway.
+// Nonces are forgotten oldest first (order), once older than twice
+// MaxSkew or when maxNonces are held.
 type nonceSet struct {
 	mu    sync.Mutex
-	seen  map[[12]byte]time.Time
-	swept time.Time
+	seen  map[[12]byte]bool
+	order []seenNonce // in the order added
 }
 
-// maxNonces bounds the set: a replica making more requests than this
-// within MaxSkew has its oldest forgotten early (they are too old a
-// minute later all the same).
+type seenNonce struct {
+	nonce [12]byte
+	at    time.Time
+}
+
+// maxNonces bounds the set. Reaching it takes more requests within
+// 2*MaxSkew than the replicas of a cluster make; the oldest is forgotten
+// then (only holders of the key can make requests that open).
 const maxNonces = 1 << 18
 
 // add records nonce at now and reports whether it was new.
@@ -27,20 +34,21 @@ func (s *nonceSet) add(nonce []byte, now time.Time) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.seen == nil {
-		s.seen = map[[12]byte]time.Time{}
+		s.seen = map[[12]byte]bool{}
 	}
-	if now.Sub(s.swept) > MaxSkew/4 || len(s.seen) >= maxNonces {
-		for n, at := range s.seen {
-			if now.Sub(at) > 2*MaxSkew || len(s.seen) >= maxNonces {
-				delete(s.seen, n)
-			}
-		}
-		s.swept = now
+	drop := 0
+	for drop < len(s.order) && (now.Sub(s.order[drop].at) > 2*MaxSkew || len(s.order)-drop >= maxNonces) {
+		delete(s.seen, s.order[drop].nonce)
+		drop++
 	}
-	if _, dup := s.seen[k]; dup {
+	if drop > 0 {
+		s.order = append(s.order[:0], s.order[drop:]...)
+	}
+	if s.seen[k] {
 		return false
 	}
-	s.seen[k] = now
+	s.seen[k] = true
+	s.order = append(s.order, seenNonce{k, now})
 	return true
 }
 
@@ -67,10 +75,16 @@ type downSet struct {
 func (d *downSet) mark(replica string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	now := time.Now()
 	if d.until == nil {
 		d.until = map[string]time.Time{}
 	}
-	d.until[replica] = time.Now().Add(downFor)
+	for r, t := range d.until { // replicas' ids are per process: forget the past
+		if now.After(t) {
+			delete(d.until, r)
+		}
+	}
+	d.until[replica] = now.Add(downFor)
 }
 
 func (d *downSet) isDown(replica string) bool {

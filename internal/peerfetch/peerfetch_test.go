@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"net"
 	"net/http"
 	"testing"
@@ -158,8 +159,29 @@ func TestDeadHolderNotAskedAgain(t *testing.T) {
 	if _, err := c.Held(context.Background(), "gone", ref, []imap.UID{1}); err == nil {
 		t.Fatal("a replica that does not listen answered")
 	}
+	start := time.Now()
 	got, err := c.Held(context.Background(), "gone", ref, []imap.UID{1})
-	if err != nil || got != nil {
-		t.Fatalf("asked again at once: %v, %v; want left alone (nothing, no error)", got, err)
+	if !errors.Is(err, ErrDown) || got != nil || time.Since(start) > 100*time.Millisecond {
+		t.Fatalf("asked again at once: %v, %v after %v; want left alone (ErrDown at once)", got, err, time.Since(start))
+	}
+}
+
+// TestNonceSet: a nonce is refused a second time within the window,
+// forgotten oldest first once past it.
+func TestNonceSet(t *testing.T) {
+	var s nonceSet
+	t0 := time.Now()
+	a, b := bytes.Repeat([]byte{1}, 12), bytes.Repeat([]byte{2}, 12)
+	if !s.add(a, t0) || s.add(a, t0.Add(time.Second)) {
+		t.Fatal("a nonce seen twice within the window was taken twice")
+	}
+	if !s.add(b, t0.Add(MaxSkew)) {
+		t.Fatal("a fresh nonce refused")
+	}
+	// Past 2*MaxSkew, a is forgotten (a request that old is refused for
+	// its age anyway) and b, younger, is still known.
+	later := t0.Add(2*MaxSkew + time.Second)
+	if s.add(b, later) || !s.add(a, later) {
+		t.Fatal("nonces not forgotten oldest first")
 	}
 }

@@ -135,10 +135,14 @@ func (sv *Server) held(w http.ResponseWriter, r *http.Request) {
 	n := sv.seal.aead.NonceSize()
 	answer := make([]byte, n, n+64<<10)
 	for _, h := range sv.src(mailstore.FolderRef{User: req.U, Folder: req.F, Validity: req.V}, uids) {
-		if len(answer)-n+heldSize(h) > maxAnswer {
+		if len(answer)-n+12+len(h.Raw) > maxAnswer {
 			break
 		}
-		answer = appendHeld(answer, h)
+		prev := len(answer)
+		if answer = appendHeld(answer, h); len(answer)-n > maxAnswer {
+			answer = answer[:prev] // its metadata took it over the bound
+			break
+		}
 	}
 	w.Header().Set("Content-Type", "application/octet-stream")
 	w.Write(sv.seal.sealInPlace(answer, answerADFor(nonce)))

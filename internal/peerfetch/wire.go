@@ -41,16 +41,6 @@ func appendHeld(b []byte, h mailstore.HeldMessage) []byte {
 	return append(b, h.Raw...)
 }
 
-// heldSize is what appendHeld writes for h, about (its metadata's JSON
-// is bounded by its fields).
-func heldSize(h mailstore.HeldMessage) int {
-	n := 12 + len(h.Raw)
-	if h.Meta != nil {
-		n += 4096 + len(h.Meta.Subject) + len(h.Meta.Headers)*256
-	}
-	return n
-}
-
 var errAnswer = errors.New("peerfetch: an answer that does not parse")
 
 // parseAnswer reads the messages of an answer; raw bytes are copied out

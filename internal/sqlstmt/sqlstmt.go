@@ -279,8 +279,11 @@ func (t *Tx) Later(q string, args ...any) error {
 		return err
 	}
 	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.ended {
+		return sql.ErrTxDone
+	}
 	t.later = append(t.later, Stmt{Text: t.c.text(q), Args: t.c.params(args)})
-	t.mu.Unlock()
 	return nil
 }
 

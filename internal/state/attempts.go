@@ -70,16 +70,18 @@ const (
 const ReplicaLiveFor = 10 * time.Second
 
 // ownerLiveSQL is, in a query over attempts a, whether a's owner is a
-// live replica: it holds its life lock (an advisory lock on its
-// heartbeat's connection, whose key package cluster writes with the
-// heartbeat; PostgreSQL shows a bigint key's halves in classid and objid)
-// and beat within ReplicaLiveFor. Read in the statement that finds the
+// live replica: the server process of its heartbeat's connection holds
+// its life lock (an advisory lock whose key and process package cluster
+// writes with the heartbeat; PostgreSQL shows a bigint key's halves in
+// classid and objid; the process, so that another session taking the
+// key for a moment is not taken for the owner) and it beat within
+// ReplicaLiveFor. Read in the statement that finds the
 // attempt, it is as fresh as the look-up itself, and costs no round
 // trip of its own (a question per attempt found was a tenth of a
 // replica's CPU under imaptest's identical APPENDs through two replicas).
 var ownerLiveSQL = fmt.Sprintf(`EXISTS (SELECT 1 FROM replicas r JOIN pg_locks l ON l.locktype = 'advisory' AND l.granted
 		AND l.objsubid = 1 AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
-		AND l.classid = ((r.life_key >> 32) & 4294967295)::oid AND l.objid = (r.life_key & 4294967295)::oid
+		AND l.classid = ((r.life_key >> 32) & 4294967295)::oid AND l.objid = (r.life_key & 4294967295)::oid AND l.pid = r.life_pid
 		WHERE r.id = a.owner AND r.seen_at > (extract(epoch FROM clock_timestamp()) * 1000)::bigint - %d)`, ReplicaLiveFor.Milliseconds())
 
 // Attempts is the journal of IMAP changes whose outcome may be unknown.

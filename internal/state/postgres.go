@@ -424,6 +424,8 @@ CREATE TABLE replicas (
 );
 `}, {version: 12, name: migrations[11].name, sql: `
 ALTER TABLE replicas ADD COLUMN addr TEXT NOT NULL DEFAULT '';
+`}, {version: 13, name: migrations[12].name, sql: `
 ALTER TABLE replicas ADD COLUMN life_key BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE replicas ADD COLUMN life_pid INTEGER NOT NULL DEFAULT 0;
 `},
 }

@@ -409,8 +409,8 @@ func TestPostgresAttemptOwnerLive(t *testing.T) {
 	if _, err := owner.Exec(ctx, `SELECT pg_advisory_lock($1)`, lifeKey); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := owner.Exec(ctx, `INSERT INTO directbridge.replicas (id, started_at, seen_at, addr, life_key)
-		VALUES ('replica-a', 0, (extract(epoch FROM clock_timestamp()) * 1000)::bigint, '', $1)`, lifeKey); err != nil {
+	if _, err := owner.Exec(ctx, `INSERT INTO directbridge.replicas (id, started_at, seen_at, addr, life_key, life_pid)
+		VALUES ('replica-a', 0, (extract(epoch FROM clock_timestamp()) * 1000)::bigint, '', $1, pg_backend_pid())`, lifeKey); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, err := s.BeginUnlessUndecided(ctx, "alice@direct.example", "append:k", "replica-a", 0); err != nil {
@@ -428,7 +428,17 @@ func TestPostgresAttemptOwnerLive(t *testing.T) {
 		}
 	}
 	check(OwnerAlive)
+	// Another session holding the key for a moment (an older replica's
+	// look at a dead owner) is not the owner.
+	other, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close(ctx)
 	owner.Close(ctx) // its life lock goes with the connection
+	if _, err := other.Exec(ctx, `SELECT pg_advisory_lock($1)`, lifeKey); err != nil {
+		t.Fatal(err)
+	}
 	check(OwnerDead)
 }
 

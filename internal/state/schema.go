@@ -170,11 +170,19 @@ CREATE TABLE replicas (
 		version: 12,
 		name:    "where replicas reach each other",
 		// The address a replica serves the messages it holds in memory
-		// on (internal/peerfetch), '' when it serves none; the key of its
-		// life lock, which the journal of attempts looks up (ownerLiveSQL).
+		// on (internal/peerfetch), '' when it serves none.
 		sql: `
 ALTER TABLE replicas ADD COLUMN addr TEXT NOT NULL DEFAULT '';
+`,
+	}, {
+		version: 13,
+		name:    "replicas' life locks, for the journal of attempts",
+		// The key of a replica's life lock and the server process of
+		// the connection holding it, which the journal of attempts looks
+		// up in pg_locks (ownerLiveSQL).
+		sql: `
 ALTER TABLE replicas ADD COLUMN life_key INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE replicas ADD COLUMN life_pid INTEGER NOT NULL DEFAULT 0;
 `,
 	},
 }
