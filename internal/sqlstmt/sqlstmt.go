@@ -218,6 +218,12 @@ type Stmt struct {
 	Args []any
 }
 
+// Bound is st as the database takes it (placeholders and arguments
+// rebound), for a caller that sends it through the driver itself.
+func (c *Cache) Bound(st Stmt) Stmt {
+	return Stmt{Text: c.text(st.Text), Args: c.params(st.Args)}
+}
+
 // EndFunc ends a transaction of BeginOn: commits it, with the statements
 // of Later not sent yet before the COMMIT (in its round trip), or rolls
 // it back.

@@ -281,6 +281,9 @@ type FlagChange struct {
 // are one step for the store (the transaction takes SQLite's write lock
 // when it begins, see OpenStore).
 func (s *Store) ChangeFlags(ctx context.Context, username, folder string, validity uint32, changes []FlagChange) (map[uint32][]string, error) {
+	if s.pg {
+		return s.changeFlagsPG(ctx, username, folder, validity, changes)
+	}
 	var out map[uint32][]string
 	err := s.tx(ctx, func(tx *sqlstmt.Tx) error {
 		var err error
@@ -304,21 +307,9 @@ const batchUIDs = 400
 // statement is a round trip made while the STORE's folder waits (flagMu,
 // internal/mailstore): a change of 50 messages was 100 of them.
 func changeFlagsBatchTx(tx *sqlstmt.Tx, username, folder string, validity uint32, changes []FlagChange) (map[uint32][]string, error) {
-	out := make(map[uint32][]string, len(changes))
-	var uids []uint32
-	for _, c := range changes {
-		if _, seen := out[c.UID]; !seen {
-			out[c.UID] = nil
-			uids = append(uids, c.UID)
-		}
-	}
-	for chunk := range slices.Chunk(uids, batchUIDs) {
-		args := []any{username, folder, validity}
-		for _, u := range chunk {
-			args = append(args, u)
-		}
-		rows, err := tx.Query(`SELECT uid, flags FROM flags WHERE username = ? AND folder = ? AND uid_validity = ? AND uid IN (`+
-			placeholders(len(chunk))+`)`, args...)
+	out, uids := flagSetsOf(changes)
+	for _, q := range flagReads(username, folder, validity, uids) {
+		rows, err := tx.Query(q.Text, q.Args...)
 		if err != nil {
 			return nil, err
 		}
@@ -336,6 +327,49 @@ func changeFlagsBatchTx(tx *sqlstmt.Tx, username, folder string, validity uint32
 			return nil, err
 		}
 	}
+	// The writes go with the COMMIT (Later): on PostgreSQL a STORE's
+	// transaction is three round trips, not five.
+	for _, q := range applyFlagChanges(out, uids, changes, username, folder, validity) {
+		if err := tx.Later(q.Text, q.Args...); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// flagSetsOf is the messages changes name, in order, each with no set yet.
+func flagSetsOf(changes []FlagChange) (map[uint32][]string, []uint32) {
+	out := make(map[uint32][]string, len(changes))
+	var uids []uint32
+	for _, c := range changes {
+		if _, seen := out[c.UID]; !seen {
+			out[c.UID] = nil
+			uids = append(uids, c.UID)
+		}
+	}
+	return out, uids
+}
+
+// flagReads are the reads of the sets kept for uids (columns uid, flags),
+// batchUIDs a statement, with ? placeholders.
+func flagReads(username, folder string, validity uint32, uids []uint32) []sqlstmt.Stmt {
+	var out []sqlstmt.Stmt
+	for chunk := range slices.Chunk(uids, batchUIDs) {
+		args := []any{username, folder, validity}
+		for _, u := range chunk {
+			args = append(args, u)
+		}
+		out = append(out, sqlstmt.Stmt{Text: `SELECT uid, flags FROM flags WHERE username = ? AND folder = ? AND uid_validity = ? AND uid IN (` +
+			placeholders(len(chunk)) + `)`, Args: args})
+	}
+	return out
+}
+
+// applyFlagChanges applies changes in order to the sets read (out, for
+// uids), and returns the writes that keep the result: a delete of the
+// sets left empty and an upsert of the others, per batchUIDs messages,
+// with ? placeholders.
+func applyFlagChanges(out map[uint32][]string, uids []uint32, changes []FlagChange, username, folder string, validity uint32) []sqlstmt.Stmt {
 	for _, c := range changes {
 		out[c.UID] = ApplyFlagChange(out[c.UID], c)
 	}
@@ -347,17 +381,14 @@ func changeFlagsBatchTx(tx *sqlstmt.Tx, username, folder string, validity uint32
 			kept = append(kept, u)
 		}
 	}
+	var writes []sqlstmt.Stmt
 	for chunk := range slices.Chunk(empty, batchUIDs) {
 		args := []any{username, folder, validity}
 		for _, u := range chunk {
 			args = append(args, u)
 		}
-		// The writes go with the COMMIT (Later): on PostgreSQL a STORE's
-		// transaction is three round trips, not five.
-		if err := tx.Later(`DELETE FROM flags WHERE username = ? AND folder = ? AND uid_validity = ? AND uid IN (`+
-			placeholders(len(chunk))+`)`, args...); err != nil {
-			return nil, err
-		}
+		writes = append(writes, sqlstmt.Stmt{Text: `DELETE FROM flags WHERE username = ? AND folder = ? AND uid_validity = ? AND uid IN (` +
+			placeholders(len(chunk)) + `)`, Args: args})
 	}
 	for chunk := range slices.Chunk(kept, batchUIDs) {
 		var args []any
@@ -366,12 +397,10 @@ func changeFlagsBatchTx(tx *sqlstmt.Tx, username, folder string, validity uint32
 			rows = append(rows, "(?, ?, ?, ?, ?)")
 			args = append(args, username, folder, validity, u, strings.Join(out[u], " "))
 		}
-		if err := tx.Later(`INSERT INTO flags (username, folder, uid_validity, uid, flags) VALUES `+strings.Join(rows, ", ")+`
-			ON CONFLICT (username, folder, uid_validity, uid) DO UPDATE SET flags = excluded.flags`, args...); err != nil {
-			return nil, err
-		}
+		writes = append(writes, sqlstmt.Stmt{Text: `INSERT INTO flags (username, folder, uid_validity, uid, flags) VALUES ` + strings.Join(rows, ", ") + `
+			ON CONFLICT (username, folder, uid_validity, uid) DO UPDATE SET flags = excluded.flags`, Args: args})
 	}
-	return out, nil
+	return writes
 }
 
 // placeholders is n ? placeholders, separated by commas.

@@ -127,23 +127,7 @@ func (s *Store) beginLocked(ctx context.Context) (*sqlstmt.Tx, error) {
 		})
 		return tag, err
 	}
-	// rollback ends the transaction even when ctx is spent, and closes
-	// the connection when it cannot: a connection back in the pool
-	// inside a transaction would hold the write lock, and every replica's
-	// transactions would wait for it until the pool dropped it.
-	rollback := func() error {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		err := conn.Raw(func(dc any) error {
-			_, err := dc.(*stdlib.Conn).Conn().PgConn().Exec(rctx, "ROLLBACK").ReadAll()
-			if err != nil {
-				return driver.ErrBadConn // database/sql closes the connection
-			}
-			return nil
-		})
-		conn.Close()
-		return err
-	}
+	rollback := func() error { return rollbackConn(ctx, conn) }
 	if _, err := run(beginLockedSQL); err != nil {
 		rollback()
 		return nil, fmt.Errorf("beginning and taking the write lock: %w", err)
@@ -172,6 +156,110 @@ func (s *Store) beginLocked(ctx context.Context) (*sqlstmt.Tx, error) {
 		}
 		return err
 	}), nil
+}
+
+// rollbackConn ends the transaction on conn even when ctx is spent, and
+// releases conn, closing it when the ROLLBACK fails: a connection back in
+// the pool inside a transaction would hold the write lock, and every
+// replica's transactions would wait for it until the pool dropped it.
+func rollbackConn(ctx context.Context, conn *sql.Conn) error {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	err := conn.Raw(func(dc any) error {
+		_, err := dc.(*stdlib.Conn).Conn().PgConn().Exec(rctx, "ROLLBACK").ReadAll()
+		if err != nil {
+			return driver.ErrBadConn // database/sql closes the connection
+		}
+		return nil
+	})
+	conn.Close()
+	return err
+}
+
+// changeFlagsPG is ChangeFlags on PostgreSQL in two round trips: BEGIN,
+// the write lock and the read of the sets kept now go in one pipeline,
+// the writes and the COMMIT in another (commitWith). The lock is held
+// from the first to the second only: every STORE's kept flags wait for
+// it, on every replica. The same statements as changeFlagsBatchTx, which
+// SQLite runs.
+func (s *Store) changeFlagsPG(ctx context.Context, username, folder string, validity uint32, changes []FlagChange) (map[uint32][]string, error) {
+	for try := 1; ; try++ {
+		out, err := s.changeFlagsPGOnce(ctx, username, folder, validity, changes)
+		if err == nil || !retryable(err) || try == maxTxTries || ctx.Err() != nil {
+			if err != nil {
+				return nil, fmt.Errorf("state: state store: %w", err)
+			}
+			return out, nil
+		}
+	}
+}
+
+func (s *Store) changeFlagsPGOnce(ctx context.Context, username, folder string, validity uint32, changes []FlagChange) (map[uint32][]string, error) {
+	if err := s.txMu.Lock(ctx); err != nil { // as txOnce
+		return nil, err
+	}
+	defer s.txMu.Unlock()
+	conn, err := s.db.Conn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out, uids := flagSetsOf(changes)
+	reads := flagReads(username, folder, validity, uids)
+	err = conn.Raw(func(dc any) error {
+		b := &pgx.Batch{}
+		b.Queue("BEGIN")
+		b.Queue("SELECT pg_advisory_xact_lock($1)", int64(writeLock))
+		for _, q := range reads {
+			q = s.stmts.Bound(q)
+			b.Queue(q.Text, q.Args...)
+		}
+		br := dc.(*stdlib.Conn).Conn().SendBatch(ctx, b)
+		defer br.Close()
+		for range 2 {
+			if _, err := br.Exec(); err != nil {
+				return err
+			}
+		}
+		for range reads {
+			rows, err := br.Query()
+			if err != nil {
+				return err
+			}
+			for rows.Next() {
+				var uid int64
+				var fl string
+				if err := rows.Scan(&uid, &fl); err != nil {
+					rows.Close()
+					return err
+				}
+				out[uint32(uid)] = strings.Fields(fl)
+			}
+			rows.Close()
+			if err := rows.Err(); err != nil {
+				return err
+			}
+		}
+		return br.Close()
+	})
+	if err != nil {
+		rollbackConn(ctx, conn)
+		return nil, err
+	}
+	writes := applyFlagChanges(out, uids, changes, username, folder, validity)
+	for i := range writes {
+		writes[i] = s.stmts.Bound(writes[i])
+	}
+	tag, err := commitWith(ctx, conn, writes)
+	switch {
+	case err != nil:
+		rollbackConn(ctx, conn)
+		return nil, err
+	case tag != "COMMIT":
+		conn.Close()
+		return nil, fmt.Errorf("the transaction was rolled back (%s)", tag)
+	}
+	conn.Close()
+	return out, nil
 }
 
 // commitWith sends later (the transaction's writes whose results are
