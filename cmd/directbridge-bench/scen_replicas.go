@@ -197,6 +197,19 @@ func (rs *replicaSet) calls(ctx context.Context) (float64, error) {
 	return total, nil
 }
 
+// dialInbox is dialFrom with INBOX selected.
+func dialInbox(addr string, a account, h *imapclient.UnilateralDataHandler) (*imapclient.Client, error) {
+	c, err := dialFrom(addr, a, h)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := c.Select("INBOX", nil).Wait(); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
 // dialFrom logs a in at addr (plain IMAP) from 127.0.0.5: a replica takes
 // connections from 127.0.0.1 only with a PROXY header.
 func dialFrom(addr string, a account, h *imapclient.UnilateralDataHandler) (*imapclient.Client, error) {
@@ -282,26 +295,20 @@ func replicasIdle(ctx context.Context, b *bench, pg *pgServer, out *outcome) err
 			}
 		}
 	}}
-	watcher, err := dialFrom(rs.direct(1), u, h)
+	watcher, err := dialInbox(rs.direct(1), u, h)
 	if err != nil {
 		return err
 	}
 	defer watcher.Close()
-	if _, err := watcher.Select("INBOX", nil).Wait(); err != nil {
-		return err
-	}
 	idle, err := watcher.Idle()
 	if err != nil {
 		return err
 	}
-	writer, err := dialFrom(rs.direct(0), u, nil)
+	writer, err := dialInbox(rs.direct(0), u, nil)
 	if err != nil {
 		return err
 	}
 	defer writer.Close()
-	if _, err := writer.Select("INBOX", nil).Wait(); err != nil {
-		return err
-	}
 	// The replica that joined last catches up once, a heartbeat after it
 	// started (a refresh of what its sessions hold): not a change's cost.
 	time.Sleep(3 * time.Second)
