@@ -17,6 +17,7 @@ import (
 	"github.com/directbridge/directbridge/internal/admin"
 	"github.com/directbridge/directbridge/internal/cluster"
 	"github.com/directbridge/directbridge/internal/delivery"
+	"github.com/directbridge/directbridge/internal/director"
 	"github.com/directbridge/directbridge/internal/limits"
 	"github.com/directbridge/directbridge/internal/login"
 	"github.com/directbridge/directbridge/internal/mailstore"
@@ -49,6 +50,7 @@ type Bridge struct {
 	cluster   *cluster.Cluster  // the replicas sharing a PostgreSQL state store; nil on SQLite
 	peerSrv   *peerfetch.Server // serves the messages this replica holds to the others (peers.go); nil when off
 	peerLn    net.Listener      // its listener until served
+	linksLn   net.Listener      // the director's links on the peer port until served (internal/director)
 	certs     *certSource
 	smtp      *smtpbackend.Server
 	tracker   *delivery.Tracker // nil when bounces are off
@@ -240,7 +242,18 @@ func (b *Bridge) open() error {
 		Holders:     holders,
 		Logger:      b.log.With("component", "imap"),
 	})
+	var dir *director.Director
+	var linksLn net.Listener
 	if peerLn != nil {
+		if b.cfg.Director {
+			// One port for both: links begin with a TLS handshake,
+			// peerfetch's requests do not.
+			if dir, err = director.New(journalKey, b.cluster.Members); err != nil {
+				return err
+			}
+			linksLn, peerLn = director.Split(peerLn)
+			b.linksLn = linksLn // closed by close() if what follows fails
+		}
 		if err := b.servePeers(peerLn, journalKey); err != nil {
 			return err
 		}
@@ -262,9 +275,14 @@ func (b *Bridge) open() error {
 		DeleteForever:     b.cfg.ExpungePolicy == "forever",
 		Logger:            b.log.With("component", "imap"),
 		Metrics:           b.obs.imapMetrics(),
+		Director:          dir,
 	})
 	if err != nil {
 		return err
+	}
+	if linksLn != nil {
+		go b.imap.ServeLinks(linksLn)
+		b.linksLn = nil // the IMAP server's now
 	}
 	b.obs.engine(b.imap, b.budget)
 	b.smtp, err = smtpbackend.New(smtpbackend.Config{

@@ -37,6 +37,9 @@ type Config struct {
 	// at (peers.go).
 	PeerAddr      string `envconfig:"PEER_ADDR" desc:"with DIRECTBRIDGE_STATE_URL: listen address (host:port, e.g. :7144) where this replica gives the others the messages it holds in memory, sealed under a key derived from DIRECTBRIDGE_JOURNAL_KEY, so that a message a client appends through one replica is not downloaded from the provider again by the others. Empty: off"`
 	PeerAdvertise string `envconfig:"PEER_ADVERTISE" desc:"the host:port, or the host alone (a pod's IP, IPv6 too; the port is DIRECTBRIDGE_PEER_ADDR's), other replicas reach DIRECTBRIDGE_PEER_ADDR at; empty: DIRECTBRIDGE_PEER_ADDR's host, or when it names none, this machine's first address that is not a loopback one"`
+	// Director serves each user's IMAP sessions on one replica
+	// (internal/director), over links on the peer port.
+	Director bool `envconfig:"DIRECTOR" default:"true" desc:"with DIRECTBRIDGE_PEER_ADDR: serve each user's IMAP sessions on one replica, the user's home among the live ones, whichever replica the balancer gave the connection to: the replica that accepts it checks the password and relays the connection to the home over mutually authenticated TLS on the peer port (a key derived from DIRECTBRIDGE_JOURNAL_KEY), so that one user's folders are mirrored by one replica, not by each"`
 	// ProxyProtocolFrom lists the balancers whose connections start with
 	// a PROXY protocol header (proxy.go).
 	ProxyProtocolFrom string `envconfig:"PROXY_PROTOCOL_FROM" desc:"addresses or CIDR ranges (comma-separated) of TCP balancers in front of the bridge, such as HAProxy with send-proxy-v2: their connections must begin with a PROXY protocol header (v1 or v2), whose client address the per-address limits and the guessing slowdown then count; connections from elsewhere are taken as they are. Empty: none"`

@@ -111,6 +111,10 @@ func (b *Bridge) servePeers(ln net.Listener, journalKey []byte) error {
 // closePeers stops serving the other replicas (answers under way end
 // within a second).
 func (b *Bridge) closePeers() {
+	if b.linksLn != nil { // split, never served (open failed after it)
+		b.linksLn.Close()
+		b.linksLn = nil
+	}
 	if b.peerLn != nil { // opened, never served (open failed after it)
 		b.peerLn.Close()
 		b.peerLn = nil

@@ -383,6 +383,8 @@ func TestReplicasShareBodies(t *testing.T) {
 				if on {
 					c.PeerAddr = "127.0.0.1:0"
 				}
+				// Two replicas serving one user: what the exchange is for.
+				c.Director = false
 			})
 			ca := dialReplica(t, rs[0], nil)
 			s := newSeen()

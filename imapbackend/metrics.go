@@ -29,6 +29,9 @@ type Metrics interface {
 	// PeerMessages reports n messages asked of another replica that
 	// holds them, by result: "held", "missing" or "failed".
 	PeerMessages(result string, n int)
+	// Directed reports a login the director handed to the user's home
+	// replica: "local" (this one) or "remote" (relayed), front.go.
+	Directed(home string)
 	// TurnedAway reports a connection the listener's limits on
 	// strangers turned away: reason "refused" (over a limit on arrival)
 	// or "displaced" (let go for a newcomer), see package limits.
@@ -43,6 +46,7 @@ func (nopMetrics) Command(string, string)   {}
 func (nopMetrics) AuthFailed(string)        {}
 func (nopMetrics) CacheLookup(bool)         {}
 func (nopMetrics) PeerMessages(string, int) {}
+func (nopMetrics) Directed(string)          {}
 func (nopMetrics) TurnedAway(string)        {}
 
 // commandResult is the status go-imap answers for a session method's
@@ -94,21 +98,28 @@ func (ms *meteredSession) Close() error {
 
 func (ms *meteredSession) Login(username, password string) error {
 	err := ms.session.Login(username, password)
-	ms.observe("LOGIN", err)
+	observeLogin(ms.m, err)
+	return err
+}
+
+// observeLogin counts a LOGIN (or AUTHENTICATE) and its outcome: here for
+// go-imap's, and in front.go for those the director's accepting half
+// answers.
+func observeLogin(m Metrics, err error) {
+	m.Command("LOGIN", commandResult(err))
 	var ie *imap.Error
 	if errors.As(err, &ie) {
 		switch ie.Code {
 		case imap.ResponseCodeAuthenticationFailed:
-			ms.m.AuthFailed("credentials")
+			m.AuthFailed("credentials")
 		case imap.ResponseCodeUnavailable:
 			if ie == errTooManyFailures {
-				ms.m.AuthFailed("refused")
+				m.AuthFailed("refused")
 			} else {
-				ms.m.AuthFailed("unavailable")
+				m.AuthFailed("unavailable")
 			}
 		}
 	}
-	return err
 }
 
 func (ms *meteredSession) Unauthenticate() error {

@@ -64,6 +64,7 @@ func (m *fakeMetrics) TurnedAway(reason string) {
 }
 
 func (m *fakeMetrics) PeerMessages(string, int) {}
+func (m *fakeMetrics) Directed(string)          {}
 
 func (m *fakeMetrics) CacheLookup(hit bool) {
 	m.mu.Lock()

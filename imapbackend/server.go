@@ -14,6 +14,7 @@ import (
 	"github.com/emersion/go-imap/v2"
 	"github.com/emersion/go-imap/v2/imapserver"
 
+	"github.com/directbridge/directbridge/internal/director"
 	"github.com/directbridge/directbridge/internal/limits"
 	"github.com/directbridge/directbridge/internal/login"
 	"github.com/directbridge/directbridge/internal/mailstore"
@@ -66,6 +67,10 @@ type Config struct {
 	Guard *login.Guard
 	// Layout is how folder names appear (layout.go); "" is LayoutInbox.
 	Layout Layout
+	// Director, when set (replicas with DIRECTBRIDGE_PEER_ADDR), serves
+	// each user's sessions on one replica: the listeners answer clients
+	// until they log in (front.go) and hand them to the user's home.
+	Director *director.Director
 }
 
 // Server is the IMAP front.
@@ -77,11 +82,18 @@ type Server struct {
 
 	nextID atomic.Uint64 // session ids
 
-	mu      sync.Mutex
-	servers []*imapserver.Server
-	conns   map[string]int // connections per user
-	live    map[*session]struct{}
-	closed  bool
+	// handoff takes the connections the front logged in for users whose
+	// home this replica is (directed.go); nil without a Director.
+	handoff *director.Queue
+
+	mu        sync.Mutex
+	servers   []*imapserver.Server
+	listeners []net.Listener          // the fronts' (front.go)
+	fronts    map[*frontConn]struct{} // connections not logged in yet at a front
+	relays    map[*relay]struct{}     // connections relayed to their home (proxy.go)
+	conns     map[string]int          // connections per user
+	live      map[*session]struct{}
+	closed    bool
 }
 
 // caps are the capabilities the front implements. LITERAL+ is not among
@@ -137,7 +149,8 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Metrics == nil {
 		cfg.Metrics = nopMetrics{}
 	}
-	s := &Server{cfg: cfg, conns: map[string]int{}, live: map[*session]struct{}{}}
+	s := &Server{cfg: cfg, conns: map[string]int{}, live: map[*session]struct{}{},
+		fronts: map[*frontConn]struct{}{}, relays: map[*relay]struct{}{}}
 	s.store = cfg.Engine
 	s.bodies = s.store.Bodies()
 	s.guard = cfg.Guard
@@ -146,6 +159,10 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.bodies.OnLookup(cfg.Metrics.CacheLookup)
 	s.bodies.OnHeld(cfg.Metrics.PeerMessages)
+	if cfg.Director != nil {
+		s.handoff = director.NewQueue(&net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)})
+		go s.serve(s.handoff, nil, true)
+	}
 	return s, nil
 }
 
@@ -153,7 +170,11 @@ func New(cfg Config) (*Server, error) {
 // refused before STARTTLS (LOGINDISABLED), except on loopback listeners or
 // with AllowInsecureAuth.
 func (s *Server) ServePlain(l net.Listener) error {
-	return s.serve(corkListener{s.guardConns(l)}, s.cfg.AllowInsecureAuth || isLoopback(l.Addr()))
+	insecure := s.cfg.AllowInsecureAuth || isLoopback(l.Addr())
+	if s.cfg.Director != nil {
+		return s.serveFront(corkListener{s.guardConns(l)}, false, insecure)
+	}
+	return s.serve(corkListener{s.guardConns(l)}, s.cfg.TLSConfig, insecure)
 }
 
 // ServeTLS serves IMAP over implicit TLS (RFC 8314 §3.2) on l.
@@ -161,21 +182,43 @@ func (s *Server) ServeTLS(l net.Listener) error {
 	if s.cfg.TLSConfig == nil {
 		return errors.New("imapbackend: implicit TLS needs a TLS configuration")
 	}
-	return s.serve(tls.NewListener(corkListener{s.guardConns(l)}, s.cfg.TLSConfig), true)
+	tl := tls.NewListener(corkListener{s.guardConns(l)}, s.cfg.TLSConfig)
+	if s.cfg.Director != nil {
+		return s.serveFront(tl, true, true)
+	}
+	return s.serve(tl, s.cfg.TLSConfig, true)
 }
 
-func (s *Server) serve(l net.Listener, insecureAuth bool) error {
+// ServeLinks serves the sessions other replicas' fronts hand to this
+// one, their users' home, over the links accepted on l (package
+// internal/director; the replicas' peer port, director.Split).
+func (s *Server) ServeLinks(l net.Listener) error {
+	if s.cfg.Director == nil {
+		l.Close()
+		return errors.New("imapbackend: links need a Director")
+	}
+	return s.serve(s.cfg.Director.Listen(corkListener{l}), nil, true)
+}
+
+// serve runs go-imap on l. tlsConfig is for STARTTLS: nil where the
+// connections are past it (implicit TLS keeps it, for go-imap's answer
+// to a STARTTLS on TLS).
+func (s *Server) serve(l net.Listener, tlsConfig *tls.Config, insecureAuth bool) error {
 	srv := imapserver.New(&imapserver.Options{
 		NewSession: func(c *imapserver.Conn) (imapserver.Session, *imapserver.GreetingData, error) {
 			sess := &session{srv: s, conn: c, id: s.nextID.Add(1)}
+			directed, err := sess.preauth(c.NetConn())
+			if err != nil {
+				return nil, nil, err
+			}
 			s.mu.Lock()
 			s.live[sess] = struct{}{}
 			s.mu.Unlock()
-			return newMeteredSession(sess, s.cfg.Metrics), &imapserver.GreetingData{}, nil
+			return newMeteredSession(sess, s.cfg.Metrics), &imapserver.GreetingData{PreAuth: directed}, nil
 		},
 		Caps:         caps,
 		Logger:       observe.LibraryLogger(s.cfg.Logger, "imap library"), // no client input in logs
-		TLSConfig:    s.cfg.TLSConfig,
+		TLSConfig:    tlsConfig,
 		InsecureAuth: insecureAuth,
 	})
 	s.mu.Lock()
@@ -217,7 +260,20 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	for sess := range s.live {
 		live = append(live, sess)
 	}
+	listeners, fronts, relays := s.listeners, mapKeys(s.fronts), mapKeys(s.relays)
 	s.mu.Unlock()
+	for _, l := range listeners {
+		l.Close()
+	}
+	if s.handoff != nil {
+		s.handoff.Close()
+	}
+	for _, f := range fronts {
+		go f.bye("[UNAVAILABLE] Server shutting down; reconnect later")
+	}
+	for _, r := range relays {
+		r.drain()
+	}
 	// go-imap closes connections without a word; say BYE first (RFC 9051
 	// §7.1.5), so clients know to reconnect later rather than report an error.
 	// In parallel and bounded by ctx: Bye waits for the connection's write
@@ -241,6 +297,12 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	select {
 	case <-said:
 	case <-ctx.Done():
+	}
+	for _, r := range relays {
+		select {
+		case <-r.done:
+		case <-ctx.Done():
+		}
 	}
 	var errs []error
 	for _, srv := range servers {
@@ -291,6 +353,14 @@ func (s *Server) dropConn(user string) {
 	if s.conns[user]--; s.conns[user] <= 0 {
 		delete(s.conns, user)
 	}
+}
+
+func mapKeys[K comparable, V any](m map[K]V) []K {
+	out := make([]K, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
 }
 
 func isLoopback(a net.Addr) bool {

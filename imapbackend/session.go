@@ -3,6 +3,7 @@ package imapbackend
 import (
 	"context"
 	"errors"
+	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -82,41 +83,67 @@ func (s *session) releaseSlot() {
 // [UNAVAILABLE]; every failure is logged at WARN with the address and
 // the username, for fail2ban.
 func (s *session) Login(username, password string) error {
-	username = strings.ToLower(strings.TrimSpace(username))
+	username = normalizeUser(username)
 	ctx, cancel := s.ctx()
 	defer cancel()
-	addr := login.Key(s.conn.NetConn().RemoteAddr())
-	release, _, err := s.srv.guard.Admit(ctx, addr, username)
+	if err := s.srv.checkLogin(ctx, s.conn.NetConn().RemoteAddr(), username, password); err != nil {
+		return err
+	}
+	if err := s.srv.admit(ctx, username); err != nil {
+		return err
+	}
+	s.loggedIn(username, password)
+	return nil
+}
+
+// normalizeUser is the form of a Direct address the bridge keys users by.
+func normalizeUser(u string) string { return strings.ToLower(strings.TrimSpace(u)) }
+
+// checkLogin is the part of a login any replica can do (the director's
+// accepting half does it, front.go): the guessing slowdown for the
+// client's address, and the check of the password with the provider.
+func (s *Server) checkLogin(ctx context.Context, remote net.Addr, username, password string) error {
+	addr := login.Key(remote)
+	release, _, err := s.guard.Admit(ctx, addr, username)
 	if errors.Is(err, login.ErrRefused) {
-		s.srv.cfg.Logger.Warn("authentication refused", "proto", "imap", "remote", addr, "user", username, "reason", "too many failures from the address")
+		s.cfg.Logger.Warn("authentication refused", "proto", "imap", "remote", addr, "user", username, "reason", "too many failures from the address")
 		return errTooManyFailures
 	}
 	if err != nil {
 		return errUnavailable
 	}
-	err = s.srv.cfg.Verifier.Verify(ctx, username, directapi.Secret(password))
+	err = s.cfg.Verifier.Verify(ctx, username, directapi.Secret(password))
 	release()
 	if err != nil {
 		if errors.Is(err, login.ErrAuthFailed) {
-			s.srv.cfg.Logger.Warn("authentication failed", "proto", "imap", "remote", addr, "user", username)
-			s.srv.guard.Failed(ctx, addr, username)
+			s.cfg.Logger.Warn("authentication failed", "proto", "imap", "remote", addr, "user", username)
+			s.guard.Failed(ctx, addr, username)
 		}
-		if e := imapError(err); e != nil {
-			return e
-		}
+		return imapError(err)
 	}
-	if err := s.srv.store.StateReady(ctx); err != nil {
-		s.srv.cfg.Logger.Warn("imap login refused: the state store does not answer", "user", username, "err", err)
+	return nil
+}
+
+// admit is the part of a login the replica that serves the session does:
+// its state store must answer, and the user must have a connection slot
+// free, which admit takes.
+func (s *Server) admit(ctx context.Context, username string) error {
+	if err := s.store.StateReady(ctx); err != nil {
+		s.cfg.Logger.Warn("imap login refused: the state store does not answer", "user", username, "err", err)
 		return errStateUnavailable
 	}
-	if !s.srv.awaitConn(ctx, username) {
+	if !s.awaitConn(ctx, username) {
 		return errTooManyConns
 	}
+	return nil
+}
+
+// loggedIn makes the session username's, once admitted (its slot taken).
+func (s *session) loggedIn(username, password string) {
 	s.slotUser.Store(&username)
 	limits.Authenticated(s.conn.NetConn())
 	s.auth = directapi.Authentication{Username: username, Password: directapi.Secret(password)}
 	s.srv.cfg.Logger.Info("imap login", "user", username)
-	return nil
 }
 
 // Unauthenticate returns to the not-authenticated state (RFC 8437).

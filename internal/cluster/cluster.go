@@ -204,6 +204,22 @@ func (c *Cluster) Addr(id string) (string, bool) {
 	return a, ok
 }
 
+// Members returns this replica's id and the live replicas that serve
+// the others (Options.Addr), by id with their address, as the last
+// heartbeat saw them; this replica is among them when it serves.
+func (c *Cluster) Members() (self string, addrs map[string]string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	addrs = make(map[string]string, len(c.addrs)+1)
+	for id, a := range c.addrs {
+		addrs[id] = a
+	}
+	if c.addr != "" {
+		addrs[c.id] = c.addr
+	}
+	return c.id, addrs
+}
+
 // Live reports whether the replica id is alive now: whether it holds its
 // life lock, which PostgreSQL lets go of as soon as the replica's
 // connection closes (a SIGKILL closes it at once), where a heartbeat

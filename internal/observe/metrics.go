@@ -98,6 +98,7 @@ type Registry struct {
 	smtpMessages  *prometheus.CounterVec
 	cacheLookups  *prometheus.CounterVec
 	peerMessages  *prometheus.CounterVec
+	directed      *prometheus.CounterVec
 	turnedAway    *prometheus.CounterVec
 
 	imapCmdSet, smtpCmdSet map[string]bool
@@ -154,6 +155,10 @@ func NewRegistry() *Registry {
 			Namespace: Namespace, Name: "imap_peer_messages_total",
 			Help: "Messages asked of the other replica that said it holds them in memory (DIRECTBRIDGE_PEER_ADDR), by result (held: it gave them; missing: it no longer had them; failed: it did not answer, or not in time). Missing and failed ones come from the provider.",
 		}, []string{"result"}),
+		directed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace, Name: "imap_directed_logins_total",
+			Help: "IMAP logins the director handed to the user's home replica (DIRECTBRIDGE_PEER_ADDR), by where the home is (local: this replica; remote: another, whose bytes this replica relays). A replica whose home did not answer serves the login itself, as local.",
+		}, []string{"home"}),
 		turnedAway: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: Namespace, Name: "connections_turned_away_total",
 			Help: "Connections turned away before login by the limits on strangers, by protocol and reason (refused: over a limit on arrival; displaced: let go for a newcomer). A steady rise is a flood or a scan.",
@@ -166,7 +171,7 @@ func NewRegistry() *Registry {
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		r.connsOpen, r.connsAccepted, r.imapCommands, r.smtpCommands,
 		r.restRequests, r.restRetries, r.restLatency,
-		r.authFailures, r.smtpMessages, r.cacheLookups, r.peerMessages, r.turnedAway,
+		r.authFailures, r.smtpMessages, r.cacheLookups, r.peerMessages, r.directed, r.turnedAway,
 	)
 	for _, p := range []string{ProtocolIMAP, ProtocolSMTP} {
 		r.connsOpen.WithLabelValues(p)
@@ -186,6 +191,8 @@ func NewRegistry() *Registry {
 	for _, res := range []string{"held", "missing", "failed"} {
 		r.peerMessages.WithLabelValues(res)
 	}
+	r.directed.WithLabelValues("local")
+	r.directed.WithLabelValues("remote")
 	return r
 }
 
@@ -330,6 +337,12 @@ func (m *IMAP) CacheLookup(hit bool) {
 // "held", "missing" or "failed".
 func (m *IMAP) PeerMessages(result string, n int) {
 	m.r.peerMessages.WithLabelValues(result).Add(float64(n))
+}
+
+// Directed counts a login the director handed to the user's home:
+// "local" or "remote".
+func (m *IMAP) Directed(home string) {
+	m.r.directed.WithLabelValues(oneOf(home, "local", "remote")).Inc()
 }
 
 // SMTP records the SMTP front's events; it satisfies smtpbackend.Metrics.

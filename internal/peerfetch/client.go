@@ -12,6 +12,7 @@ import (
 
 	"github.com/emersion/go-imap/v2"
 
+	"github.com/directbridge/directbridge/internal/cluster"
 	"github.com/directbridge/directbridge/internal/mailstore"
 )
 
@@ -21,7 +22,7 @@ import (
 const Timeout = 2 * time.Second
 
 // ErrDown is Held's answer for a replica that failed to answer a moment
-// ago (downFor), which is not asked again meanwhile. Quiet: the failure
+// ago (cluster.DownFor), which is not asked again meanwhile. Quiet: the failure
 // that made it so was reported.
 var ErrDown error = downError{}
 
@@ -35,7 +36,7 @@ type Client struct {
 	seal *sealer
 	addr func(replica string) (string, bool)
 	hc   *http.Client
-	down downSet // replicas that failed to answer lately
+	down cluster.DownSet // replicas that failed to answer lately
 }
 
 // NewClient returns a client reaching replicas at the addresses addr
@@ -60,7 +61,7 @@ func (c *Client) Held(ctx context.Context, replica string, ref mailstore.FolderR
 	if !ok {
 		return nil, nil // it serves nothing (no DIRECTBRIDGE_PEER_ADDR), or is gone
 	}
-	if c.down.isDown(replica) {
+	if c.down.IsDown(replica) {
 		return nil, ErrDown
 	}
 	if len(uids) > MaxUIDs {
@@ -81,7 +82,7 @@ func (c *Client) Held(ctx context.Context, replica string, ref mailstore.FolderR
 	resp, err := c.hc.Do(hr)
 	if err != nil {
 		if ctx.Err() == nil {
-			c.down.mark(replica)
+			c.down.Mark(replica)
 		}
 		return nil, fmt.Errorf("peerfetch: asking replica %s: %w", replica, err)
 	}

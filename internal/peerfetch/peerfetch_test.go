@@ -145,7 +145,7 @@ func TestAnswerBoundToRequest(t *testing.T) {
 }
 
 // TestDeadHolderNotAskedAgain: a replica that does not answer (its pod
-// gone, its heartbeat not yet expired) is left alone for downFor, so
+// gone, its heartbeat not yet expired) is left alone for cluster.DownFor, so
 // that each FETCH does not wait for its dial to fail.
 func TestDeadHolderNotAskedAgain(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
