@@ -19,7 +19,7 @@ import (
 )
 
 // directedReplicas starts two replicas with the director on, and waits
-// until each knows the other's link address (a heartbeat).
+// until each knows the other's link address.
 func directedReplicas(t *testing.T) [2]*replica {
 	t.Helper()
 	_, rs := twoReplicas(t, time.Hour, func(c *bridge.Config) {
@@ -27,7 +27,9 @@ func directedReplicas(t *testing.T) [2]*replica {
 		c.MetricsAddr = "127.0.0.1:0"
 		c.PeerAddr = "127.0.0.1:0"
 	})
-	time.Sleep(cluster.HeartbeatInterval + 500*time.Millisecond)
+	// The second replica announced its address when it joined: well
+	// before the next heartbeat, the first sends it its users.
+	time.Sleep(cluster.HeartbeatInterval / 4)
 	return rs
 }
 

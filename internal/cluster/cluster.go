@@ -169,7 +169,10 @@ func Open(ctx context.Context, url string, opts Options) (*Cluster, error) {
 	case <-c.listening:
 		// The others count this replica at once, not at their next
 		// heartbeat.
-		if _, err := conn.Exec(ctx, `SELECT pg_notify($1, $2)`, channel, c.id+" "+joinedTopic+" 0 "); err != nil {
+		// With the address it serves the others at: their director
+		// sends this replica's users here from now on, not after a
+		// heartbeat during which each replica would choose otherwise.
+		if _, err := conn.Exec(ctx, `SELECT pg_notify($1, $2)`, channel, c.id+" "+joinedTopic+" 0 "+c.addr); err != nil {
 			c.log.Warn("cluster: announcing this replica failed; the others count it at their next heartbeat", "err", err)
 		}
 		c.wg.Add(2)
@@ -710,6 +713,9 @@ func (c *Cluster) dispatch(msg string) {
 		c.mu.Lock()
 		fresh := !c.live[sender]
 		c.live[sender] = true
+		if payload != "" {
+			c.addrs[sender] = payload
+		}
 		n, fs := len(c.live), c.onShare
 		c.mu.Unlock()
 		if fresh {
