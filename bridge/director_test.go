@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"fmt"
 	"net"
+	"os/exec"
 	"regexp"
 	"strings"
 	"testing"
@@ -20,13 +21,13 @@ import (
 
 // directedReplicas starts two replicas with the director on, and waits
 // until each knows the other's link address.
-func directedReplicas(t *testing.T) [2]*replica {
+func directedReplicas(t *testing.T, mod ...func(*bridge.Config)) [2]*replica {
 	t.Helper()
-	_, rs := twoReplicas(t, time.Hour, func(c *bridge.Config) {
+	_, rs := twoReplicas(t, time.Hour, append([]func(*bridge.Config){func(c *bridge.Config) {
 		c.JournalKey = directapi.Secret(strings.Repeat("cd", 32))
 		c.MetricsAddr = "127.0.0.1:0"
 		c.PeerAddr = "127.0.0.1:0"
-	})
+	}}, mod...)...)
 	// The second replica announced its address when it joined: well
 	// before the next heartbeat, the first sends it its users.
 	time.Sleep(cluster.HeartbeatInterval / 4)
@@ -260,5 +261,118 @@ func TestDirectorFrontSpeaksIMAP(t *testing.T) {
 				t.Errorf("after an unknown command: %q", l)
 			}
 		})
+	}
+}
+
+// login logs alice in by hand and reads the answer.
+func (r *rawIMAP) login(tag string) string {
+	r.t.Helper()
+	r.send(tag + " LOGIN alice@direct.example pw-alice\r\n")
+	return r.until(tag + " ")
+}
+
+// TestDirectorRelaysTheHomesRefusal: a home that refuses the session
+// (here: the user has no connection slot left there) answers with BYE,
+// which reaches the client as the NO of its LOGIN; the client stays
+// connected, not logged in, as with any refused LOGIN.
+func TestDirectorRelaysTheHomesRefusal(t *testing.T) {
+	rs := directedReplicas(t, func(c *bridge.Config) { c.IMAPMaxConns = 1 })
+	home, other := homeOf(t, rs)
+	first := dialRaw(t, rs[home].b.Addr("IMAP (STARTTLS)"))
+	if l := first.login("a"); !strings.HasPrefix(l, "a OK") {
+		t.Fatalf("first login: %q", l)
+	}
+	second := dialRaw(t, rs[other].b.Addr("IMAP (STARTTLS)"))
+	if l := second.login("a"); l != "a NO [LIMIT] Too many connections for this user" {
+		t.Errorf("login over the limit, relayed: %q", l)
+	}
+	second.send("b NOOP\r\n")
+	if l := second.line(); l != "b OK NOOP completed" {
+		t.Errorf("after the refusal: %q", l)
+	}
+	first.send("z LOGOUT\r\n")
+	first.until("z OK")
+	time.Sleep(100 * time.Millisecond) // the home closes the session
+	if l := second.login("c"); !strings.HasPrefix(l, "c OK") {
+		t.Errorf("login once the slot is free: %q", l)
+	}
+}
+
+// TestDirectorDrains: a replica that shuts down says BYE [UNAVAILABLE]
+// to the clients it relays, after the answer to the command under way;
+// a home that shuts down says it through the relaying replica.
+func TestDirectorDrains(t *testing.T) {
+	for _, stopping := range []string{"relaying", "home"} {
+		t.Run(stopping, func(t *testing.T) {
+			rs := directedReplicas(t)
+			home, other := homeOf(t, rs)
+			c := dialRaw(t, rs[other].b.Addr("IMAP (STARTTLS)"))
+			if l := c.login("a"); !strings.HasPrefix(l, "a OK") {
+				t.Fatalf("login: %q", l)
+			}
+			c.send("b SELECT INBOX\r\nc IDLE\r\n")
+			c.until("b OK")
+			c.until("+")
+			stop := rs[other].stop
+			if stopping == "home" {
+				stop = rs[home].stop
+			}
+			go stop()
+			if l := c.until("* BYE"); !strings.HasPrefix(l, "* BYE [UNAVAILABLE]") {
+				t.Errorf("BYE: %q", l)
+			}
+		})
+	}
+}
+
+// pyDirected is Python's imaplib through a relaying replica: STARTTLS and
+// LOGIN on one port, AUTHENTICATE PLAIN on the implicit-TLS one, and the
+// commands of a mail client after them.
+const pyDirected = `
+import imaplib, ssl, sys
+host, port, tls_port, user, pw = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5]
+ctx = ssl._create_unverified_context()
+m = imaplib.IMAP4(host, port)
+m.starttls(ssl_context=ctx)
+print("login", m.login(user, pw)[0])
+print("caps", m.capability()[1][0].decode())
+msg = b"From: bob@direct.example\r\nTo: alice@direct.example\r\nSubject: py directed\r\n\r\nthrough the relay\r\n"
+print("append", m.append("INBOX", None, None, msg)[0])
+print("select", m.select("INBOX")[0])
+typ, data = m.uid("SEARCH", None, "ALL")
+last = data[0].split()[-1]
+typ, data = m.uid("FETCH", last, "(BODY.PEEK[])")
+print("body", data[0][1] == msg)
+print("logout", m.logout()[0])
+s = imaplib.IMAP4_SSL(host, tls_port, ssl_context=ctx)
+print("authenticate", s.authenticate("PLAIN", lambda _: ("\0" + user + "\0" + pw).encode())[0])
+print("examine", s.select("INBOX", readonly=True)[0])
+print("logout2", s.logout()[0])
+`
+
+func TestDirectorWithImaplib(t *testing.T) {
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("python3 is not installed")
+	}
+	rs := directedReplicas(t)
+	_, other := homeOf(t, rs)
+	host, port, _ := net.SplitHostPort(rs[other].b.Addr("IMAP (STARTTLS)"))
+	_, tlsPort, _ := net.SplitHostPort(rs[other].b.Addr("IMAP (TLS)"))
+	before := directedCount(t, rs[other], "remote")
+	out, err := exec.Command("python3", "-c", pyDirected, host, port, tlsPort, "alice@direct.example", "pw-alice").CombinedOutput()
+	if err != nil {
+		t.Fatalf("imaplib: %v\n%s", err, out)
+	}
+	got := string(out)
+	for _, want := range []string{"login OK", "append OK", "select OK", "body True", "logout BYE", "authenticate OK", "examine OK", "logout2 BYE"} {
+		if !strings.Contains(got, want+"\n") {
+			t.Errorf("imaplib output lacks %q:\n%s", want, got)
+		}
+	}
+	if !strings.Contains(got, "IDLE") || !strings.Contains(got, "UIDPLUS") {
+		t.Errorf("CAPABILITY after login answered as before it:\n%s", got)
+	}
+	if n := directedCount(t, rs[other], "remote") - before; n != 2 {
+		t.Errorf("the replica relayed %d logins, want 2", n)
 	}
 }

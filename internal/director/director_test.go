@@ -1,0 +1,130 @@
+package director
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestHomeIsStableAndSpread: every replica that sees the same members
+// picks the same home; users spread over the replicas; a replica that
+// leaves moves only its own users.
+func TestHomeIsStableAndSpread(t *testing.T) {
+	three := map[string]string{"a": "a:1", "b": "b:1", "c": "c:1"}
+	count := map[string]int{}
+	moved := 0
+	for i := range 3000 {
+		u := fmt.Sprintf("user%d@direct.example", i)
+		h := home(u, three)
+		if h != home(u, map[string]string{"c": "c:1", "a": "a:1", "b": "b:1"}) {
+			t.Fatal("the home depends on the order of the members")
+		}
+		count[h]++
+		two := map[string]string{"a": "a:1", "b": "b:1"}
+		if h2 := home(u, two); h != "c" && h2 != h {
+			moved++
+		}
+	}
+	for r, n := range count {
+		if n < 800 || n > 1200 {
+			t.Errorf("replica %s is home to %d of 3000 users", r, n)
+		}
+	}
+	if moved != 0 {
+		t.Errorf("%d users whose home stayed moved when another replica left", moved)
+	}
+}
+
+// serveLinks runs d's link listener on a loopback port and returns its
+// address and the links accepted.
+func serveLinks(t *testing.T, d *Director) (string, <-chan *Incoming) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	links, rest := Split(ln)
+	t.Cleanup(func() { links.Close(); rest.Close() })
+	l := d.Listen(links)
+	got := make(chan *Incoming, 4)
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			in := c.(*Incoming)
+			got <- in
+			in.Write([]byte("* PREAUTH [CAPABILITY IMAP4rev1] IMAP server ready\r\n"))
+		}
+	}()
+	// What is not TLS goes to rest.
+	go func() {
+		c, err := rest.Accept()
+		if err == nil {
+			c.Write([]byte("rest\n"))
+			c.Close()
+		}
+	}()
+	return ln.Addr().String(), got
+}
+
+func TestLinkCarriesHelloAndGreeting(t *testing.T) {
+	key := []byte(strings.Repeat("k", 32))
+	home, err := New(key, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr, got := serveLinks(t, home)
+	front, _ := New(key, nil)
+	l, err := front.Dial(context.Background(), "h", addr, Hello{User: "alice@direct.example", Password: "pw", Client: "192.0.2.7:4242"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if !strings.HasPrefix(l.Greeting, "* PREAUTH ") {
+		t.Errorf("greeting %q", l.Greeting)
+	}
+	in := <-got
+	if in.Hello.User != "alice@direct.example" || in.Hello.Password != "pw" || in.RemoteAddr().String() != "192.0.2.7:4242" {
+		t.Errorf("hello %+v, client %v", in.Hello, in.RemoteAddr())
+	}
+	// A plain connection on the same port is not a link.
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Write([]byte("POST / HTTP/1.1\r\n"))
+	if line, _ := bufio.NewReader(c).ReadString('\n'); line != "rest\n" {
+		t.Errorf("a plain connection got %q, want it handed to the rest", line)
+	}
+	c.Close()
+}
+
+// TestLinkRefusesStrangers: a replica with another journal key can
+// neither open a link nor be opened one, and is then left alone.
+func TestLinkRefusesStrangers(t *testing.T) {
+	home, _ := New([]byte(strings.Repeat("k", 32)), nil)
+	addr, got := serveLinks(t, home)
+	stranger, _ := New([]byte(strings.Repeat("x", 32)), func() (string, map[string]string) {
+		return "s", map[string]string{"s": "s:1", "h": addr}
+	})
+	if _, err := stranger.Dial(context.Background(), "h", addr, Hello{User: "alice@direct.example", Password: "pw"}); err == nil {
+		t.Fatal("a stranger opened a link")
+	}
+	select {
+	case in := <-got:
+		t.Fatalf("the home accepted a stranger's link for %q", in.Hello.User)
+	case <-time.After(200 * time.Millisecond):
+	}
+	// Whoever the home is, a replica that failed to answer is skipped.
+	for i := range 50 {
+		if _, _, remote := stranger.Home(fmt.Sprintf("u%d", i)); remote {
+			t.Fatal("a home that failed to answer was chosen again within DownFor")
+		}
+	}
+}
