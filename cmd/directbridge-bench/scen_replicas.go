@@ -418,7 +418,7 @@ func replicasCalls(ctx context.Context, b *bench, pg *pgServer, out *outcome) er
 	ratio := two / math.Max(one, 1)
 	out.rows[1].measured = fmt.Sprintf("%.2fx (%.0f calls with two replicas, %.0f with one; messages fetched %d and %d)", ratio, two, one, gotTwo, gotOne)
 	out.rows[1].met = yesNo(ratio <= 1.1)
-	out.notes = append(out.notes, fmt.Sprintf("Row 2: %d users, each one client through the balancer, IDLE on INBOX; for 20 s a message every 250 ms delivered at the provider to the next user, and each client fetching ENVELOPE and BODY[] of what arrives (default poll interval). Provider calls summed from the replicas' /metrics over the 26 s; one replica: the same setup with the second replica stopped (the balancer sends every client to the first). When one user's connections land on both replicas, each replica downloads what its clients fetch (the raw-message cache is per replica): that case costs more, and is not in this figure.", len(users)))
+	out.notes = append(out.notes, fmt.Sprintf("Row 2: %d users, each one client through the balancer, IDLE on INBOX; for 20 s a message every 250 ms delivered at the provider to the next user, and each client fetching ENVELOPE and BODY[] of what arrives (default poll interval). Provider calls summed from the replicas' /metrics over the 26 s; one replica: the same setup with the second replica stopped (the balancer sends every client to the first). Each user has one client here; a user's several clients are served by one replica whichever the balancer picks (the director, DIRECTBRIDGE_DIRECTOR), so their count does not change this figure.", len(users)))
 	return nil
 }
 
@@ -959,7 +959,7 @@ func replicasImaptest(ctx context.Context, b *bench, pg *pgServer, out *outcome)
 	ratio = sum(onPG) / math.Max(sum(onSQLite), 1)
 	out.rows[7].measured = fmt.Sprintf("%.2fx (PostgreSQL %s FETCH/s, SQLite %s), %d `Error:` lines", ratio, floats(onPG), floats(onSQLite), errs)
 	out.rows[7].met = yesNo(ratio >= 0.8 && errs == 0)
-	out.notes = append(out.notes, fmt.Sprintf("Rows 3 and 8: imaptest stress (`run.sh --no-compliance`, stress A and B, 10 clients, %d s each), %d interleaved round(s), FETCH/s of stress A. Row 3: a sandbox process, PostgreSQL, two replicas behind HAProxy (imaptest's clients split by `leastconn`) vs the same with the second replica stopped; a fresh database each run. Row 8: one bridge on its embedded sandbox with the state store in PostgreSQL vs in SQLite. PostgreSQL runs on the same 2 cores as everything else.", b.o.imaptestSecs, rounds))
+	out.notes = append(out.notes, fmt.Sprintf("Rows 3 and 8: imaptest stress (`run.sh --no-compliance`, stress A and B, 10 clients, %d s each), %d interleaved round(s), FETCH/s of stress A. Row 3: a sandbox process, PostgreSQL, two replicas behind HAProxy (imaptest's clients, all one user, split by `leastconn`; the director serves them on the user's home, the other replica relaying its half) vs the same with the second replica stopped; a fresh database each run. Row 8: one bridge on its embedded sandbox with the state store in PostgreSQL vs in SQLite. PostgreSQL runs on the same 2 cores as everything else.", b.o.imaptestSecs, rounds))
 	return nil
 }
 
