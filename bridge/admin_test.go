@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -26,18 +27,19 @@ func startBridge(t *testing.T, b *bridge.Bridge) (stop func() error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- b.Run(ctx) }()
-	stopped := false
+	var once sync.Once
 	var runErr error
 	stop = func() error {
-		if !stopped {
-			stopped = true
+		// Once, from a test's goroutine and from the cleanup alike.
+		once.Do(func() {
 			cancel()
 			select {
 			case runErr = <-done:
 			case <-time.After(40 * time.Second):
-				t.Fatal("Run did not return after cancel")
+				runErr = errors.New("Run did not return after cancel")
+				t.Error(runErr)
 			}
-		}
+		})
 		return runErr
 	}
 	t.Cleanup(func() { stop() })

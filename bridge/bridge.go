@@ -173,6 +173,21 @@ func (b *Bridge) open() error {
 		return err
 	}
 	b.peerLn = peerLn // closed by close() if what follows fails
+	var dir *director.Director
+	if peerLn != nil && b.cfg.Director {
+		// One port for both: links begin with a TLS handshake,
+		// peerfetch's requests do not. Links are taken from now on,
+		// before cluster.Open tells the others this replica's address:
+		// one that comes early waits for the IMAP server.
+		members := func() (string, map[string]string) { return b.cluster.Members() }
+		live := func(ctx context.Context, id string) bool { return b.cluster.Live(ctx, id) }
+		if dir, err = director.New(journalKey, members, live); err != nil {
+			return err
+		}
+		var linksLn net.Listener
+		linksLn, peerLn = director.Split(peerLn)
+		b.linksLn = imapbackend.AcceptLinks(dir, linksLn) // closed by close() if what follows fails
+	}
 	if b.cfg.StateURL != "" {
 		// Replicas on one PostgreSQL: each spends its share of the
 		// budget, and they tell each other their changes (issue 21).
@@ -242,18 +257,7 @@ func (b *Bridge) open() error {
 		Holders:     holders,
 		Logger:      b.log.With("component", "imap"),
 	})
-	var dir *director.Director
-	var linksLn net.Listener
 	if peerLn != nil {
-		if b.cfg.Director {
-			// One port for both: links begin with a TLS handshake,
-			// peerfetch's requests do not.
-			if dir, err = director.New(journalKey, b.cluster.Members); err != nil {
-				return err
-			}
-			linksLn, peerLn = director.Split(peerLn)
-			b.linksLn = linksLn // closed by close() if what follows fails
-		}
 		if err := b.servePeers(peerLn, journalKey); err != nil {
 			return err
 		}
@@ -280,8 +284,8 @@ func (b *Bridge) open() error {
 	if err != nil {
 		return err
 	}
-	if linksLn != nil {
-		go b.imap.ServeLinks(linksLn)
+	if b.linksLn != nil {
+		go b.imap.ServeLinks(b.linksLn)
 		b.linksLn = nil // the IMAP server's now
 	}
 	b.obs.engine(b.imap, b.budget)

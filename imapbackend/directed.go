@@ -5,6 +5,8 @@ import (
 	"io"
 	"net"
 	"strings"
+	"sync/atomic"
+	"syscall"
 
 	"github.com/emersion/go-imap/v2"
 
@@ -86,6 +88,11 @@ func (s *session) preauth(nc net.Conn) (directed bool, err error) {
 		user, pass = x.user, x.password // admitted by the front
 	case *director.Incoming:
 		user, pass = normalizeUser(x.Hello.User), x.Hello.Password
+		s.path = &linkPath{in: x, rc: rawConn(x)}
+		if s.srv.isClosed() {
+			// The relaying replica serves the user itself (front.go).
+			return true, &imap.Error{Type: imap.StatusResponseTypeBye, Code: imap.ResponseCodeUnavailable, Text: "Server shutting down"}
+		}
 		ctx, cancel := s.ctx()
 		defer cancel()
 		if err := s.srv.admit(ctx, user); err != nil {
@@ -100,4 +107,27 @@ func (s *session) preauth(nc net.Conn) (directed bool, err error) {
 	}
 	s.loggedIn(user, pass)
 	return true, nil
+}
+
+// linkPath is the answer path (mailstore.AnswerPath) of a session
+// another replica relays: its answers are lost with that replica. Lost
+// once the link broke (no clean end, director.Incoming.Broke), or while
+// the session runs and the link's socket shows the other end gone (the
+// session is in a command and has not read the end yet). A session that
+// ended cleanly (LOGOUT, or the relaying replica closed the link because
+// its client left) lost nothing.
+type linkPath struct {
+	in    *director.Incoming
+	rc    syscall.RawConn // nil: the socket cannot be looked at
+	ended atomic.Bool
+}
+
+func (p *linkPath) Lost() bool {
+	if p.in.Broke() {
+		return true
+	}
+	if p.ended.Load() {
+		return false
+	}
+	return p.rc != nil && peerClosed(p.rc)
 }

@@ -77,22 +77,14 @@ func (s *Server) serveFront(l net.Listener, implicitTLS, insecureAuth bool) erro
 	}
 	s.listeners = append(s.listeners, l)
 	s.mu.Unlock()
-	for {
-		c, err := l.Accept()
-		if err != nil {
-			if s.isClosed() {
-				return nil
-			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				time.Sleep(10 * time.Millisecond)
-				continue
-			}
-			return err
-		}
+	err := director.AcceptLoop(l, func(c net.Conn) {
 		f := &frontConn{srv: s, c: c, br: bufio.NewReader(c), tlsOn: implicitTLS, insecureAuth: insecureAuth}
-		go f.serve()
+		f.serve()
+	})
+	if s.isClosed() {
+		return nil
 	}
+	return err
 }
 
 // serve runs the connection until it logs in or ends.
@@ -141,13 +133,17 @@ func (f *frontConn) serve() {
 		case "AUTHENTICATE":
 			handed, done = f.authenticate(tag)
 		case "ENABLE", "CREATE", "DELETE", "RENAME", "SUBSCRIBE", "UNSUBSCRIBE", "STATUS", "LIST", "LSUB",
-			"NAMESPACE", "IDLE", "SELECT", "EXAMINE", "CLOSE", "UNSELECT", "APPEND", "FETCH", "EXPUNGE",
-			"STORE", "COPY", "MOVE", "SEARCH", "UID", "UNAUTHENTICATE":
+			"NAMESPACE", "IDLE", "SELECT", "EXAMINE", "APPEND", "UNAUTHENTICATE":
 			// go-imap's answer: the command exists, not in this state.
 			if !f.skipLiterals() {
 				return
 			}
 			done = !f.write(tag + " BAD [CLIENTBUG] This command is only valid in the authenticated state\r\n")
+		case "CLOSE", "UNSELECT", "FETCH", "EXPUNGE", "STORE", "COPY", "MOVE", "SEARCH", "UID":
+			if !f.skipLiterals() {
+				return
+			}
+			done = !f.write(tag + " BAD [CLIENTBUG] This command is only valid in the selected state\r\n")
 		default:
 			// As go-imap: one unknown command before login ends the
 			// connection, against cross-protocol attacks.
@@ -288,7 +284,11 @@ func (f *frontConn) login(tag string) (handed, done bool) {
 	}
 	if err != nil {
 		var ee errFrontSyntax
-		if errors.As(err, &ee) {
+		switch {
+		case errors.Is(err, errLiteralTooBig):
+			// As go-imap: NO [TOOBIG], the literal not sent.
+			return false, !f.write(tag + " NO [TOOBIG] Literal too large\r\n")
+		case errors.As(err, &ee):
 			return false, !f.syntaxError(tag, err)
 		}
 		return false, true
@@ -378,7 +378,8 @@ func (f *frontConn) direct(tag, user, pass, okText string) (handed, done bool) {
 			s.cfg.Logger.Warn("imap: the user's home replica did not answer; serving here", "user", user, "replica", replica, "err", err)
 		} else {
 			line, took := taggedGreeting(tag, link.Greeting, okText)
-			if took {
+			switch {
+			case took:
 				observeLogin(s.cfg.Metrics, nil)
 				if !f.write(line) {
 					link.Close()
@@ -386,15 +387,23 @@ func (f *frontConn) direct(tag, user, pass, okText string) (handed, done bool) {
 				}
 				limits.Authenticated(f.c)
 				s.cfg.Metrics.Directed("remote")
-				s.proxy(f, link)
+				s.dropFront(f) // the relay's now: Shutdown drains it as one
+				s.proxy(f, link, replica)
 				return true, true
-			}
-			link.Close()
-			if line != "" { // the home refused (BYE): its reason
+			case strings.HasPrefix(line, tag+" NO [UNAVAILABLE]"):
+				// The home is shutting down, or cannot reach its state
+				// store: not a home for now.
+				link.Close()
+				s.cfg.Director.MarkDown(replica)
+				s.cfg.Logger.Info("imap: the user's home replica is unavailable; serving here", "user", user, "replica", replica)
+			case line != "": // the home refused (BYE): its reason
+				link.Close()
 				observeLogin(s.cfg.Metrics, errRefusedByHome)
 				return false, !f.write(line)
+			default:
+				link.Close()
+				s.cfg.Logger.Warn("imap: the user's home replica answered no greeting; serving here", "user", user, "replica", replica)
 			}
-			s.cfg.Logger.Warn("imap: the user's home replica answered no greeting; serving here", "user", user, "replica", replica)
 		}
 	}
 	if err := s.admit(ctx, user); err != nil {
@@ -404,6 +413,7 @@ func (f *frontConn) direct(tag, user, pass, okText string) (handed, done bool) {
 	observeLogin(s.cfg.Metrics, nil)
 	dc := &directedConn{Conn: f.c, r: f.br, remote: f.c.RemoteAddr(), user: user, password: pass, greetTag: tag, greetText: okText}
 	s.cfg.Metrics.Directed("local")
+	s.dropFront(f) // go-imap's now: Shutdown says BYE to it as a session
 	if !s.handoff.Push(dc) {
 		s.dropConn(user)
 		f.write(tag + " NO [UNAVAILABLE] Server shutting down; reconnect later\r\n")
@@ -438,7 +448,10 @@ func taggedGreeting(tag, greeting, okText string) (line string, took bool) {
 
 // Parsing of the commands before login (RFC 9051 §9).
 
-var errFrontLineTooLong = errors.New("command line too long")
+var (
+	errFrontLineTooLong = errors.New("command line too long")
+	errLiteralTooBig    = errors.New("literal too large")
+)
 
 // readLine reads a line of at most frontMaxLine bytes, without CRLF.
 func (f *frontConn) readLine() ([]byte, error) {
@@ -478,9 +491,11 @@ func (f *frontConn) readCommand() (tag, name string, err error) {
 }
 
 // isAtomChar: ATOM-CHAR of RFC 9051 §9, plus "]" when astring (ASTRING-CHAR).
+// Bytes from 0x80 pass, as go-imap lets them: a UTF-8 password sent as an
+// atom (RFC 9051 allows UTF-8 in astrings, utf8-quoted aside) logs in.
 func isAtomChar(c byte, astring bool) bool {
 	switch {
-	case c <= 0x1f || c >= 0x7f:
+	case c <= 0x1f || c == 0x7f:
 		return false
 	case c == '(' || c == ')' || c == '{' || c == ' ' || c == '%' || c == '*' || c == '"' || c == '\\':
 		return false
@@ -560,10 +575,11 @@ func (f *frontConn) astringArg() (string, error) {
 		}
 		if n > frontMaxLiteral {
 			if sync {
-				return "", errFrontSyntax("literal too large")
+				return "", errLiteralTooBig
 			}
 			// Its bytes are on the way and would be read as commands.
-			return "", errFrontLineTooLong
+			f.write("* BYE Literal too large\r\n")
+			return "", net.ErrClosed
 		}
 		if sync && !f.write("+ Ready for literal data\r\n") {
 			return "", net.ErrClosed

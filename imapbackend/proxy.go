@@ -1,6 +1,7 @@
 package imapbackend
 
 import (
+	"errors"
 	"io"
 	"net"
 	"sync"
@@ -20,6 +21,7 @@ const proxyWriteTimeout = 5 * time.Minute
 type relay struct {
 	client net.Conn
 	link   *director.Link
+	home   string // the home replica's id
 	// draining: this replica is shutting down. The link was closed for
 	// writing, so that the home ends the session after the command it
 	// runs, whose answer still comes through; then the client gets BYE.
@@ -27,9 +29,10 @@ type relay struct {
 	done     chan struct{}
 }
 
-// proxy relays f's connection to link until either side ends it.
-func (s *Server) proxy(f *frontConn, link *director.Link) {
-	r := &relay{client: f.c, link: link, done: make(chan struct{})}
+// proxy relays f's connection to link, opened to replica home, until
+// either side ends it.
+func (s *Server) proxy(f *frontConn, link *director.Link, home string) {
+	r := &relay{client: f.c, link: link, home: home, done: make(chan struct{})}
 	if !s.addRelay(r) {
 		f.write("* BYE [UNAVAILABLE] Server shutting down; reconnect later\r\n")
 		f.c.Close()
@@ -45,12 +48,26 @@ func (s *Server) proxy(f *frontConn, link *director.Link) {
 		go func() { // client → home: what the client sent after LOGIN first
 			defer wg.Done()
 			copyWithDeadline(link, f.br)
-			link.CloseWrite() // the home sees the client's end
+			// The home sees the client's end: TLS's close_notify (a
+			// clean end, director.Incoming.Broke), then the socket's,
+			// which its check for clients gone (peergone.go) sees even
+			// while it runs a command.
+			link.CloseWrite()
+			if tc, ok := link.NetConn().(interface{ CloseWrite() error }); ok {
+				tc.CloseWrite()
+			}
 		}()
-		copyWithDeadline(r.client, link) // home → client
-		if r.draining.Load() {
+		err := copyWithDeadline(r.client, link) // home → client
+		switch {
+		case r.draining.Load():
 			r.client.SetWriteDeadline(time.Now().Add(time.Second))
 			r.client.Write([]byte("* BYE [UNAVAILABLE] Server shutting down; reconnect later\r\n"))
+		case err != nil && !errors.Is(err, io.EOF):
+			// The home broke off (killed, its machine or the network
+			// gone). The client retries what it had asked: once the
+			// home is known dead, the retry finds the home's unfinished
+			// change undecided, not under way (director.AwaitGone).
+			s.cfg.Director.AwaitGone(home)
 		}
 		r.client.Close()
 		link.Close()
@@ -59,19 +76,20 @@ func (s *Server) proxy(f *frontConn, link *director.Link) {
 }
 
 // copyWithDeadline copies src to dst, each write bounded by
-// proxyWriteTimeout.
-func copyWithDeadline(dst net.Conn, src io.Reader) {
+// proxyWriteTimeout, and returns the error that ended reading src (nil
+// when a write failed).
+func copyWithDeadline(dst net.Conn, src io.Reader) error {
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
 		if n > 0 {
 			dst.SetWriteDeadline(time.Now().Add(proxyWriteTimeout))
 			if _, werr := dst.Write(buf[:n]); werr != nil {
-				return
+				return nil
 			}
 		}
 		if err != nil {
-			return
+			return err
 		}
 	}
 }
@@ -98,4 +116,10 @@ func (s *Server) dropRelay(r *relay) {
 func (r *relay) drain() {
 	r.draining.Store(true)
 	r.link.CloseWrite()
+}
+
+// cut ends a relay at once: a Shutdown whose grace ran out.
+func (r *relay) cut() {
+	r.client.Close()
+	r.link.Close()
 }

@@ -189,15 +189,27 @@ func (s *Server) ServeTLS(l net.Listener) error {
 	return s.serve(tl, s.cfg.TLSConfig, true)
 }
 
+// AcceptLinks takes the links other replicas open on l (the replicas'
+// peer port, director.Split) through their TLS handshake and Hello, and
+// returns the listener ServeLinks serves. Called before this replica
+// announces its address: a link that comes before the IMAP server runs
+// waits for it instead of failing.
+func AcceptLinks(d *director.Director, l net.Listener) net.Listener {
+	return d.Listen(corkListener{l})
+}
+
 // ServeLinks serves the sessions other replicas' fronts hand to this
-// one, their users' home, over the links accepted on l (package
-// internal/director; the replicas' peer port, director.Split).
+// one, their users' home, on l (AcceptLinks). Shutdown stops taking
+// them first.
 func (s *Server) ServeLinks(l net.Listener) error {
 	if s.cfg.Director == nil {
 		l.Close()
 		return errors.New("imapbackend: links need a Director")
 	}
-	return s.serve(s.cfg.Director.Listen(corkListener{l}), nil, true)
+	s.mu.Lock()
+	s.listeners = append(s.listeners, l)
+	s.mu.Unlock()
+	return s.serve(l, nil, true)
 }
 
 // serve runs go-imap on l. tlsConfig is for STARTTLS: nil where the
@@ -272,7 +284,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		go f.bye("[UNAVAILABLE] Server shutting down; reconnect later")
 	}
 	for _, r := range relays {
-		r.drain()
+		go r.drain() // CloseWrite waits for a write under way
 	}
 	// go-imap closes connections without a word; say BYE first (RFC 9051
 	// §7.1.5), so clients know to reconnect later rather than report an error.
@@ -302,6 +314,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		select {
 		case <-r.done:
 		case <-ctx.Done():
+			r.cut()
 		}
 	}
 	var errs []error

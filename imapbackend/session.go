@@ -45,6 +45,9 @@ type session struct {
 	// copiedAway: messages this connection copied to another folder, by
 	// folder, which its EXPUNGE removes for good (expunge.go)
 	copiedAway map[string]*copiedAway
+	// path: how answers reach the client when another replica relays
+	// them (directed.go); nil for a client connected here.
+	path *linkPath
 }
 
 var (
@@ -59,6 +62,9 @@ var (
 // until the client hangs up (peergone.go), whichever comes first.
 func (s *session) ctx() (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithTimeout(context.Background(), s.srv.cfg.CallTimeout)
+	if s.path != nil {
+		ctx = mailstore.WithAnswerPath(ctx, s.path)
+	}
 	if s.conn == nil {
 		return ctx, cancel
 	}
@@ -156,6 +162,9 @@ func (s *session) Unauthenticate() error {
 
 // Close releases everything the connection holds.
 func (s *session) Close() error {
+	if s.path != nil {
+		s.path.ended.Store(true)
+	}
 	s.srv.mu.Lock()
 	delete(s.srv.live, s)
 	s.srv.mu.Unlock()

@@ -4,9 +4,12 @@ import (
 	"bufio"
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
+	"io"
 	"net"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/directbridge/directbridge/internal/cluster"
@@ -28,19 +31,54 @@ const (
 // Director chooses each user's home replica and opens links to it.
 type Director struct {
 	members Members
+	live    Live
 	server  *tls.Config
 	client  *tls.Config
 	down    cluster.DownSet // homes that did not answer lately
 }
 
+// Live reports whether a replica is alive now (cluster.Cluster.Live:
+// dead the moment PostgreSQL saw its connection close).
+type Live func(ctx context.Context, replica string) bool
+
 // New returns the director of the replicas holding journalKey, whose
-// live members members reports.
-func New(journalKey []byte, members Members) (*Director, error) {
+// live members members reports, and whose life live tells (nil: never
+// asked, AwaitGone returns at once).
+func New(journalKey []byte, members Members, live Live) (*Director, error) {
 	server, client, err := linkTLS(journalKey)
 	if err != nil {
 		return nil, err
 	}
-	return &Director{members: members, server: server, client: client}, nil
+	return &Director{members: members, live: live, server: server, client: client}, nil
+}
+
+// MarkDown notes that replica did not serve a link a moment ago: it is
+// not a home for cluster.DownFor.
+func (d *Director) MarkDown(replica string) { d.down.Mark(replica) }
+
+// awaitGoneFor bounds AwaitGone: PostgreSQL sees a killed replica's
+// connection close within milliseconds; one whose machine vanished takes
+// its keepalive's time (package cluster), which a client is not held for.
+const awaitGoneFor = 3 * time.Second
+
+// AwaitGone waits until replica is known dead, or awaitGoneFor passed.
+// A relay whose home broke off holds its client until then: the
+// client's retry of a change the home was making is then answered from
+// the journal as one whose replica died (undecided), never taken for a
+// change under way in a live replica and made twice.
+func (d *Director) AwaitGone(replica string) {
+	if d.live == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), awaitGoneFor)
+	defer cancel()
+	for d.live(ctx, replica) {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }
 
 // Home returns the replica that serves user's sessions, and the address
@@ -107,10 +145,24 @@ type Incoming struct {
 	*tls.Conn
 	r     *bufio.Reader
 	Hello Hello
+	broke atomic.Bool
 }
 
 // Read reads what the accepting replica relays from its client.
-func (in *Incoming) Read(p []byte) (int, error) { return in.r.Read(p) }
+func (in *Incoming) Read(p []byte) (int, error) {
+	n, err := in.r.Read(p)
+	if err != nil && !errors.Is(err, io.EOF) {
+		in.broke.Store(true)
+	}
+	return n, err
+}
+
+// Broke reports that reading the link failed other than at its clean
+// end: the accepting replica closes a link with TLS's close_notify (its
+// client left, or it drains), so a link that ends without one lost its
+// replica (killed, its machine gone) or its network, and what the home
+// answered last may not have reached the client.
+func (in *Incoming) Broke() bool { return in.broke.Load() }
 
 // RemoteAddr is the client's address (Hello.Client), not the
 // accepting replica's: this is what the home's logs and limits want.
@@ -126,23 +178,16 @@ func (in *Incoming) Unwrap() net.Conn { return in.Conn }
 func (d *Director) Listen(ln net.Listener) net.Listener {
 	l := newChanListener(ln.Addr(), ln.Close)
 	go func() {
-		for {
-			raw, err := ln.Accept()
+		l.fail(AcceptLoop(ln, func(raw net.Conn) {
+			in, err := d.accept(raw)
 			if err != nil {
-				l.fail(err)
+				raw.Close()
 				return
 			}
-			go func() {
-				in, err := d.accept(raw)
-				if err != nil {
-					raw.Close()
-					return
-				}
-				if !l.push(in) {
-					in.Close()
-				}
-			}()
-		}
+			if !l.push(in) {
+				in.Close()
+			}
+		}))
 	}()
 	return l
 }

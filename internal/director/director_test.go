@@ -75,12 +75,12 @@ func serveLinks(t *testing.T, d *Director) (string, <-chan *Incoming) {
 
 func TestLinkCarriesHelloAndGreeting(t *testing.T) {
 	key := []byte(strings.Repeat("k", 32))
-	home, err := New(key, nil)
+	home, err := New(key, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	addr, got := serveLinks(t, home)
-	front, _ := New(key, nil)
+	front, _ := New(key, nil, nil)
 	l, err := front.Dial(context.Background(), "h", addr, Hello{User: "alice@direct.example", Password: "pw", Client: "192.0.2.7:4242"})
 	if err != nil {
 		t.Fatal(err)
@@ -108,11 +108,11 @@ func TestLinkCarriesHelloAndGreeting(t *testing.T) {
 // TestLinkRefusesStrangers: a replica with another journal key can
 // neither open a link nor be opened one, and is then left alone.
 func TestLinkRefusesStrangers(t *testing.T) {
-	home, _ := New([]byte(strings.Repeat("k", 32)), nil)
+	home, _ := New([]byte(strings.Repeat("k", 32)), nil, nil)
 	addr, got := serveLinks(t, home)
 	stranger, _ := New([]byte(strings.Repeat("x", 32)), func() (string, map[string]string) {
 		return "s", map[string]string{"s": "s:1", "h": addr}
-	})
+	}, nil)
 	if _, err := stranger.Dial(context.Background(), "h", addr, Hello{User: "alice@direct.example", Password: "pw"}); err == nil {
 		t.Fatal("a stranger opened a link")
 	}

@@ -2,6 +2,7 @@ package director
 
 import (
 	"bufio"
+	"errors"
 	"net"
 	"sync"
 	"time"
@@ -81,40 +82,68 @@ const sniffTimeout = 5 * time.Second
 
 // Split serves two protocols on one listener, the replicas' peer port
 // (DIRECTBRIDGE_PEER_ADDR): connections that begin with a TLS handshake
-// go to links, the others (peerfetch's sealed HTTP) to rest. Closing
-// either closes ln.
+// go to links, the others (peerfetch's sealed HTTP) to rest. Each closes
+// on its own (the IMAP server stops taking links when it shuts down,
+// peerfetch serves on); ln closes with the second.
 func Split(ln net.Listener) (links, rest net.Listener) {
-	lk := newChanListener(ln.Addr(), ln.Close)
-	rs := newChanListener(ln.Addr(), ln.Close)
+	var mu sync.Mutex
+	open := 2
+	closeOne := func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		if open--; open == 0 {
+			return ln.Close()
+		}
+		return nil
+	}
+	lk := newChanListener(ln.Addr(), closeOne)
+	rs := newChanListener(ln.Addr(), closeOne)
 	go func() {
-		for {
-			c, err := ln.Accept()
+		err := AcceptLoop(ln, func(c net.Conn) {
+			c.SetReadDeadline(time.Now().Add(sniffTimeout))
+			br := bufio.NewReaderSize(c, 1024)
+			first, err := br.Peek(1)
+			c.SetReadDeadline(time.Time{})
 			if err != nil {
-				lk.fail(err)
-				rs.fail(err)
+				c.Close()
 				return
 			}
-			go func() {
-				c.SetReadDeadline(time.Now().Add(sniffTimeout))
-				br := bufio.NewReaderSize(c, 1024)
-				first, err := br.Peek(1)
-				c.SetReadDeadline(time.Time{})
-				if err != nil {
-					c.Close()
-					return
-				}
-				pc := &peekedConn{Conn: c, r: br}
-				to := rs
-				if first[0] == tlsRecord {
-					to = lk
-				}
-				if !to.push(pc) {
-					c.Close()
-				}
-			}()
-		}
+			pc := &peekedConn{Conn: c, r: br}
+			to := rs
+			if first[0] == tlsRecord {
+				to = lk
+			}
+			if !to.push(pc) {
+				c.Close()
+			}
+		})
+		lk.fail(err)
+		rs.fail(err)
 	}()
 	return lk, rs
+}
+
+// AcceptLoop accepts connections on ln and hands each to handle in a
+// goroutine of its own, until ln fails for good; its error is returned.
+// A temporary failure (out of file descriptors) is waited out with a
+// backoff of up to a second, as net/http and go-imap do: a flood must
+// not close a listener for good.
+func AcceptLoop(ln net.Listener, handle func(net.Conn)) error {
+	var delay time.Duration
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			var ne interface{ Temporary() bool }
+			if errors.As(err, &ne) && ne.Temporary() {
+				delay = min(max(2*delay, 5*time.Millisecond), time.Second)
+				time.Sleep(delay)
+				continue
+			}
+			return err
+		}
+		delay = 0
+		go handle(c)
+	}
 }
 
 // peekedConn is a connection whose first bytes were read into r.

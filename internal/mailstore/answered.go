@@ -51,6 +51,22 @@ func (st *Store) endAnswered(id int64) {
 	}
 }
 
+// forget takes entry id out of the queue: it was ended or made unknown
+// otherwise. An id left queued would end, after its grace, whatever
+// entry has the id by then (SQLite gives the id of a row deleted last to
+// the next one). Reports whether it was queued.
+func (q *answeredQueue) forget(id int64) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for i, e := range q.due {
+		if e.id == id {
+			q.due = append(q.due[:i], q.due[i+1:]...)
+			return true
+		}
+	}
+	return false
+}
+
 // endAnsweredLoop ends the queued entries as their grace passes, in
 // batches, until the queue is empty; with life nil or ended, it ends
 // them all at once.
@@ -89,7 +105,22 @@ func (st *Store) endAnsweredLoop(life context.Context) {
 		}
 		q.due = append(q.due[:0:0], q.due[n:]...)
 		q.mu.Unlock()
-		st.endIDs(ids)
+		end, lost := st.sortAnswered(ids)
+		st.endIDs(end)
+		st.markLost(lost)
+	}
+}
+
+// markLost makes unknown the entries whose answers a relaying replica
+// may not have passed on (answerpath.go).
+func (st *Store) markLost(ids []int64) {
+	if len(ids) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), st.cfg.CallTimeout)
+	defer cancel()
+	for _, id := range ids {
+		st.markUnknown(ctx, id)
 	}
 }
 

@@ -788,7 +788,7 @@ func (m *Folder) Append(ctx context.Context, auth upstream.Auth, raw []byte, msg
 			}
 			return uid, m.flagFound(ctx, auth, uid, seen, kept)
 		}
-		if id, err = st.cfg.State.BeginAttempt(ctx, m.user, key, st.owner, 0); err != nil {
+		if id, err = st.beginAgain(ctx, m.user, key, 0); err != nil {
 			return 0, err
 		}
 	}
@@ -810,9 +810,7 @@ func (m *Folder) Append(ctx context.Context, auth upstream.Auth, raw []byte, msg
 	if unknown {
 		if derr := m.Discover(jctx); derr != nil || m.placed(a) == 0 {
 			m.abandon(a)
-			if jerr := st.cfg.State.UnknownAttempt(jctx, id); jerr != nil {
-				log.Warn("imap: attempts journal", "err", jerr)
-			}
+			st.markUnknown(jctx, id)
 			log.Warn("imap append: outcome unknown and the message not found; a retry is answered from the folder", "user", m.user, "err", err)
 			return 0, fmt.Errorf("%w: %w", ErrOutcomeUnknown, err)
 		}

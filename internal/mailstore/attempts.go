@@ -77,13 +77,15 @@ type undecided struct {
 // says what to decide first. One state-store round trip for nearly every
 // change (state.Attempts.BeginUnlessUndecided).
 func (st *Store) beginAttempt(ctx context.Context, user, key string, mark int64) (id int64, u undecided, err error) {
+	st.settleLost(ctx, user, key)
 	id, atts, err := st.cfg.State.BeginUnlessUndecided(ctx, user, key, st.owner, mark)
 	if err != nil || id != 0 {
+		st.watch(ctx, user, key, id)
 		return id, undecided{}, err
 	}
 	if u = st.undecidedFrom(ctx, atts); len(u.attempts) == 0 {
 		// Only attempts under way in live replicas: go on.
-		id, err = st.cfg.State.BeginAttempt(ctx, user, key, st.owner, mark)
+		id, err = st.beginAgain(ctx, user, key, mark)
 	}
 	return id, u, err
 }
@@ -151,6 +153,10 @@ func (st *Store) endAttempts(ctx context.Context, atts []state.Attempt) {
 	for i, a := range atts {
 		ids[i] = a.ID
 	}
+	st.unwatch(ids...)
+	for _, id := range ids {
+		st.answered.forget(id)
+	}
 	if err := st.cfg.State.EndAttempts(ctx, ids...); err != nil {
 		st.cfg.Logger.Warn("imap: attempts journal", "err", err)
 	}
@@ -165,9 +171,7 @@ func (st *Store) decideAttempt(ctx context.Context, id int64, err error) error {
 	jctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), st.cfg.CallTimeout)
 	defer cancel()
 	if errors.Is(err, upstream.ErrUnknownOutcome) {
-		if jerr := st.cfg.State.UnknownAttempt(jctx, id); jerr != nil {
-			st.cfg.Logger.Warn("imap: attempts journal", "err", jerr)
-		}
+		st.markUnknown(jctx, id)
 		return fmt.Errorf("%w: %w", ErrOutcomeUnknown, err)
 	}
 	st.endAttempts(jctx, []state.Attempt{{ID: id}})

@@ -55,6 +55,7 @@ type Store struct {
 	startedAt time.Time
 	owner     string        // this process in the journal of attempts (attempts.go)
 	answered  answeredQueue // journal entries of answered changes, ended in batches (answered.go)
+	paths     pathWatch     // journal entries whose answers another replica relays (answerpath.go)
 
 	folders folderCache // per-user folder lists, shared by a user's connections (tree.go)
 	shape   folderShape // how the provider's GetFolders lists (tree.go)

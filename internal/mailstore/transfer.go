@@ -107,7 +107,7 @@ func (m *Folder) Transfer(ctx context.Context, auth upstream.Auth, uids []imap.U
 			if res, done, err := m.resolveCopy(ctx, auth, u, dest, dm, msgs, uids, leave); done {
 				return res, err
 			}
-			if attempt, err = st.cfg.State.BeginAttempt(ctx, m.user, key, st.owner, prev); err != nil {
+			if attempt, err = st.beginAgain(ctx, m.user, key, prev); err != nil {
 				return Transferred{}, err
 			}
 		}
