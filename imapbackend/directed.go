@@ -5,8 +5,6 @@ import (
 	"io"
 	"net"
 	"strings"
-	"sync/atomic"
-	"syscall"
 
 	"github.com/emersion/go-imap/v2"
 
@@ -88,7 +86,7 @@ func (s *session) preauth(nc net.Conn) (directed bool, err error) {
 		user, pass = x.user, x.password // admitted by the front
 	case *director.Incoming:
 		user, pass = normalizeUser(x.Hello.User), x.Hello.Password
-		s.path = &linkPath{in: x, rc: rawConn(x)}
+		s.path = &linkPath{in: x}
 		if s.srv.isClosed() {
 			// The relaying replica serves the user itself (front.go).
 			return true, &imap.Error{Type: imap.StatusResponseTypeBye, Code: imap.ResponseCodeUnavailable, Text: "Server shutting down"}
@@ -110,24 +108,10 @@ func (s *session) preauth(nc net.Conn) (directed bool, err error) {
 }
 
 // linkPath is the answer path (mailstore.AnswerPath) of a session
-// another replica relays: its answers are lost with that replica. Lost
-// once the link broke (no clean end, director.Incoming.Broke), or while
-// the session runs and the link's socket shows the other end gone (the
-// session is in a command and has not read the end yet). A session that
-// ended cleanly (LOGOUT, or the relaying replica closed the link because
-// its client left) lost nothing.
-type linkPath struct {
-	in    *director.Incoming
-	rc    syscall.RawConn // nil: the socket cannot be looked at
-	ended atomic.Bool
-}
+// another replica relays: its answers are lost with that replica, when
+// the link broke off without its clean end (director.Incoming.Broke:
+// known at once, whether the session reads or runs a command). A session
+// whose client left, or that ended (LOGOUT), lost nothing.
+type linkPath struct{ in *director.Incoming }
 
-func (p *linkPath) Lost() bool {
-	if p.in.Broke() {
-		return true
-	}
-	if p.ended.Load() {
-		return false
-	}
-	return p.rc != nil && peerClosed(p.rc)
-}
+func (p *linkPath) Lost() bool { return p.in.Broke() }

@@ -1,7 +1,6 @@
 package imapbackend
 
 import (
-	"errors"
 	"io"
 	"net"
 	"sync"
@@ -48,21 +47,17 @@ func (s *Server) proxy(f *frontConn, link *director.Link, home string) {
 		go func() { // client → home: what the client sent after LOGIN first
 			defer wg.Done()
 			copyWithDeadline(link, f.br)
-			// The home sees the client's end: TLS's close_notify (a
-			// clean end, director.Incoming.Broke), then the socket's,
-			// which its check for clients gone (peergone.go) sees even
-			// while it runs a command.
+			// The home sees the client's clean end (not a broken link,
+			// director.Incoming.Broke); the socket's end too, which its
+			// check for clients gone (peergone.go) sees mid-command.
 			link.CloseWrite()
-			if tc, ok := link.NetConn().(interface{ CloseWrite() error }); ok {
-				tc.CloseWrite()
-			}
 		}()
 		err := copyWithDeadline(r.client, link) // home → client
 		switch {
 		case r.draining.Load():
 			r.client.SetWriteDeadline(time.Now().Add(time.Second))
 			r.client.Write([]byte("* BYE [UNAVAILABLE] Server shutting down; reconnect later\r\n"))
-		case err != nil && !errors.Is(err, io.EOF):
+		case director.IsBroke(err):
 			// The home broke off (killed, its machine or the network
 			// gone). The client retries what it had asked: once the
 			// home is known dead, the retry finds the home's unfinished

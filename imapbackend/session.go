@@ -162,9 +162,6 @@ func (s *session) Unauthenticate() error {
 
 // Close releases everything the connection holds.
 func (s *session) Close() error {
-	if s.path != nil {
-		s.path.ended.Store(true)
-	}
 	s.srv.mu.Lock()
 	delete(s.srv.live, s)
 	s.srv.mu.Unlock()

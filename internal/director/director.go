@@ -6,7 +6,6 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"strings"
 	"sync/atomic"
@@ -94,17 +93,38 @@ func (d *Director) Home(user string) (replica, addr string, remote bool) {
 	return id, addrs[id], true
 }
 
-// Link is an open link to a home that answered a Hello.
+// Link is an open link to a home that answered a Hello. Its reads and
+// writes are the IMAP stream, framed on the wire (frame.go).
 type Link struct {
 	*tls.Conn
-	r *bufio.Reader
+	r  *bufio.Reader // the home's stream, out of its frames
+	fw *frameWriter
 	// Greeting is the home's IMAP greeting, without its line end: an
 	// untagged PREAUTH when it took the session, BYE when it did not.
 	Greeting string
 }
 
-// Read reads what the home sends after its greeting.
+// Read reads what the home sends after its greeting: io.EOF when the
+// home ended the session, an error IsBroke reports when the link broke.
 func (l *Link) Read(p []byte) (int, error) { return l.r.Read(p) }
+
+// Write sends the client's bytes to the home.
+func (l *Link) Write(p []byte) (int, error) { return l.fw.Write(p) }
+
+// CloseWrite ends the client's side cleanly: the end frame, TLS's
+// close_notify and the socket's own end.
+func (l *Link) CloseWrite() error {
+	err := l.fw.End()
+	l.Conn.CloseWrite()
+	if tc, ok := l.Conn.NetConn().(interface{ CloseWrite() error }); ok {
+		tc.CloseWrite()
+	}
+	return err
+}
+
+// IsBroke reports an error of a link that ended without its sender's
+// clean end.
+func IsBroke(err error) bool { return errors.Is(err, errBroke) }
 
 // Dial opens a link to replica at addr and sends h. A home that cannot
 // be reached is left alone for cluster.DownFor.
@@ -123,7 +143,7 @@ func (d *Director) Dial(ctx context.Context, replica, addr string, h Hello) (*Li
 		return nil, fmt.Errorf("director: link to %s: %w", replica, err)
 	}
 	c.SetDeadline(time.Now().Add(greetingTimeout))
-	l := &Link{Conn: c, r: bufio.NewReader(c)}
+	l := &Link{Conn: c, r: bufio.NewReader(&frameReader{r: c}), fw: &frameWriter{w: c}}
 	if err := writeHello(c, h); err != nil {
 		c.Close()
 		return nil, fmt.Errorf("director: link to %s: %w", replica, err)
@@ -140,28 +160,51 @@ func (d *Director) Dial(ctx context.Context, replica, addr string, h Hello) (*Li
 }
 
 // Incoming is a link another replica opened to this one, after its
-// Hello.
+// Hello. A pump reads it from then on (inbox), so that its end is known
+// at once, whether the session reads or not.
 type Incoming struct {
 	*tls.Conn
-	r     *bufio.Reader
-	Hello Hello
-	broke atomic.Bool
+	in     *inbox
+	fw     *frameWriter
+	Hello  Hello
+	broke  atomic.Bool
+	closed atomic.Bool
 }
 
-// Read reads what the accepting replica relays from its client.
-func (in *Incoming) Read(p []byte) (int, error) {
-	n, err := in.r.Read(p)
-	if err != nil && !errors.Is(err, io.EOF) {
-		in.broke.Store(true)
+// Read reads what the accepting replica relays from its client: io.EOF
+// at its clean end.
+func (in *Incoming) Read(p []byte) (int, error) { return in.in.Read(p) }
+
+// Write sends the session's bytes to the accepting replica.
+func (in *Incoming) Write(p []byte) (int, error) { return in.fw.Write(p) }
+
+// SetReadDeadline bounds the session's reads (the pump reads on).
+func (in *Incoming) SetReadDeadline(t time.Time) error {
+	in.in.setDeadline(t)
+	return nil
+}
+
+// SetDeadline bounds the session's reads and writes.
+func (in *Incoming) SetDeadline(t time.Time) error {
+	in.in.setDeadline(t)
+	return in.Conn.SetWriteDeadline(t)
+}
+
+// Close ends the session's side cleanly (the end frame) and the link.
+func (in *Incoming) Close() error {
+	if in.closed.Swap(true) {
+		return nil
 	}
-	return n, err
+	in.Conn.SetWriteDeadline(time.Now().Add(time.Second))
+	in.fw.End()
+	in.in.stop()
+	return in.Conn.Close()
 }
 
-// Broke reports that reading the link failed other than at its clean
-// end: the accepting replica closes a link with TLS's close_notify (its
-// client left, or it drains), so a link that ends without one lost its
-// replica (killed, its machine gone) or its network, and what the home
-// answered last may not have reached the client.
+// Broke reports that the link ended without the accepting replica's
+// clean end (its client left, or it drains): the replica was killed, or
+// its machine or the network failed, and what the home answered last
+// may not have reached the client.
 func (in *Incoming) Broke() bool { return in.broke.Load() }
 
 // RemoteAddr is the client's address (Hello.Client), not the
@@ -198,12 +241,17 @@ func (d *Director) accept(raw net.Conn) (*Incoming, error) {
 	if err := c.Handshake(); err != nil {
 		return nil, err
 	}
-	in := &Incoming{Conn: c, r: bufio.NewReader(c)}
-	h, err := readHello(in.r)
+	r := bufio.NewReader(c)
+	h, err := readHello(r)
 	if err != nil {
 		return nil, err
 	}
 	raw.SetDeadline(time.Time{})
-	in.Hello = h
+	in := &Incoming{Conn: c, in: newInbox(), fw: &frameWriter{w: c}, Hello: h}
+	go func() {
+		if err := in.in.fill(r); err != nil && !in.closed.Load() {
+			in.broke.Store(true)
+		}
+	}()
 	return in, nil
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"strings"
 	"testing"
@@ -126,5 +127,48 @@ func TestLinkRefusesStrangers(t *testing.T) {
 		if _, _, remote := stranger.Home(fmt.Sprintf("u%d", i)); remote {
 			t.Fatal("a home that failed to answer was chosen again within DownFor")
 		}
+	}
+}
+
+// TestLinkTellsCleanEndFromBreak: a link the accepting replica ends
+// (its client left) reads io.EOF at the home and is not broken; one
+// whose replica vanishes (its socket closed at a TLS record boundary,
+// as a killed process's is) is known broken at once, while the session
+// reads nothing, which TLS alone would take for a clean close.
+func TestLinkTellsCleanEndFromBreak(t *testing.T) {
+	key := []byte(strings.Repeat("k", 32))
+	home, _ := New(key, nil, nil)
+	addr, got := serveLinks(t, home)
+	front, _ := New(key, nil, nil)
+	dial := func() (*Link, *Incoming) {
+		l, err := front.Dial(context.Background(), "h", addr, Hello{User: "alice@direct.example", Password: "pw"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l, <-got
+	}
+
+	l, in := dial()
+	l.Write([]byte("a NOOP\r\n"))
+	l.CloseWrite()
+	b, err := io.ReadAll(in)
+	if err != nil || string(b) != "a NOOP\r\n" || in.Broke() {
+		t.Errorf("clean end: read %q, %v, broke %v; want the bytes, io.EOF, not broke", b, err, in.Broke())
+	}
+
+	l, in = dial()
+	l.Write([]byte("a APPEND INBOX {5+}\r\nhello\r\n"))
+	time.Sleep(50 * time.Millisecond)
+	l.Conn.NetConn().Close() // no end frame, no close_notify
+	deadline := time.Now().Add(2 * time.Second)
+	for !in.Broke() {
+		if time.Now().After(deadline) {
+			t.Fatal("a link whose replica vanished is not known broken")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	b, err = io.ReadAll(in)
+	if string(b) != "a APPEND INBOX {5+}\r\nhello\r\n" || !IsBroke(err) {
+		t.Errorf("broken link: read %q, %v; want what came, then the break", b, err)
 	}
 }

@@ -2,6 +2,7 @@ package mailstore
 
 import (
 	"context"
+	"errors"
 	"sync"
 )
 
@@ -30,6 +31,18 @@ import (
 // may not have reached the client (the relaying replica died, or the
 // link to it broke), as a retry would find out.
 type AnswerPath interface{ Lost() bool }
+
+// ErrAnswerLost is a change not made because its answer could not reach
+// the client any more: the replica relaying it is gone, and the client's
+// retry, under way through another, makes it instead. Made anyway, the
+// change would race the retry, which might not find it yet.
+var ErrAnswerLost = errors.New("mailstore: the client's connection is gone; the change was not made")
+
+// answerLost reports that ctx's answer path is lost (false without one).
+func answerLost(ctx context.Context) bool {
+	p := answerPathOf(ctx)
+	return p != nil && p.Lost()
+}
 
 type answerPathKey struct{}
 

@@ -792,6 +792,10 @@ func (m *Folder) Append(ctx context.Context, auth upstream.Auth, raw []byte, msg
 			return 0, err
 		}
 	}
+	if answerLost(ctx) {
+		st.endAttempts(context.WithoutCancel(ctx), []state.Attempt{{ID: id}})
+		return 0, ErrAnswerLost
+	}
 	a := &arrival{sent: time.Now(), msgID: msgID, size: len(raw), seen: seen, kept: kept, raw: raw}
 	if msgID == "" {
 		if p, err := mimeconv.Parse(raw, mimeconv.ParseOptions{SkipBodies: true}); err == nil {

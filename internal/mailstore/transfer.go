@@ -8,6 +8,7 @@ import (
 
 	"github.com/emersion/go-imap/v2"
 
+	"github.com/directbridge/directbridge/internal/state"
 	"github.com/directbridge/directbridge/upstream"
 )
 
@@ -129,6 +130,13 @@ func (m *Folder) Transfer(ctx context.Context, auth upstream.Auth, uids []imap.U
 	// (seenMu), so that the read state the copies are shown with
 	// (before) is the one it copied. before also keeps the flags of
 	// moved messages a refresh may take out of the mirror meanwhile.
+	if answerLost(ctx) {
+		st.dropPendingFlags(context.WithoutCancel(ctx), pending) // nothing copied
+		if attempt != 0 {
+			st.endAttempts(context.WithoutCancel(ctx), []state.Attempt{{ID: attempt}})
+		}
+		return Transferred{}, ErrAnswerLost
+	}
 	if err := m.seenMu.Lock(ctx); err != nil {
 		st.dropPendingFlags(context.WithoutCancel(ctx), pending) // nothing copied
 		return Transferred{}, err

@@ -1,0 +1,238 @@
+package director
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"sync"
+	"time"
+)
+
+// After the Hello, each direction of a link is a stream of frames: a
+// 4-byte big-endian length and that many bytes of the IMAP stream. A
+// frame of length zero is its sender's clean end: the client left, the
+// session ended (LOGOUT, BYE). A link that ends without one lost its
+// sender (killed, its machine or the network gone), and what was sent
+// last may not have reached the client: the home then takes the answers
+// it gave lately as lost (mailstore.AnswerPath), the accepting replica
+// waits for the home to be known dead before letting its client retry.
+// TLS alone cannot tell the two: it takes a connection that closes at a
+// record boundary for a clean close.
+
+// maxFrame bounds a frame: what one write carries (go-imap's buffers,
+// the relay's 32 KiB).
+const maxFrame = 1 << 20
+
+// errBroke is a link that ended without its sender's end frame.
+var errBroke = errors.New("director: the link broke off")
+
+// frameWriter writes frames to w; its writes may come from two
+// goroutines (the session's, and End from a closer).
+type frameWriter struct {
+	mu    sync.Mutex
+	w     io.Writer
+	buf   []byte
+	ended bool
+}
+
+// Write sends p in frames, each header and payload in one write (one
+// TLS record).
+func (f *frameWriter) Write(p []byte) (int, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.ended {
+		return 0, io.ErrClosedPipe
+	}
+	n := 0
+	for len(p) > 0 {
+		chunk := p[:min(len(p), maxFrame)]
+		f.buf = binary.BigEndian.AppendUint32(f.buf[:0], uint32(len(chunk)))
+		f.buf = append(f.buf, chunk...)
+		if _, err := f.w.Write(f.buf); err != nil {
+			return n, err
+		}
+		n += len(chunk)
+		p = p[len(chunk):]
+	}
+	if cap(f.buf) > 64<<10 {
+		f.buf = nil // not kept for ever after a large write
+	}
+	return n, nil
+}
+
+// End sends the end frame, once.
+func (f *frameWriter) End() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.ended {
+		return nil
+	}
+	f.ended = true
+	_, err := f.w.Write([]byte{0, 0, 0, 0})
+	return err
+}
+
+// frameReader reads the IMAP stream out of frames: io.EOF at the end
+// frame, errBroke (wrapping what ended it) when the link ends without.
+type frameReader struct {
+	r     io.Reader
+	left  int
+	ended bool
+	err   error
+}
+
+func (f *frameReader) Read(p []byte) (int, error) {
+	if f.err != nil {
+		return 0, f.err
+	}
+	for f.left == 0 {
+		var h [4]byte
+		if _, err := io.ReadFull(f.r, h[:]); err != nil {
+			f.err = fmt.Errorf("%w: %v", errBroke, err) // %v: never io.EOF, which is the clean end
+			return 0, f.err
+		}
+		n := binary.BigEndian.Uint32(h[:])
+		if n == 0 {
+			f.ended = true
+			f.err = io.EOF
+			return 0, io.EOF
+		}
+		if n > maxFrame {
+			f.err = fmt.Errorf("%w: a frame of %d bytes", errBroke, n)
+			return 0, f.err
+		}
+		f.left = int(n)
+	}
+	n, err := f.r.Read(p[:min(len(p), f.left)])
+	f.left -= n
+	if err != nil {
+		// Mid-frame, or the stream's end with no end frame after.
+		f.err = fmt.Errorf("%w: %v", errBroke, err) // %v: never io.EOF, which is the clean end
+		if n > 0 {
+			return n, nil
+		}
+		return 0, f.err
+	}
+	return n, nil
+}
+
+// inbox holds what a link's pump read and the session has not yet: the
+// pump reads the link at once, so that its end (clean or not) is known
+// while the session runs a command and reads nothing. Reads take a
+// deadline, as go-imap sets them.
+type inbox struct {
+	mu       sync.Mutex
+	buf      []byte
+	err      error // after buf: io.EOF, or errBroke
+	deadline time.Time
+	readable chan struct{} // a byte, an end or a new deadline came
+	room     chan struct{} // the session read: the pump may go on
+}
+
+// inboxMax bounds what the pump reads ahead of the session.
+const inboxMax = 256 << 10
+
+func newInbox() *inbox {
+	return &inbox{readable: make(chan struct{}, 1), room: make(chan struct{}, 1)}
+}
+
+func signal(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
+	}
+}
+
+// fill runs the pump: frames from r into the inbox until the link ends.
+// It returns the end: nil for the sender's end frame.
+func (b *inbox) fill(r io.Reader) error {
+	fr := &frameReader{r: r}
+	chunk := make([]byte, 32<<10)
+	for {
+		n, err := fr.Read(chunk)
+		b.mu.Lock()
+		b.buf = append(b.buf, chunk[:n]...)
+		if err != nil {
+			b.err = err
+		}
+		full := len(b.buf) >= inboxMax
+		b.mu.Unlock()
+		signal(b.readable)
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return err
+		}
+		for full {
+			<-b.room
+			b.mu.Lock()
+			full = len(b.buf) >= inboxMax && b.err == nil
+			b.mu.Unlock()
+		}
+	}
+}
+
+// stop ends the inbox from the reading side (the connection closed here):
+// the pump, waiting for room, goes on to find the link closed.
+func (b *inbox) stop() {
+	b.mu.Lock()
+	if b.err == nil {
+		b.err = net.ErrClosed
+	}
+	b.buf = nil
+	b.mu.Unlock()
+	signal(b.room)
+	signal(b.readable)
+}
+
+func (b *inbox) Read(p []byte) (int, error) {
+	for {
+		b.mu.Lock()
+		if len(b.buf) > 0 {
+			n := copy(p, b.buf)
+			b.buf = b.buf[n:]
+			if len(b.buf) == 0 {
+				b.buf = nil
+			}
+			b.mu.Unlock()
+			signal(b.room)
+			return n, nil
+		}
+		if b.err != nil {
+			err := b.err
+			b.mu.Unlock()
+			return 0, err
+		}
+		dl := b.deadline
+		b.mu.Unlock()
+		var timer *time.Timer
+		var timeout <-chan time.Time
+		if !dl.IsZero() {
+			d := time.Until(dl)
+			if d <= 0 {
+				return 0, os.ErrDeadlineExceeded
+			}
+			timer = time.NewTimer(d)
+			timeout = timer.C
+		}
+		select {
+		case <-b.readable:
+			if timer != nil {
+				timer.Stop()
+			}
+		case <-timeout:
+			return 0, os.ErrDeadlineExceeded
+		}
+	}
+}
+
+func (b *inbox) setDeadline(t time.Time) {
+	b.mu.Lock()
+	b.deadline = t
+	b.mu.Unlock()
+	signal(b.readable)
+}
