@@ -63,6 +63,12 @@ func (s *Server) proxy(f *frontConn, link *director.Link, home string) {
 			// home is known dead, the retry finds the home's unfinished
 			// change undecided, not under way (director.AwaitGone).
 			s.cfg.Director.AwaitGone(home)
+		default:
+			// The home ended the session, or the client stopped
+			// reading: either way the client left, cleanly for the
+			// home (what it answered is not taken for lost).
+			link.SetWriteDeadline(time.Now().Add(time.Second))
+			link.CloseWrite()
 		}
 		r.client.Close()
 		link.Close()
@@ -110,7 +116,7 @@ func (s *Server) dropRelay(r *relay) {
 // runs and ends the session, the client gets its answer, then BYE.
 func (r *relay) drain() {
 	r.draining.Store(true)
-	r.link.CloseWrite()
+	r.link.End() // the end frame alone: the command under way is not cut
 }
 
 // cut ends a relay at once: a Shutdown whose grace ran out.

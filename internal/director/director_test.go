@@ -167,8 +167,10 @@ func TestLinkTellsCleanEndFromBreak(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+	// What came and was not read is dropped: its answers would go
+	// nowhere, and the client's retry runs it through another replica.
 	b, err = io.ReadAll(in)
-	if string(b) != "a APPEND INBOX {5+}\r\nhello\r\n" || !IsBroke(err) {
-		t.Errorf("broken link: read %q, %v; want what came, then the break", b, err)
+	if len(b) != 0 || !IsBroke(err) {
+		t.Errorf("broken link: read %q, %v; want nothing, then the break", b, err)
 	}
 }

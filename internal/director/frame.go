@@ -126,7 +126,8 @@ func (f *frameReader) Read(p []byte) (int, error) {
 type inbox struct {
 	mu       sync.Mutex
 	buf      []byte
-	err      error // after buf: io.EOF, or errBroke
+	err      error // after buf: io.EOF, errBroke, or net.ErrClosed (stop)
+	broke    bool  // the link ended without its end frame (err is errBroke)
 	deadline time.Time
 	readable chan struct{} // a byte, an end or a new deadline came
 	room     chan struct{} // the session read: the pump may go on
@@ -155,10 +156,15 @@ func (b *inbox) fill(r io.Reader) error {
 		n, err := fr.Read(chunk)
 		b.mu.Lock()
 		b.buf = append(b.buf, chunk[:n]...)
-		if err != nil {
+		if err != nil && b.err == nil { // not stopped here first
 			b.err = err
+			if b.broke = !errors.Is(err, io.EOF); b.broke {
+				// What the client sent last is not run: its answers
+				// would go nowhere, and its retry runs it elsewhere.
+				b.buf = nil
+			}
 		}
-		full := len(b.buf) >= inboxMax
+		full := len(b.buf) >= inboxMax && b.err == nil
 		b.mu.Unlock()
 		signal(b.readable)
 		if err != nil {
@@ -228,6 +234,13 @@ func (b *inbox) Read(p []byte) (int, error) {
 			return 0, os.ErrDeadlineExceeded
 		}
 	}
+}
+
+// isBroke reports that the link ended without its end frame.
+func (b *inbox) isBroke() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.broke
 }
 
 func (b *inbox) setDeadline(t time.Time) {

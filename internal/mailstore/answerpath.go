@@ -3,6 +3,7 @@ package mailstore
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 )
 
@@ -122,8 +123,13 @@ func (st *Store) unwatch(ids ...int64) {
 
 // settleLost makes unknown the entries of key whose answer path is lost,
 // before a repeat of the change looks at the journal: the repeat then
-// finds them undecided, and is answered from what the provider did.
-func (st *Store) settleLost(ctx context.Context, user, key string) {
+// finds them undecided, and is answered from what the provider did. The
+// entries stay watched until the state store has them unknown, so that
+// a repeat meanwhile (or the end of their grace) makes them unknown too,
+// never takes them for changes under way or ends them. An error is the
+// repeat's: without the entries unknown it could not be told from a new
+// change.
+func (st *Store) settleLost(ctx context.Context, user, key string) error {
 	w := &st.paths
 	k := user + "\x00" + key
 	w.mu.Lock()
@@ -131,26 +137,36 @@ func (st *Store) settleLost(ctx context.Context, user, key string) {
 	for _, e := range w.byKey[k] {
 		if e.path.Lost() {
 			lost = append(lost, e.id)
-		}
-	}
-	for _, id := range lost {
-		w.unwatchLocked(id)
-		// Still to be answered, or just taken from the queue by the
-		// loop: endAnswered must leave it (sortAnswered).
-		if !st.answered.forget(id) {
-			w.settled[id] = true
+			// Still to be answered, or just taken from the queue by
+			// its loop: endAnswered must leave it (sortAnswered).
+			if !st.answered.forget(e.id) {
+				w.settled[e.id] = true
+			}
 		}
 	}
 	w.mu.Unlock()
-	for _, id := range lost {
-		st.cfg.Logger.Info("imap: the replica relaying a change's answer is gone; a repeat is answered from the provider", "user", user)
-		st.markUnknown(ctx, id)
+	if len(lost) == 0 {
+		return nil
 	}
+	st.cfg.Logger.Info("imap: the replica relaying a change's answer is gone; a repeat is answered from the provider", "user", user)
+	jctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), st.cfg.CallTimeout)
+	defer cancel()
+	for _, id := range lost {
+		if err := st.cfg.State.UnknownAttempt(jctx, id); err != nil {
+			return fmt.Errorf("mailstore: attempts journal: %w", err)
+		}
+	}
+	w.mu.Lock()
+	for _, id := range lost {
+		w.unwatchLocked(id) // settled stays: the entry may still be queued later
+	}
+	w.mu.Unlock()
+	return nil
 }
 
 // sortAnswered splits entries whose answer grace ended: those to end,
-// and those whose answer path is lost, to make unknown. Entries
-// settleLost made unknown are neither.
+// and those whose answer path is lost, to make unknown (they stay
+// watched until they are). Entries settleLost made unknown are neither.
 func (st *Store) sortAnswered(ids []int64) (end, lost []int64) {
 	w := &st.paths
 	w.mu.Lock()
@@ -161,11 +177,11 @@ func (st *Store) sortAnswered(ids []int64) (end, lost []int64) {
 			continue
 		}
 		if e, ok := w.byID[id]; ok {
-			w.unwatchLocked(id)
 			if e.path.Lost() {
 				lost = append(lost, id)
 				continue
 			}
+			w.unwatchLocked(id)
 		}
 		end = append(end, id)
 	}
@@ -173,16 +189,20 @@ func (st *Store) sortAnswered(ids []int64) (end, lost []int64) {
 }
 
 // markUnknown records that entry id's outcome is unknown: a retry,
-// through any replica, is answered from what the provider did.
+// through any replica, is answered from what the provider did. The
+// entry stays watched until the state store has it (a failure leaves it
+// watched: a repeat tries again).
 func (st *Store) markUnknown(ctx context.Context, id int64) {
-	w := &st.paths
-	w.mu.Lock()
-	w.unwatchLocked(id)
-	w.mu.Unlock()
 	st.answered.forget(id)
 	if err := st.cfg.State.UnknownAttempt(ctx, id); err != nil {
 		st.cfg.Logger.Warn("imap: attempts journal", "err", err)
+		return
 	}
+	w := &st.paths
+	w.mu.Lock()
+	w.unwatchLocked(id)
+	delete(w.settled, id)
+	w.mu.Unlock()
 }
 
 // beginAgain journals an attempt after the earlier ones were decided

@@ -77,7 +77,9 @@ type undecided struct {
 // says what to decide first. One state-store round trip for nearly every
 // change (state.Attempts.BeginUnlessUndecided).
 func (st *Store) beginAttempt(ctx context.Context, user, key string, mark int64) (id int64, u undecided, err error) {
-	st.settleLost(ctx, user, key)
+	if err := st.settleLost(ctx, user, key); err != nil {
+		return 0, undecided{}, err
+	}
 	id, atts, err := st.cfg.State.BeginUnlessUndecided(ctx, user, key, st.owner, mark)
 	if err != nil || id != 0 {
 		st.watch(ctx, user, key, id)
