@@ -377,3 +377,45 @@ func TestDirectorWithImaplib(t *testing.T) {
 		t.Errorf("the replica relayed %d logins, want 2", n)
 	}
 }
+
+// TestRecentOnPostgres: messages a replica's own clients append are
+// \Recent to the next session that selects their folder (RFC 3501
+// §2.3.2), on a state store in PostgreSQL as on SQLite: the UIDNEXT mark
+// the replica itself raised is not taken for another replica's.
+func TestRecentOnPostgres(t *testing.T) {
+	rs := directedReplicas(t)
+	home, other := homeOf(t, rs)
+	c := dialRaw(t, rs[home].b.Addr("IMAP (STARTTLS)"))
+	if l := c.login("a"); !strings.HasPrefix(l, "a OK") {
+		t.Fatalf("login: %q", l)
+	}
+	c.send("b CREATE Recent\r\n") // the flat layout of a new data directory
+	if l := c.until("b "); !strings.HasPrefix(l, "b OK") {
+		t.Fatalf("CREATE: %q", l)
+	}
+	for i, tag := range []string{"c", "d"} {
+		msg := fmt.Sprintf("From: bob@direct.example\r\nSubject: recent %d\r\n\r\nbody %d\r\n", i, i)
+		c.send(fmt.Sprintf("%s APPEND Recent {%d+}\r\n%s\r\n", tag, len(msg), msg))
+		if l := c.until(tag + " "); !strings.HasPrefix(l, tag+" OK") {
+			t.Fatalf("APPEND: %q", l)
+		}
+	}
+	e := dialRaw(t, rs[other].b.Addr("IMAP (STARTTLS)"))
+	if l := e.login("a"); !strings.HasPrefix(l, "a OK") {
+		t.Fatalf("login: %q", l)
+	}
+	e.send("b EXAMINE Recent\r\n")
+	var recent string
+	for {
+		l := e.line()
+		if strings.HasSuffix(l, " RECENT") {
+			recent = l
+		}
+		if strings.HasPrefix(l, "b ") {
+			break
+		}
+	}
+	if recent != "* 2 RECENT" {
+		t.Errorf("EXAMINE after two APPENDs: %q, want * 2 RECENT", recent)
+	}
+}

@@ -419,14 +419,17 @@ func (m *Folder) receive(ctx context.Context, c change) {
 // seenElsewhere takes \Recent from the UIDs below uidNextBefore, which
 // the state store's UIDNEXT mark shows another replica saw first (its
 // sessions have them \Recent; RFC 3501 §2.3.2 gives it to one session).
-// Called before the refresh shows them; nothing when alone.
+// Called before the refresh shows them; nothing when alone. A mark no
+// higher than this mirror's own UIDNEXT is this mirror's own doing (the
+// UIDs its refreshes and APPENDs placed): those stay \Recent here, where
+// imaptest's compliance saw them lose it on PostgreSQL.
 func (m *Folder) seenElsewhere(uidNextBefore uint32) {
 	if !m.store.shared() || uidNextBefore == 0 {
 		return
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.mb != nil {
+	if m.mb != nil && imap.UID(uidNextBefore) > m.uidNext {
 		m.mb.NotRecent(imap.UID(uidNextBefore - 1))
 	}
 }
