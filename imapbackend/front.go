@@ -69,14 +69,9 @@ func (e errFrontSyntax) Error() string { return string(e) }
 // serveFront answers the clients on l until they log in. implicitTLS:
 // l's connections are TLS already (tls.NewListener).
 func (s *Server) serveFront(l net.Listener, implicitTLS, insecureAuth bool) error {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		l.Close()
+	if !s.addListener(l) {
 		return nil
 	}
-	s.listeners = append(s.listeners, l)
-	s.mu.Unlock()
 	err := director.AcceptLoop(l, func(c net.Conn) {
 		f := &frontConn{srv: s, c: c, br: bufio.NewReader(c), tlsOn: implicitTLS, insecureAuth: insecureAuth}
 		f.serve()
@@ -90,7 +85,7 @@ func (s *Server) serveFront(l net.Listener, implicitTLS, insecureAuth bool) erro
 // serve runs the connection until it logs in or ends.
 func (f *frontConn) serve() {
 	handed := false
-	if !f.srv.addFront(f) {
+	if !track(f.srv, f.srv.fronts, f) {
 		f.c.Close()
 		return
 	}
@@ -98,7 +93,7 @@ func (f *frontConn) serve() {
 		if v := recover(); v != nil {
 			f.srv.cfg.Logger.Error("imap front: panic", "panic", v)
 		}
-		f.srv.dropFront(f)
+		untrack(f.srv, f.srv.fronts, f)
 		if !handed {
 			f.c.Close()
 		}
@@ -387,7 +382,7 @@ func (f *frontConn) direct(tag, user, pass, okText string) (handed, done bool) {
 				}
 				limits.Authenticated(f.c)
 				s.cfg.Metrics.Directed("remote")
-				s.dropFront(f) // the relay's now: Shutdown drains it as one
+				untrack(s, s.fronts, f) // the relay's now: Shutdown drains it as one
 				s.proxy(f, link, replica)
 				return true, true
 			case strings.HasPrefix(line, tag+" NO [UNAVAILABLE]"):
@@ -413,7 +408,7 @@ func (f *frontConn) direct(tag, user, pass, okText string) (handed, done bool) {
 	observeLogin(s.cfg.Metrics, nil)
 	dc := &directedConn{Conn: f.c, r: f.br, remote: f.c.RemoteAddr(), user: user, password: pass, greetTag: tag, greetText: okText}
 	s.cfg.Metrics.Directed("local")
-	s.dropFront(f) // go-imap's now: Shutdown says BYE to it as a session
+	untrack(s, s.fronts, f) // go-imap's now: Shutdown says BYE to it as a session
 	if !s.handoff.Push(dc) {
 		s.dropConn(user)
 		f.write(tag + " NO [UNAVAILABLE] Server shutting down; reconnect later\r\n")
@@ -651,21 +646,4 @@ func (f *frontConn) skipLiterals() bool {
 			return false
 		}
 	}
-}
-
-// addFront registers f for Shutdown; false once shut down.
-func (s *Server) addFront(f *frontConn) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return false
-	}
-	s.fronts[f] = struct{}{}
-	return true
-}
-
-func (s *Server) dropFront(f *frontConn) {
-	s.mu.Lock()
-	delete(s.fronts, f)
-	s.mu.Unlock()
 }

@@ -21,9 +21,9 @@ type relay struct {
 	client net.Conn
 	link   *director.Link
 	home   string // the home replica's id
-	// draining: this replica is shutting down. The link was closed for
-	// writing, so that the home ends the session after the command it
-	// runs, whose answer still comes through; then the client gets BYE.
+	// draining: this replica is shutting down. The link's end frame went
+	// to the home, which ends the session after the command it runs,
+	// whose answer still comes through; then the client gets BYE.
 	draining atomic.Bool
 	done     chan struct{}
 }
@@ -32,7 +32,7 @@ type relay struct {
 // either side ends it.
 func (s *Server) proxy(f *frontConn, link *director.Link, home string) {
 	r := &relay{client: f.c, link: link, home: home, done: make(chan struct{})}
-	if !s.addRelay(r) {
+	if !track(s, s.relays, r) {
 		f.write("* BYE [UNAVAILABLE] Server shutting down; reconnect later\r\n")
 		f.c.Close()
 		link.Close()
@@ -40,7 +40,7 @@ func (s *Server) proxy(f *frontConn, link *director.Link, home string) {
 	}
 	f.c.SetDeadline(time.Time{})
 	go func() {
-		defer s.dropRelay(r)
+		defer untrack(s, s.relays, r)
 		defer close(r.done)
 		var wg sync.WaitGroup
 		wg.Add(1)
@@ -93,23 +93,6 @@ func copyWithDeadline(dst net.Conn, src io.Reader) error {
 			return err
 		}
 	}
-}
-
-// addRelay registers r for Shutdown; false once shut down.
-func (s *Server) addRelay(r *relay) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return false
-	}
-	s.relays[r] = struct{}{}
-	return true
-}
-
-func (s *Server) dropRelay(r *relay) {
-	s.mu.Lock()
-	delete(s.relays, r)
-	s.mu.Unlock()
 }
 
 // drain ends a relay for Shutdown: the home finishes the command it

@@ -206,9 +206,9 @@ func (s *Server) ServeLinks(l net.Listener) error {
 		l.Close()
 		return errors.New("imapbackend: links need a Director")
 	}
-	s.mu.Lock()
-	s.listeners = append(s.listeners, l)
-	s.mu.Unlock()
+	if !s.addListener(l) {
+		return nil
+	}
 	return s.serve(l, nil, true)
 }
 
@@ -366,6 +366,38 @@ func (s *Server) dropConn(user string) {
 	if s.conns[user]--; s.conns[user] <= 0 {
 		delete(s.conns, user)
 	}
+}
+
+// addListener registers l for Shutdown, which closes it first; false,
+// and l closed, once shut down.
+func (s *Server) addListener(l net.Listener) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		l.Close()
+		return false
+	}
+	s.listeners = append(s.listeners, l)
+	return true
+}
+
+// track registers k in set (a set of s's, guarded by s.mu) for
+// Shutdown; false once shut down.
+func track[K comparable](s *Server, set map[K]struct{}, k K) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	set[k] = struct{}{}
+	return true
+}
+
+// untrack takes k out of set (track).
+func untrack[K comparable](s *Server, set map[K]struct{}, k K) {
+	s.mu.Lock()
+	delete(set, k)
+	s.mu.Unlock()
 }
 
 func mapKeys[K comparable, V any](m map[K]V) []K {
