@@ -100,13 +100,13 @@ func (s *session) Store(w *imapserver.FetchWriter, numSet imap.NumSet, flags *im
 		case imap.StoreFlagsAdd:
 			u.Kept.Add = req
 			if seenNamed {
-				read, u.ForceSeen = true, true
+				read, u.SeenNamed = true, true
 				u.Seen = &read
 			}
 		case imap.StoreFlagsDel:
 			u.Kept.Del = req
 			if seenNamed {
-				read, u.ForceSeen = false, true
+				read, u.SeenNamed = false, true
 				u.Seen = &read
 			}
 		}

@@ -320,6 +320,48 @@ func TestStoreCallCount(t *testing.T) {
 	}
 }
 
+// TestStoreOfStateShownCostsNothing: a STORE that names \Seen for
+// messages the mirror already shows so makes no provider call once the
+// mirror's read state is known to be the provider's, as in fetchmail's
+// session over messages read before (UID STORE n +FLAGS (\Seen) after
+// each download); the answer still carries the flags. A message shown
+// unread is still marked, in one call.
+func TestStoreOfStateShownCostsNothing(t *testing.T) {
+	e := newEnv(t, options{})
+	const n = 300
+	for i := range n {
+		e.deliver(alice, "INBOX", testMessage("m"+strconv.Itoa(i)))
+	}
+	c := e.login(alice, alicePW)
+	mustSelectFolder(t, c, "INBOX")
+	storeFlags(t, c, imap.SeqSet{{Start: 1, Stop: n - 1}}, imap.StoreFlagsAdd, true, imap.FlagSeen)
+	e.sandbox.ResetCalls()
+	for i := 1; i < n; i++ {
+		got := storeFlags(t, c, imap.SeqSetNum(uint32(i)), imap.StoreFlagsAdd, false, imap.FlagSeen)
+		if len(got) != 1 || !slices.Contains(got[0].Flags, imap.FlagSeen) {
+			t.Fatalf("STORE %d +FLAGS (\\Seen) answered %+v; want one FETCH with \\Seen", i, got)
+		}
+	}
+	// One refresh that reads the provider's unread list: the mirror's
+	// read state is then the provider's, and no STORE needs a call.
+	if calls := e.sandbox.CallCounts(); e.sandbox.TotalCalls() != 3 || calls["GetUnreadMessages"] != 1 {
+		t.Errorf("%d STOREs of \\Seen on read messages cost %v; want one refresh with the unread list (3 calls)", n-1, calls)
+	}
+	// The last one is unread: its STORE is told to the provider.
+	storeFlags(t, c, imap.SeqSetNum(n), imap.StoreFlagsAdd, true, imap.FlagSeen)
+	if got := e.sandbox.Calls("MarkMessagesAsReadByUIDs"); got != 1 {
+		t.Errorf("STORE of \\Seen on the unread message: %d MarkMessagesAsReadByUIDs; want 1", got)
+	}
+	if u := e.unread(alice, "INBOX"); u != 0 {
+		t.Errorf("unread at the provider %d; want 0", u)
+	}
+	// And back: -FLAGS (\Seen) on messages shown read is one call.
+	storeFlags(t, c, imap.SeqSet{{Start: 1, Stop: 10}}, imap.StoreFlagsDel, true, imap.FlagSeen)
+	if u := e.unread(alice, "INBOX"); u != 10 {
+		t.Errorf("unread at the provider %d; want 10", u)
+	}
+}
+
 // TestStoreReadOnly: a folder opened with EXAMINE refuses STORE.
 func TestStoreReadOnly(t *testing.T) {
 	e := newEnv(t, options{})

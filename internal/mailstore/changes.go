@@ -47,6 +47,7 @@ func (m *Folder) addCopies(ctx context.Context, newUIDs []imap.UID, src []copied
 		return true
 	}
 	m.version++
+	m.readInferredLocked() // the copies show their sources' \Seen
 	if !m.loaded {
 		// Being loaded: the load may have read the flags before they
 		// were written; it shows these when it ends.

@@ -142,6 +142,7 @@ func (m *Folder) addArrivals(newUIDs []imap.UID, shown map[imap.UID][]imap.Flag)
 		return
 	}
 	m.version++
+	m.readInferredLocked()
 	if m.added == nil {
 		m.added = map[imap.UID]uint64{}
 	}

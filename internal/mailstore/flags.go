@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/emersion/go-imap/v2"
 
@@ -18,10 +19,12 @@ type FlagUpdate struct {
 	UID imap.UID
 	// Seen is the wanted \Seen state; nil leaves it as it is.
 	Seen *bool
-	// ForceSeen tells the provider even when the mirror already shows the
-	// wanted state: the client named \Seen explicitly, and the mirror may
-	// be behind the provider.
-	ForceSeen bool
+	// SeenNamed: the client named \Seen explicitly (STORE +FLAGS or
+	// -FLAGS). The mirror may be behind the provider, so it is brought
+	// within seenFresh of it before it decides that nothing is to be done
+	// (readStateFresh); a mirror whose read state is in doubt does not
+	// decide, and the provider is told.
+	SeenNamed bool
 	// Kept changes the other flags (those the state store keeps); nil
 	// leaves them. It is a change, not a set: it applies to the flags
 	// kept at the moment it is written, so that +FLAGS and -FLAGS of two
@@ -80,13 +83,19 @@ func (st *Store) ApplyFlags(ctx context.Context, auth upstream.Auth, folder stri
 		}
 		m.mu.Lock()
 		mb := m.mb
+		// Appended \Seen, shown read, but not yet marked at the provider
+		// (arrivals.go): not read there yet.
+		waiting := make(map[imap.UID]bool, len(m.unmarked))
+		for _, u := range m.unmarked {
+			waiting[u] = true
+		}
 		m.mu.Unlock()
 		if mb == nil {
 			return out
 		}
 		for _, u := range ups {
 			if fl, ok := mb.Flags(u.UID); ok {
-				out[u.UID] = cur{true, HasSeen(fl), KeptOf(fl)}
+				out[u.UID] = cur{true, HasSeen(fl) && !waiting[u.UID], KeptOf(fl)}
 			}
 		}
 		return out
@@ -106,6 +115,16 @@ func (st *Store) ApplyFlags(ctx context.Context, auth upstream.Auth, folder stri
 		m.mu.Unlock()
 	}
 	c := st.cfg.Provider
+	// A STORE that names \Seen for messages the mirror shows so already
+	// makes no call when the mirror's read state is the provider's.
+	trusted := false
+	if m != nil {
+		mirror := current()
+		trusted = slices.ContainsFunc(ups, func(u FlagUpdate) bool {
+			cs := mirror[u.UID]
+			return u.SeenNamed && u.Seen != nil && cs.known && cs.seen == *u.Seen
+		}) && m.readStateFresh(ctx)
+	}
 	for _, read := range []bool{true, false} {
 		// Two sessions that mark one message read and unread at once:
 		// the mirror must end as the provider does, so each direction's
@@ -119,7 +138,7 @@ func (st *Store) ApplyFlags(ctx context.Context, auth upstream.Auth, folder stri
 		var uids []imap.UID
 		for _, u := range ups {
 			cs := mirror[u.UID]
-			if u.Seen != nil && *u.Seen == read && (u.ForceSeen || !cs.known || cs.seen != read) {
+			if u.Seen != nil && *u.Seen == read && (u.SeenNamed && !trusted || !cs.known || cs.seen != read) {
 				uids = append(uids, u.UID)
 			}
 		}
@@ -260,11 +279,54 @@ func (m *Folder) showVersioned(ups []shown, source *seqview.View, bump bool) {
 	m.showFlagsLocked(source, changes)
 }
 
+// seenFresh is how old the provider's list of unread messages may be
+// for a STORE that names \Seen to take the mirror's word that a message
+// is read (or unread) already, and make no call. fetchmail marks every
+// message it downloaded read, whether it was or not: 2,300 calls a run
+// when each was told to the provider (issue 22); with this, one refresh
+// that reads the list (three calls) every half minute at most.
+const seenFresh = 30 * time.Second
+
+// readStateFresh reports whether the mirror's read state is the
+// provider's (readExact), as of a list of unread messages read less than
+// seenFresh ago: when not, it asks for one (a refresh that reads it,
+// shared with none under way that does not), at most once per seenFresh
+// while the folder keeps changing under it. A read state the unread count
+// only suggests is not enough: a change made elsewhere that keeps the
+// count (one message read and another unread between two refreshes), or
+// a copy whose source's state was inferred, would leave the message as
+// the client did not ask, with the command answered OK.
+func (m *Folder) readStateFresh(ctx context.Context) bool {
+	m.mu.Lock()
+	exact := !m.readExact.IsZero() && time.Since(m.readExact) < seenFresh
+	try := !exact && time.Since(m.exactTried) >= seenFresh
+	if try {
+		m.exactTried = time.Now()
+		m.readUnsure++ // the refresh below reads the list (doRefresh)
+		m.readExact = time.Time{}
+	}
+	m.mu.Unlock()
+	if exact {
+		return true
+	}
+	if !try || m.refresh(ctx, time.Now(), false) != nil {
+		return false
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return !m.readExact.IsZero()
+}
+
+// readInferredLocked notes that the mirror's read state may no longer be
+// the provider's (Folder.readExact).
+func (m *Folder) readInferredLocked() { m.readExact = time.Time{} }
+
 // readUnsureNow notes a read marking that failed (Folder.readUnsure).
 func (m *Folder) readUnsureNow() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.readUnsure++
+	m.readInferredLocked()
 }
 
 // ReadUnsure reports that a read marking failed since the provider's

@@ -85,6 +85,15 @@ type Folder struct {
 	// refresh that began after the last of them applied the provider's
 	// list of unread messages (readSure), refreshes ask for that list.
 	readUnsure, readSure uint64
+	// readExact is when a refresh last took the mirror's read state whole
+	// from the provider's list of unread messages; zero once anything may
+	// have made the two differ since (readInferredLocked): messages shown
+	// with a read state inferred (copies, arrivals, a refresh's newcomers
+	// counted unread, another replica's message), a read marking that
+	// failed. Only while it is set does a STORE that names \Seen take the
+	// mirror's word (flags.go, readStateFresh); exactTried is when one
+	// last asked for the list to set it.
+	readExact, exactTried time.Time
 	// carried are the kept flags COPY or MOVE wrote for copies the mirror
 	// did not show yet (changes.go), at the version they were written: a
 	// load or refresh that read the state store before the write lists

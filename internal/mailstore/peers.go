@@ -297,6 +297,7 @@ func (m *Folder) receive(ctx context.Context, c change) {
 		}
 	}
 	m.mu.Lock()
+	m.readInferredLocked() // another replica's view of the read state
 	if !m.loaded || m.dropped || m.gone != nil || m.validity != c.V {
 		m.mu.Unlock()
 		return

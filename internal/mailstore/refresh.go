@@ -649,6 +649,12 @@ func (m *Folder) apply(ctx context.Context, v0, readGen uint64, uids []imap.UID,
 		m.mu.Unlock()
 		return err
 	}
+	switch {
+	case unreadSet != nil:
+		m.readExact = time.Now() // the provider's read state, whole
+	case len(add) > 0 || len(placed) > 0:
+		m.readInferredLocked() // newcomers counted unread, arrivals
+	}
 	m.syncedAt = time.Now()
 	m.publishSyncedLocked()
 	m.raiseUIDNextLocked(uids) // written by doRefresh already
