@@ -247,6 +247,7 @@ func (b *Bridge) open() error {
 		State:        b.store,
 		Budget:       b.budget,
 		PollInterval: b.cfg.PollInterval,
+		OnPoll:       b.obs.pollObserver(),
 		CacheBytes:   b.cfg.IMAPCacheBytes,
 		// A real provider may list direct children only; the embedded
 		// sandbox lists whole trees unless told otherwise.

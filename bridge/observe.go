@@ -66,6 +66,14 @@ func (o *observer) engine(imap *imapbackend.Server, budget *upstream.Budget) {
 	o.metrics.Budget(budget)
 }
 
+// pollObserver feeds the engine's polls to the metrics (nil when off).
+func (o *observer) pollObserver() func(time.Duration, string, bool) {
+	if o == nil {
+		return nil
+	}
+	return o.metrics.ObservePoll
+}
+
 func (o *observer) smtpMetrics() smtpbackend.Metrics {
 	if o == nil {
 		return nil

@@ -8,6 +8,8 @@ import (
 	"github.com/emersion/go-imap/v2/imapclient"
 
 	"github.com/directbridge/directbridge/imapbackend"
+	"github.com/directbridge/directbridge/internal/mailstore"
+	"github.com/directbridge/directbridge/upstream"
 )
 
 // TestIdleConnectionsShareOnePoller: a hundred connections idling on one
@@ -82,5 +84,73 @@ func TestIdleConnectionsShareOnePoller(t *testing.T) {
 	}
 	for _, idle := range idles {
 		idle.Close()
+	}
+}
+
+// TestIdlePollCostsOneCall: under a provider budget, a poll of an idle
+// folder that finds nothing costs one call (what was received since the
+// last look), and new mail it finds reaches the IDLE client within a
+// poll interval and a refresh. Issue 22: at 100 requests a second, a
+// thousand idle users otherwise wait twice as long for their mail.
+func TestIdlePollCostsOneCall(t *testing.T) {
+	interval := 100 * time.Millisecond
+	// A budget of 4 requests a second: polls of one folder come every
+	// 263 ms (1/(4·0.95)), full refreshes every 10 s (2/(4·0.05)).
+	e := newEnv(t, options{pollInterval: interval, engine: func(c *mailstore.Config) { c.Budget = upstream.NewBudget(4) }})
+	e.deliver(alice, "INBOX", testMessage("first"))
+	var mu sync.Mutex
+	var exists uint32
+	c, err := imapclient.DialInsecure(e.addr, &imapclient.Options{UnilateralDataHandler: &imapclient.UnilateralDataHandler{
+		Mailbox: func(d *imapclient.UnilateralDataMailbox) {
+			if d.NumMessages != nil {
+				mu.Lock()
+				exists = *d.NumMessages
+				mu.Unlock()
+			}
+		},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	if err := c.Login(alice, alicePW).Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Select("INBOX", nil).Wait(); err != nil {
+		t.Fatal(err)
+	}
+	idle, err := c.Idle()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer idle.Close()
+
+	e.sandbox.ResetCalls()
+	time.Sleep(3 * time.Second)
+	calls := e.sandbox.CallCounts()
+	peeks := calls["SearchMessagesMetadataByReceivedDate"]
+	if peeks < 6 || peeks > 13 || e.sandbox.TotalCalls() != peeks {
+		t.Errorf("3 s of idling cost %v; want about 11 polls of one SearchMessagesMetadataByReceivedDate each, nothing else", calls)
+	}
+
+	e.sandbox.ResetCalls()
+	sent := time.Now()
+	e.deliver(alice, "INBOX", testMessage("second"))
+	for {
+		mu.Lock()
+		n := exists
+		mu.Unlock()
+		if n == 2 {
+			break
+		}
+		if time.Since(sent) > 3*time.Second {
+			t.Fatalf("EXISTS %d 3 s after new mail; want 2", n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// The peek that found it, and the refresh that showed it.
+	calls = e.sandbox.CallCounts()
+	if calls["GetUIDs"] != 1 || calls["SearchMessagesMetadataByReceivedDate"] < 1 || e.sandbox.TotalCalls() > 4 {
+		t.Errorf("new mail cost %v; want a peek, then GetUIDs and GetUnreadMessageCount", calls)
 	}
 }

@@ -55,9 +55,13 @@ func PriorityOf(ctx context.Context) Priority {
 // second (with a burst of one second's worth), handed out in priority
 // order (Interactive, then ReadAhead, then Poll), and within a priority
 // round-robin between users, so one user's mbsync cannot starve another
-// user's Thunderbird. Polls draw from a second bucket of half the rate as
-// well, so that together they never take more than half of the budget;
-// the pollers stretch their intervals to fit (see PollShare).
+// user's Thunderbird. Polls go last and take what the clients leave: the
+// pollers stretch their intervals so that their polls together fit in the
+// rate (see PollShare), and a client's request waits for the next token at
+// most, however busy the pollers are. A poll that finds nothing costs one
+// call (mailstore's peek), so that a thousand users idling on INBOX at 100
+// requests a second see new mail within some ten seconds (issue 22); an
+// earlier cap of half the rate for polls made it twenty.
 //
 // The provider's documents state no rate limit ("Limits: not shown"); the
 // rate is the bridge's own courtesy to a real provider. A Budget with
@@ -76,7 +80,6 @@ type Budget struct {
 	rate, burst float64
 	replicas    int
 	tokens      float64
-	pollTokens  float64
 	last        time.Time
 	queues      [numPriorities]userQueues
 	timer       *time.Timer
@@ -102,7 +105,7 @@ type waiter struct {
 func NewBudget(rate float64) *Budget {
 	b := &Budget{full: max(rate, 0), rate: max(rate, 0), replicas: 1, now: time.Now}
 	b.burst = max(b.rate, 1)
-	b.tokens, b.pollTokens = b.burst, b.burst/2
+	b.tokens = b.burst
 	b.last = b.now()
 	for i := range b.queues {
 		b.queues[i].byUser = map[string][]*waiter{}
@@ -134,7 +137,6 @@ func (b *Budget) SetShare(n int) {
 	b.rate = b.full / float64(n)
 	b.burst = max(b.rate, 1)
 	b.tokens = min(b.tokens, b.burst)
-	b.pollTokens = min(b.pollTokens, b.burst/2)
 }
 
 // Share is the number of replicas this process shares the budget with
@@ -157,7 +159,7 @@ func (b *Budget) Wait(ctx context.Context, user string) error {
 	p := PriorityOf(ctx)
 	b.mu.Lock()
 	b.refillLocked()
-	if b.idleAheadLocked(p) && b.takeLocked(p) {
+	if b.idleAheadLocked(p) && b.takeLocked() {
 		b.granted[p]++
 		b.mu.Unlock()
 		return nil
@@ -204,18 +206,14 @@ func (b *Budget) refillLocked() {
 	}
 	b.last = now
 	b.tokens = min(b.burst, b.tokens+el*b.rate)
-	b.pollTokens = min(b.burst/2, b.pollTokens+el*b.rate/2)
 }
 
-// takeLocked spends a token for priority p if one is there.
-func (b *Budget) takeLocked(p Priority) bool {
-	if b.tokens < 1 || p == Poll && b.pollTokens < 1 {
+// takeLocked spends a token if one is there.
+func (b *Budget) takeLocked() bool {
+	if b.tokens < 1 {
 		return false
 	}
 	b.tokens--
-	if p == Poll {
-		b.pollTokens--
-	}
 	return true
 }
 
@@ -253,7 +251,7 @@ func (b *Budget) nextLocked() (*waiter, Priority) {
 				q.order = q.order[1:]
 				continue
 			}
-			if !b.takeLocked(p) {
+			if !b.takeLocked() {
 				q.byUser[user] = ws
 				if p == Poll && b.tokens >= 1 {
 					return nil, 0 // only the poll share is spent
@@ -292,23 +290,21 @@ func (b *Budget) armLocked() {
 		return
 	}
 	need := max(1-b.tokens, 0)
-	if len(b.queues[Interactive].order) == 0 && len(b.queues[ReadAhead].order) == 0 {
-		need = max(need, 2*(1-b.pollTokens))
-	}
 	d := time.Duration(need / b.rate * float64(time.Second))
 	b.timer = time.AfterFunc(max(d, time.Millisecond), b.dispatch)
 }
 
-// PollShare is the number of polls per second the budget lets all
-// pollers make together (half of it), or 0 when unlimited. Pollers
-// stretch their intervals so that their polls fit in it.
+// PollShare is the number of requests per second the budget lets all
+// pollers make together (all of it, behind the clients' requests), or 0
+// when unlimited. Pollers stretch their intervals so that their polls fit
+// in it.
 func (b *Budget) PollShare() float64 {
 	if b == nil {
 		return 0
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.rate / 2
+	return b.rate
 }
 
 // BudgetStats is what a Budget has handed out, for metrics.

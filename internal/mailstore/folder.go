@@ -108,6 +108,7 @@ type Folder struct {
 	flight    *refreshFlight
 	lastStart time.Time
 	lastLight time.Time // when the last light refresh (Discover) started
+	lastPeek  time.Time // when the last peek that found nothing new started (peek.go)
 	// lastListed is when the last light refresh that listed the folder
 	// started (one that placed arrivals from their metadata alone,
 	// discover.go, did not list it).

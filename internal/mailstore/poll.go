@@ -20,23 +20,45 @@ func (m *Folder) leased(ctx context.Context) bool {
 	return p.Lease(lctx, pollLeaseKey(m.user, m.name))
 }
 
-// callsPerPoll is what one poll costs when nothing changed (GetUIDs and
-// GetUnreadMessageCount).
-const callsPerPoll = 2
+// Kinds of poll, for Config.OnPoll.
+const (
+	PollPeek = "peek" // one call: what was received since the last look
+	PollFull = "full" // the full refresh: UIDs and unread count
+)
+
+// lastLook is lastLookLocked, taking the lock.
+func (m *Folder) lastLook() time.Time {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.lastLookLocked()
+}
 
 // PollInterval is how often each watched folder is polled: the configured
-// interval, stretched when the polls of every watched folder together
-// would take more than their share of the provider budget (half of it,
-// see upstream.Budget.PollShare). The stretch shows in metrics
-// (PollStats).
+// interval (1 s by default), stretched when the polls of every watched
+// folder together would take more than the budget lets polls have
+// (upstream.Budget.PollShare: all of it, behind every request a client
+// waits for). The stretch shows in metrics (PollStats).
 func (st *Store) PollInterval() time.Duration {
+	interval, _ := st.pollTimes()
+	return interval
+}
+
+// pollTimes returns the poll interval and how often each folder is
+// refreshed in full: with the budget's poll share split between peeks (one
+// call each) and full refreshes (two calls, fullShare of it), each as
+// often as its part lets every watched folder have one, and never more
+// often than the configured interval. Without a budget both are the
+// configured interval: every poll is full.
+func (st *Store) pollTimes() (interval, full time.Duration) {
 	base := st.cfg.PollInterval
 	share := st.cfg.Budget.PollShare()
 	if share <= 0 {
-		return base
+		return base, base
 	}
-	need := time.Duration(float64(st.polled.Load()) * callsPerPoll / share * float64(time.Second))
-	return max(base, need)
+	n := float64(st.polled.Load())
+	interval = max(base, time.Duration(n/(share*(1-fullShare))*float64(time.Second)))
+	full = max(base, time.Duration(2*n/(share*fullShare)*float64(time.Second)))
+	return interval, min(max(full, interval), max(fullMax, interval))
 }
 
 // PollStats reports how many folders are polled and how often each is,
@@ -46,12 +68,17 @@ func (st *Store) PollStats() (folders int, interval time.Duration) {
 	return int(st.polled.Load()), st.PollInterval()
 }
 
-// poll refreshes the mirror while stop is open: a PollInterval after the
-// last refresh, whoever made it (a NOOP's refresh counts as a poll), with
-// a little jitter so that folders watched since the same moment do not
-// all ask at once. Polls wait for the budget at its lowest priority, and
-// before the refresh starts (upstream.Budget.Prepay). Errors are logged and the next round tries again;
-// connections keep the state they have.
+// poll looks for changes while stop is open: a PollInterval after the
+// last look, whoever made it (a NOOP's refresh counts as a poll), with a
+// little jitter so that folders watched since the same moment do not all
+// ask at once. Most looks are peeks (peek.go, one call); one whose last
+// full refresh is as old as pollTimes lets it be refreshes in full (two
+// calls), and so does one whose peek found news. Polls wait for the budget at its lowest
+// priority, and before the call starts (upstream.Budget.Prepay); the
+// refresh after a peek that found mail waits behind clients only, so that
+// an IDLE client gets the mail a round trip later, not a turn later.
+// Errors are logged and the next round tries again; connections keep the
+// state they have.
 //
 // Among replicas (peers.go) one polls the folder at a time, the holder
 // of its lease; the others learn from its messages. The lease is taken
@@ -62,9 +89,9 @@ func (m *Folder) poll(life context.Context, stop chan struct{}) {
 	}
 	first := true
 	for {
-		interval := m.store.PollInterval()
+		interval, fullEvery := m.store.pollTimes()
 		m.mu.Lock()
-		wait := interval - time.Since(m.lastStart)
+		wait := interval - time.Since(m.lastLookLocked())
 		m.mu.Unlock()
 		if first {
 			wait = interval
@@ -82,23 +109,55 @@ func (m *Folder) poll(life context.Context, stop chan struct{}) {
 		case <-t.C:
 		}
 		m.mu.Lock()
-		recent := time.Since(m.lastStart) < interval*9/10
+		recent := time.Since(m.lastLookLocked()) < interval*9/10
+		full := time.Since(m.lastStart) >= fullEvery*9/10
 		m.mu.Unlock()
 		if recent || !m.leased(life) {
 			continue
 		}
-		// The call timeout, not the interval: a short interval must not
-		// make every poll of a slow provider fail; the next round waits.
-		ctx, cancel := context.WithTimeout(life, m.store.cfg.CallTimeout)
-		// Paid for before the refresh starts: a client that joins it
-		// then waits for the provider only, never for polls' turn.
-		pctx, err := m.store.cfg.Budget.Prepay(upstream.WithPriority(ctx, upstream.Poll), m.user, callsPerPoll)
-		if err == nil {
-			err = m.Sync(pctx)
-		}
-		cancel()
-		if err != nil {
+		if err := m.pollOnce(life, full, time.Since(m.lastLook())); err != nil {
 			m.store.cfg.Logger.Warn("imap poll failed", "user", m.user, "err", err)
 		}
 	}
+}
+
+// pollOnce makes one poll: a full refresh, or a peek and a full refresh
+// if it found news. lag is how long the folder went without a look, for
+// Config.OnPoll.
+func (m *Folder) pollOnce(life context.Context, full bool, lag time.Duration) error {
+	kind, found := PollFull, false
+	if !full {
+		kind = PollPeek
+	}
+	if f := m.store.cfg.OnPoll; f != nil {
+		defer func() { f(lag, kind, found) }()
+	}
+	// The call timeout, not the interval: a short interval must not
+	// make every poll of a slow provider fail; the next round waits.
+	ctx, cancel := context.WithTimeout(life, m.store.cfg.CallTimeout)
+	defer cancel()
+	budget := m.store.cfg.Budget
+	if !full {
+		// Paid for before the call: a client that joins a refresh
+		// waits for the provider only, never for polls' turn.
+		pctx, err := budget.Prepay(upstream.WithPriority(ctx, upstream.Poll), m.user, 1)
+		if err != nil {
+			return err
+		}
+		news, err := m.peek(pctx, time.Now())
+		if err != nil || !news {
+			return err
+		}
+		found = true
+		pctx, err = budget.Prepay(upstream.WithPriority(ctx, upstream.ReadAhead), m.user, 2)
+		if err != nil {
+			return err
+		}
+		return m.Sync(pctx)
+	}
+	pctx, err := budget.Prepay(upstream.WithPriority(ctx, upstream.Poll), m.user, 2)
+	if err != nil {
+		return err
+	}
+	return m.Sync(pctx)
 }

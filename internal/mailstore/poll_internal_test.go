@@ -7,26 +7,38 @@ import (
 	"github.com/directbridge/directbridge/upstream"
 )
 
-// TestPollIntervalStretches: polls of all watched folders together never
-// take more than half of the provider budget; the interval stretches
-// instead, and is the configured one when there is room or no budget.
-func TestPollIntervalStretches(t *testing.T) {
+// TestPollTimesFitTheBudget: peeks (one call) of all watched folders
+// together take the polls' budget less fullShare, full refreshes (two
+// calls) that share; each stretches past the configured interval only
+// when the folders would not fit, and without a budget every poll is
+// full at the configured interval.
+func TestPollTimesFitTheBudget(t *testing.T) {
+	const s = time.Second
 	for _, tc := range []struct {
-		rate   float64
-		polled int64
-		want   time.Duration
+		rate         float64
+		polled       int64
+		interval     time.Duration
+		full         time.Duration
+		callsPerSecs float64 // what the polls cost, at most the rate
 	}{
-		{0, 1000, 5 * time.Second},    // unlimited (embedded sandbox)
-		{100, 10, 5 * time.Second},    // 4 calls/s of a 50/s share
-		{100, 125, 5 * time.Second},   // exactly the share
-		{100, 1000, 40 * time.Second}, // 1,000 idle users: 2,000 calls per 40 s = 50/s
-		{10, 100, 40 * time.Second},   // a small budget
-		{100, 0, 5 * time.Second},     // nobody watching
+		{0, 1000, s, s, 0}, // unlimited (embedded sandbox)
+		{100, 8, s, 3200 * time.Millisecond, 8 + 16/3.2},                   // eight users
+		{100, 95, s, 38 * s, 95 + 190/38.0},                                // exactly the peeks' share
+		{100, 1000, 1000 * s / 95, 400 * s, 1000/(1000/95.0) + 2000/400.0}, // 1,000 idle users
+		{100, 5000, 5000 * s / 95, fullMax, 0},                             // past fullMax
+		{100, 0, s, s, 0},                                                  // nobody watching
 	} {
-		st := New(Config{PollInterval: 5 * time.Second, Budget: upstream.NewBudget(tc.rate)})
+		st := New(Config{PollInterval: s, Budget: upstream.NewBudget(tc.rate)})
 		st.polled.Store(tc.polled)
-		if got := st.PollInterval(); got != tc.want {
-			t.Errorf("rate %g, %d folders: interval %v; want %v", tc.rate, tc.polled, got, tc.want)
+		interval, full := st.pollTimes()
+		if d := interval - tc.interval; d < -time.Millisecond || d > time.Millisecond || full.Round(time.Millisecond) != tc.full {
+			t.Errorf("rate %g, %d folders: interval %v, full every %v; want %v, %v", tc.rate, tc.polled, interval, full, tc.interval, tc.full)
+		}
+		if tc.callsPerSecs > tc.rate+0.01 {
+			t.Errorf("rate %g, %d folders: the case's polls cost %.1f calls/s", tc.rate, tc.polled, tc.callsPerSecs)
+		}
+		if got := st.PollInterval(); got != interval {
+			t.Errorf("PollInterval %v; want %v", got, interval)
 		}
 	}
 }

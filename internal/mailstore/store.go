@@ -74,6 +74,11 @@ type Config struct {
 	// PollInterval is how often a folder someone holds is polled; the
 	// budget may stretch it (PollInterval method).
 	PollInterval time.Duration
+	// OnPoll, if set, is told of every poll: how long the folder had gone
+	// without a look when it began (how long new mail may have waited:
+	// the poll lag), its kind (PollPeek or PollFull) and whether a peek
+	// found news. For metrics; it must not block.
+	OnPoll func(lag time.Duration, kind string, found bool)
 	// Idle is how long a folder nobody holds stays in memory; 0 means
 	// DefaultIdle.
 	Idle time.Duration
@@ -108,9 +113,10 @@ type Config struct {
 
 // Defaults of Config.
 const (
-	// DefaultPollInterval brings new mail to an IDLE client within 5 s
-	// (10 s at worst with a poll under way); see Store.PollInterval.
-	DefaultPollInterval = 5 * time.Second
+	// DefaultPollInterval brings new mail to an IDLE client within a
+	// second or so when the budget has room (a poll that finds nothing is
+	// one call, peek.go); the budget stretches it (Store.PollInterval).
+	DefaultPollInterval = time.Second
 	// DefaultCacheBytes bounds the raw-message cache.
 	DefaultCacheBytes = 64 << 20
 	// DefaultCallTimeout bounds the provider calls of a poll or of a

@@ -100,6 +100,7 @@ type Registry struct {
 	peerMessages  *prometheus.CounterVec
 	directed      *prometheus.CounterVec
 	turnedAway    *prometheus.CounterVec
+	pollLag       *prometheus.HistogramVec
 
 	imapCmdSet, smtpCmdSet map[string]bool
 }
@@ -163,6 +164,11 @@ func NewRegistry() *Registry {
 			Namespace: Namespace, Name: "connections_turned_away_total",
 			Help: "Connections turned away before login by the limits on strangers, by protocol and reason (refused: over a limit on arrival; displaced: let go for a newcomer). A steady rise is a flood or a scan.",
 		}, []string{"protocol", "reason"}),
+		pollLag: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: Namespace, Name: "poll_lag_seconds",
+			Help:    "How long a polled folder had gone without a look at the provider when its poll began (how long new mail may have waited), by kind (peek: one call for what was received since; full: the refresh that also finds what other clients changed) and result (found: the peek found new mail; nothing).",
+			Buckets: pollLagBuckets,
+		}, []string{"kind", "result"}),
 		imapCmdSet: set(IMAPCommands),
 		smtpCmdSet: set(SMTPCommands),
 	}
@@ -172,6 +178,7 @@ func NewRegistry() *Registry {
 		r.connsOpen, r.connsAccepted, r.imapCommands, r.smtpCommands,
 		r.restRequests, r.restRetries, r.restLatency,
 		r.authFailures, r.smtpMessages, r.cacheLookups, r.peerMessages, r.directed, r.turnedAway,
+		r.pollLag,
 	)
 	for _, p := range []string{ProtocolIMAP, ProtocolSMTP} {
 		r.connsOpen.WithLabelValues(p)
@@ -188,6 +195,9 @@ func NewRegistry() *Registry {
 	}
 	r.cacheLookups.WithLabelValues("hit")
 	r.cacheLookups.WithLabelValues("miss")
+	r.pollLag.WithLabelValues("peek", "nothing")
+	r.pollLag.WithLabelValues("peek", "found")
+	r.pollLag.WithLabelValues("full", "nothing")
 	for _, res := range []string{"held", "missing", "failed"} {
 		r.peerMessages.WithLabelValues(res)
 	}
@@ -367,8 +377,8 @@ func (m *SMTP) Message(result string) {
 // Polling registers directbridge_poll_folders (folders polled because a
 // connection has them selected) and directbridge_poll_interval_seconds
 // (how often each is polled now). An interval above the configured one
-// means the provider budget stretched it: polls never take more than half
-// of the budget. Call it at most once.
+// means the provider budget stretched it: polls take what the clients'
+// requests leave. Call it at most once.
 func (r *Registry) Polling(stats func() (folders int, interval time.Duration)) {
 	r.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Namespace: Namespace, Name: "poll_folders",
@@ -384,6 +394,21 @@ func (r *Registry) Polling(stats func() (folders int, interval time.Duration)) {
 		_, d := stats()
 		return d.Seconds()
 	}))
+}
+
+// pollLagBuckets span a poll interval of one second (a few users) to
+// minutes (thousands of users on a tight budget).
+var pollLagBuckets = []float64{0.5, 1, 1.5, 2, 3, 5, 10, 15, 20, 30, 45, 60, 120, 300}
+
+// ObservePoll records one poll of a folder (mailstore.Config.OnPoll):
+// lag since the folder's last look, its kind, and whether a peek found
+// news.
+func (r *Registry) ObservePoll(lag time.Duration, kind string, found bool) {
+	result := "nothing"
+	if found {
+		result = "found"
+	}
+	r.pollLag.WithLabelValues(oneOf(kind, "peek", "full"), result).Observe(lag.Seconds())
 }
 
 // Budget registers directbridge_budget_granted_total and
