@@ -71,6 +71,9 @@ type options struct {
 	manyUsers, manySamples int
 	manyLatency            time.Duration
 
+	hugeUsers, pollSamples, fetchmailMsgs int
+	pollGap                               time.Duration
+
 	connMsgs, connCount int
 
 	smtpClients, smtpMsgs int
@@ -110,6 +113,10 @@ func run() int {
 	flag.IntVar(&o.manyUsers, "many-users", 1000, "idle users of the many-idle-users scenario")
 	flag.IntVar(&o.manySamples, "many-samples", 150, "uncached fetches of the active user")
 	flag.DurationVar(&o.manyLatency, "many-latency", 20*time.Millisecond, "added provider latency of the many-idle-users scenario")
+	flag.IntVar(&o.hugeUsers, "poll-huge-users", 5000, "idle users of the largest polling case (issue 22)")
+	flag.IntVar(&o.pollSamples, "poll-samples", 100, "new-mail samples of the 1,000- and 5,000-user polling cases")
+	flag.DurationVar(&o.pollGap, "poll-gap", 30*time.Second, "largest random wait before each new message of the 1,000-user polling case (twice that for the largest)")
+	flag.IntVar(&o.fetchmailMsgs, "fetchmail-msgs", 2300, "read messages of the fetchmail-style session")
 	flag.IntVar(&o.connMsgs, "connmem-msgs", 10000, "messages of the folder the idle connections select")
 	flag.IntVar(&o.connCount, "connmem-conns", 200, "idle connections whose memory is measured")
 	flag.IntVar(&o.smtpClients, "smtp-clients", 4, "parallel SMTP clients and parallel direct Send callers")
@@ -174,11 +181,17 @@ func (o *options) applyQuick() {
 	def("idle-samples", &o.idleSamples, 4)
 	def("many-users", &o.manyUsers, 20)
 	def("many-samples", &o.manySamples, 20)
+	def("poll-huge-users", &o.hugeUsers, 40)
+	def("poll-samples", &o.pollSamples, 10)
+	def("fetchmail-msgs", &o.fetchmailMsgs, 100)
 	def("connmem-msgs", &o.connMsgs, 300)
 	def("connmem-conns", &o.connCount, 10)
 	def("smtp-msgs", &o.smtpMsgs, 20)
 	if !set["idle-gap"] {
 		o.idleGap = 500 * time.Millisecond
+	}
+	if !set["poll-gap"] {
+		o.pollGap = 2 * time.Second
 	}
 	if !set["idle-poll"] {
 		o.idlePoll = "1s"

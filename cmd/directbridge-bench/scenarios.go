@@ -8,7 +8,7 @@ import (
 )
 
 // scenarios lists the rows of issue 8's "Targets" table, in its order,
-// then issue 21's (replicas).
+// then issue 21's (replicas), then those of issue 22 built so far.
 func scenarios() []scenario {
 	return []scenario{
 		{name: "imaptest", title: "1. imaptest stress A and B against tuned Dovecot", fn: runImaptest, rows: []row{
@@ -46,6 +46,12 @@ func scenarios() []scenario {
 			{scenario: "UIDVALIDITY and UIDs of every folder seen through A and through B", target: "identical"},
 			{scenario: "state copied from SQLite to PostgreSQL: clients that resync", target: "none (UIDVALIDITY unchanged)"},
 			{scenario: "one replica on PostgreSQL vs one on SQLite, imaptest stress FETCH/s", target: ">= 0.8x"},
+		}},
+		{name: "polling", title: "10. Polling for thousands of users, and changes that change nothing (issue 22)", fn: runPolling, rows: []row{
+			{scenario: "8 users, default settings, embedded sandbox: new mail to IDLE, p95", target: "<= 1.5 s"},
+			{scenario: "1,000 users idle on INBOX at 100 requests/s: new mail to IDLE, p95", target: "<= 10 s"},
+			{scenario: "5,000 users idle on INBOX at 100 requests/s: new mail to IDLE, p95", target: "<= 45 s"},
+			{scenario: "fetchmail-style session over 2,300 read messages (`UID STORE n +FLAGS (\\Seen)` each) at 20 ms provider latency, vs Dovecot", target: "<= 1.2x, <= 10 calls"},
 		}},
 	}
 }
