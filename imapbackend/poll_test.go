@@ -1,10 +1,12 @@
 package imapbackend_test
 
 import (
+	"slices"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/emersion/go-imap/v2"
 	"github.com/emersion/go-imap/v2/imapclient"
 
 	"github.com/directbridge/directbridge/imapbackend"
@@ -95,7 +97,7 @@ func TestIdleConnectionsShareOnePoller(t *testing.T) {
 func TestIdlePollCostsOneCall(t *testing.T) {
 	interval := 100 * time.Millisecond
 	// A budget of 4 requests a second: polls of one folder come every
-	// 263 ms (1/(4·0.95)), full refreshes every 10 s (2/(4·0.05)).
+	// 255 ms (1/(4·0.98)), full refreshes every 25 s (2/(4·0.02)).
 	e := newEnv(t, options{pollInterval: interval, engine: func(c *mailstore.Config) { c.Budget = upstream.NewBudget(4) }})
 	e.deliver(alice, "INBOX", testMessage("first"))
 	var mu sync.Mutex
@@ -123,7 +125,6 @@ func TestIdlePollCostsOneCall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer idle.Close()
 
 	e.sandbox.ResetCalls()
 	time.Sleep(3 * time.Second)
@@ -148,9 +149,23 @@ func TestIdlePollCostsOneCall(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	// The peek that found it, and the refresh that showed it.
+	// The peek that found it showed it, from the metadata it answered
+	// with: no listing.
 	calls = e.sandbox.CallCounts()
-	if calls["GetUIDs"] != 1 || calls["SearchMessagesMetadataByReceivedDate"] < 1 || e.sandbox.TotalCalls() > 4 {
-		t.Errorf("new mail cost %v; want a peek, then GetUIDs and GetUnreadMessageCount", calls)
+	if calls["SearchMessagesMetadataByReceivedDate"] < 1 || e.sandbox.TotalCalls() != calls["SearchMessagesMetadataByReceivedDate"] {
+		t.Errorf("new mail cost %v; want peeks alone", calls)
+	}
+	idle.Close()
+	if err := idle.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	// Shown unread, described from that metadata at no cost.
+	e.sandbox.ResetCalls()
+	msgs, err := c.Fetch(imap.SeqSetNum(2), &imap.FetchOptions{UID: true, Flags: true, Envelope: true}).Collect()
+	if err != nil || len(msgs) != 1 || msgs[0].Envelope == nil || msgs[0].Envelope.Subject != "second" || slices.Contains(msgs[0].Flags, imap.FlagSeen) || msgs[0].UID != 2 {
+		t.Fatalf("FETCH 2 (UID FLAGS ENVELOPE): %+v, %v; want UID 2, unread, Subject second", msgs, err)
+	}
+	if n := e.sandbox.TotalCalls(); n != 0 {
+		t.Errorf("FETCH of the new message cost %v; want nothing", e.sandbox.CallCounts())
 	}
 }

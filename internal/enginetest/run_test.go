@@ -38,8 +38,13 @@ type params struct {
 	sessions int
 	steps    int // per session
 	poll     time.Duration
-	latency  fakeprovider.Latency
-	faults   fakeprovider.Faults
+	// budget, when not 0, paces the polls as a provider budget does:
+	// most polls peek (mailstore/peek.go), a full refresh every second
+	// or so. Drawn from poll (odd milliseconds), so that seeds drawn
+	// before it keep their commands.
+	budget  float64
+	latency fakeprovider.Latency
+	faults  fakeprovider.Faults
 }
 
 func drawParams(rng *rand.Rand) params {
@@ -52,12 +57,15 @@ func drawParams(rng *rand.Rand) params {
 	if rng.IntN(3) == 0 {
 		p.faults = fakeprovider.Faults{Unavailable: 0.02, LostAnswer: 0.02}
 	}
+	if p.poll/time.Millisecond%2 == 1 {
+		p.budget = 400
+	}
 	return p
 }
 
 func (p params) String() string {
-	return fmt.Sprintf("%d sessions of %d steps, poll %v, latency up to %v, faults %+v",
-		p.sessions, p.steps, p.poll, p.latency.Max, p.faults)
+	return fmt.Sprintf("%d sessions of %d steps, poll %v, budget %g/s, latency up to %v, faults %+v",
+		p.sessions, p.steps, p.poll, p.budget, p.latency.Max, p.faults)
 }
 
 // run is one seed's run.
@@ -113,7 +121,7 @@ func runSeed(t *testing.T, seed uint64) {
 	r.p = fakeprovider.New(fakeprovider.Options{Users: map[string]string{alice: password(alice), bob: password(bob)},
 		Seed: seed, Latency: r.params.latency})
 	setup := r.setUp(rng)
-	addr, stop := startBridge(t, r.p, r.params.poll, slog.New(slog.NewTextHandler(r.logs, nil)))
+	addr, stop := startBridge(t, r.p, r.params.poll, r.params.budget, slog.New(slog.NewTextHandler(r.logs, nil)))
 	r.addr = addr
 	defer func() {
 		stop()

@@ -2,9 +2,14 @@ package mailstore
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/emersion/go-imap/v2"
+
+	"github.com/directbridge/directbridge/internal/seqview"
+	"github.com/directbridge/directbridge/internal/state"
+	"github.com/directbridge/directbridge/upstream/directapi"
 )
 
 // A poll that finds nothing must be cheap: with a real provider's budget
@@ -14,8 +19,9 @@ import (
 // and tells everything: arrivals, expunges and read state changed
 // elsewhere. Most polls peek instead: one SearchMessagesMetadataByReceivedDate
 // over what was received since the last look. New mail is received now,
-// so the peek finds it, and a full refresh follows at once; mail never
-// waits for the next full refresh. What a peek cannot see (messages
+// so the peek finds it and shows it from the metadata it answered with
+// (or has a full refresh follow at once when it cannot); mail never waits
+// for the next full refresh. What a peek cannot see (messages
 // expunged, read or copied in by another client of the provider: a copy
 // keeps its source's received date) waits for the full refresh, which
 // polls make as often as their budget lets (Store.pollTimes), and for a
@@ -23,10 +29,10 @@ import (
 
 // fullShare is the part of the polls' budget that full refreshes get;
 // peeks get the rest. With a thousand folders watched at 100 requests a
-// second, each is peeked at every 10.5 s and refreshed in full every 400
-// s; with eight, peeked at every second and refreshed in full every 3.2
-// s. Without a budget (the embedded sandbox) every poll is full.
-const fullShare = 1.0 / 20
+// second, each is peeked at every 10.2 s and refreshed in full every
+// 1,000 s; with eight, peeked at every second and refreshed in full every
+// 8 s. Without a budget (the embedded sandbox) every poll is full.
+const fullShare = 1.0 / 50
 
 // fullMax bounds the time between two full refreshes of a folder, however
 // many are watched: past it, they cost more than their share.
@@ -37,8 +43,9 @@ const fullMax = 30 * time.Minute
 const peekSkew = metaSkew
 
 // peek asks the provider for the messages received in the folder since
-// the last look (one call) and reports whether any is new to the mirror:
-// then the caller refreshes it. started is when the peek began (the
+// the last look (one call) and shows those new to the mirror
+// (placeFound); news reports new mail it could not show so: then the
+// caller refreshes in full. started is when the peek began (the
 // bridge's clock). A folder whose state a peek cannot judge (not loaded,
 // saves or transfers under way, whose UIDs only a listing pairs) reports
 // news: the caller refreshes in full, as before peeks.
@@ -62,21 +69,96 @@ func (m *Folder) peek(ctx context.Context, started time.Time) (news bool, err er
 	if err != nil {
 		return false, err
 	}
+	var fresh []imap.UID
+	byUID := make(map[imap.UID]*directapi.MessageDetail, len(details))
 	m.mu.Lock()
-	defer m.mu.Unlock()
-	for _, d := range details {
+	for i := range details {
+		d := &details[i]
 		if d.UID <= 0 || d.UID > MaxUID {
 			continue
 		}
 		u := imap.UID(d.UID)
-		if _, gone := m.removed[u]; u >= uidNext && !gone && m.byUID[u] == nil {
-			return true, nil
+		if _, gone := m.removed[u]; u >= uidNext && !gone && m.byUID[u] == nil && byUID[u] == nil {
+			fresh = append(fresh, u)
+			byUID[u] = d
 		}
 	}
-	if m.uidNext == uidNext && started.After(m.lastPeek) {
+	if len(fresh) == 0 && m.uidNext == uidNext && started.After(m.lastPeek) {
 		m.lastPeek = started
 	}
+	m.mu.Unlock()
+	if len(fresh) == 0 {
+		return false, nil
+	}
+	placed, err := m.placeFound(ctx, uidNext, fresh, byUID)
+	if err != nil || !placed {
+		return true, err // the caller's full refresh shows them
+	}
+	m.mu.Lock()
+	if started.After(m.lastPeek) {
+		m.lastPeek = started
+	}
+	m.mu.Unlock()
 	return false, nil
+}
+
+// placeFound shows new mail a peek found (fresh, from the metadata
+// byUID) without the full refresh that would list the folder again (two
+// calls more per message delivered, on a budget the polls of every
+// folder share): when the new UIDs run on from the mirror's UIDNEXT
+// without a hole, as deliveries do, and no flags written down for copies
+// wait (pendingFlagsFor, which only a listing refresh applies). They are
+// shown unread, as mail just delivered is; a client that read one in the
+// provider's web interface meanwhile is seen by the next full refresh
+// (the count disagrees). The UIDNEXT mark and any kept flags are written
+// first, in one transaction, as a refresh writes them. placed is false
+// when the mirror moved meanwhile or the rule does not hold: the caller
+// refreshes in full.
+func (m *Folder) placeFound(ctx context.Context, uidNext imap.UID, fresh []imap.UID, byUID map[imap.UID]*directapi.MessageDetail) (placed bool, err error) {
+	slices.Sort(fresh)
+	for i, u := range fresh {
+		if u != uidNext+imap.UID(i) {
+			return false, nil // a hole: a message the search does not show (a copy) or one gone
+		}
+	}
+	st := m.store.cfg.State
+	if pend, err := st.PendingFlagsOf(ctx, m.user, m.name); err != nil || len(pend) > 0 {
+		return false, err
+	}
+	m.mu.Lock()
+	validity := m.validity
+	m.mu.Unlock()
+	kept, err := st.FlagsFrom(ctx, m.user, m.name, validity, uint32(fresh[0]))
+	if err != nil {
+		return false, err
+	}
+	before, err := st.WriteRefresh(ctx, m.user, m.name, validity, state.RefreshWrite{MaxUID: uint32(fresh[len(fresh)-1])})
+	if err != nil {
+		return false, err
+	}
+	m.seenElsewhere(before)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.dropped || m.gone != nil || !m.loaded || m.validity != validity || m.uidNext != uidNext ||
+		len(m.pending) > 0 || len(m.inflight) > 0 || len(m.unclaimed) > 0 {
+		return false, nil
+	}
+	m.version++
+	m.readInferredLocked() // shown unread: the provider's count will tell
+	if m.added == nil {
+		m.added = map[imap.UID]uint64{}
+	}
+	add := make([]seqview.NewMessage, 0, len(fresh))
+	for _, u := range fresh {
+		m.byUID[u] = &Message{UID: u, meta: metaOnly(byUID[u])}
+		m.added[u] = m.version
+		add = append(add, seqview.NewMessage{UID: u, Flags: withSeen(canonicalFlags(kept[uint32(u)]), false)})
+	}
+	if err := m.showAddLocked(add); err != nil {
+		return false, err
+	}
+	m.raiseUIDNextLocked(fresh) // written above
+	return true, nil
 }
 
 // lastLookLocked is when the provider was last asked about new mail in

@@ -88,11 +88,21 @@ func (m *Folder) poll(life context.Context, stop chan struct{}) {
 		defer p.Release(pollLeaseKey(m.user, m.name))
 	}
 	first := true
+	// entered is when the last poll began to wait for its turn in the
+	// budget: the next is due an interval after it, not after the look,
+	// so that the wait for the budget does not stretch every folder's
+	// interval by itself (a thousand folders at 100 requests a second
+	// wait most of a second each).
+	var entered time.Time
 	for {
 		interval, fullEvery := m.store.pollTimes()
 		m.mu.Lock()
-		wait := interval - time.Since(m.lastLookLocked())
+		last := m.lastLookLocked()
 		m.mu.Unlock()
+		if entered.After(last) {
+			last = entered
+		}
+		wait := interval - time.Since(last)
 		if first {
 			wait = interval
 			first = false
@@ -115,6 +125,7 @@ func (m *Folder) poll(life context.Context, stop chan struct{}) {
 		if recent || !m.leased(life) {
 			continue
 		}
+		entered = time.Now()
 		if err := m.pollOnce(life, full, time.Since(m.lastLook())); err != nil {
 			m.store.cfg.Logger.Warn("imap poll failed", "user", m.user, "err", err)
 		}

@@ -21,12 +21,12 @@ func TestPollTimesFitTheBudget(t *testing.T) {
 		full         time.Duration
 		callsPerSecs float64 // what the polls cost, at most the rate
 	}{
-		{0, 1000, s, s, 0}, // unlimited (embedded sandbox)
-		{100, 8, s, 3200 * time.Millisecond, 8 + 16/3.2},                   // eight users
-		{100, 95, s, 38 * s, 95 + 190/38.0},                                // exactly the peeks' share
-		{100, 1000, 1000 * s / 95, 400 * s, 1000/(1000/95.0) + 2000/400.0}, // 1,000 idle users
-		{100, 5000, 5000 * s / 95, fullMax, 0},                             // past fullMax
-		{100, 0, s, s, 0},                                                  // nobody watching
+		{0, 1000, s, s, 0},                  // unlimited (embedded sandbox)
+		{100, 8, s, 8 * s, 8 + 16/8.0},      // eight users
+		{100, 98, s, 98 * s, 98 + 196/98.0}, // exactly the peeks' share
+		{100, 1000, 1000 * s / 98, 1000 * s, 1000/(1000/98.0) + 2000/1000.0}, // 1,000 idle users
+		{100, 5000, 5000 * s / 98, fullMax, 0},                               // past fullMax
+		{100, 0, s, s, 0},                                                    // nobody watching
 	} {
 		st := New(Config{PollInterval: s, Budget: upstream.NewBudget(tc.rate)})
 		st.polled.Store(tc.polled)
