@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"fmt"
+	"os"
 	"strings"
 	"time"
 )
@@ -13,6 +14,7 @@ type Config struct {
 	Data         string `envconfig:"SANDBOX_DATA" desc:"directory of the sandbox database; empty: DATA_DIR/sandbox for the bridge, a temporary database removed at exit for the sandbox command"`
 	Domain       string `envconfig:"SANDBOX_DOMAIN" default:"direct.example" desc:"Direct domain the sandbox hosts"`
 	Users        string `envconfig:"SANDBOX_USERS" desc:"mailboxes to seed, as addr:password,addr:password; empty: two demo mailboxes"`
+	UsersFile    string `envconfig:"SANDBOX_USERS_FILE" desc:"a file of more mailboxes to seed, addr:password one per line (or separated by commas): for thousands of them, more than an environment variable holds (Linux takes 128 KiB)"`
 	Reseller     string `envconfig:"SANDBOX_RESELLER" desc:"registration account to seed, as user:password; empty: a demo account"`
 	MaxBody      int64  `envconfig:"SANDBOX_MAX_BODY" default:"67108864" desc:"largest request body the sandbox accepts, in bytes"`
 	StatusCSV    bool   `envconfig:"SANDBOX_STATUS_CSV" default:"false" desc:"answer status operations with csvData instead of messageLogs"`
@@ -44,9 +46,17 @@ func (c Config) Options() (opts Options, demo bool, err error) {
 	if c.Latency < 0 {
 		return opts, false, fmt.Errorf("DIRECTBRIDGE_SANDBOX_LATENCY must not be negative")
 	}
-	if strings.TrimSpace(c.Users) == "" {
+	users := c.Users
+	if c.UsersFile != "" {
+		b, err := os.ReadFile(c.UsersFile)
+		if err != nil {
+			return opts, false, fmt.Errorf("DIRECTBRIDGE_SANDBOX_USERS_FILE: %w", err)
+		}
+		users += "," + strings.ReplaceAll(strings.ReplaceAll(string(b), "\r\n", ","), "\n", ",")
+	}
+	if strings.Trim(users, ", \t") == "" {
 		opts.Users, demo = DemoUsers(opts.Domain), true
-	} else if opts.Users, err = ParseAccounts(c.Users); err != nil {
+	} else if opts.Users, err = ParseAccounts(users); err != nil {
 		return opts, false, fmt.Errorf("DIRECTBRIDGE_SANDBOX_USERS: %w", err)
 	}
 	if strings.TrimSpace(c.Reseller) == "" {

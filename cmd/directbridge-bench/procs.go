@@ -275,10 +275,16 @@ func (b *bench) startSandbox(ctx context.Context, name string, accts []account) 
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
+	// The accounts go in a file: thousands of them are more than one
+	// environment variable may hold.
+	users := filepath.Join(b.work, name+"-users")
+	if err := os.WriteFile(users, []byte(strings.ReplaceAll(usersEnv(accts), ",", "\n")), 0o600); err != nil {
+		return nil, err
+	}
 	p, err := b.start(name, []string{
 		"DIRECTBRIDGE_SANDBOX_ADDR=" + addr,
 		"DIRECTBRIDGE_SANDBOX_DATA=" + dir,
-		"DIRECTBRIDGE_SANDBOX_USERS=" + usersEnv(accts),
+		"DIRECTBRIDGE_SANDBOX_USERS_FILE=" + users,
 		"DIRECTBRIDGE_LOG_LEVEL=warn",
 	}, "sandbox")
 	if err != nil {
