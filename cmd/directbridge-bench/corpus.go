@@ -7,13 +7,15 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 )
 
 // corpus makes the messages every scenario stores: a few KB of synthetic
 // clinical correspondence, some with a real document attached. The same
 // index always gives the same bytes, so the bridge and Dovecot hold the same
-// messages. Nothing is written to disk.
+// messages. Nothing is written to disk but the mbox imaptest reads
+// (writeMbox), in the benchmark's work directory.
 type corpus struct {
 	attachments []attachment
 	source      string // where the attachments came from, for the report
@@ -120,4 +122,26 @@ func (c *corpus) message(i int, from, to string) []byte {
 	b.WriteString(enc)
 	fmt.Fprintf(&b, "\r\n--%s--\r\n", boundary)
 	return b.Bytes()
+}
+
+// writeMbox writes n distinct corpus messages (message(0..n-1)) as an mbox
+// for imaptest's stress runs to APPEND from (issue 22): its own mbox of
+// six messages, appended over and over, let the bridge answer most
+// APPENDs as retries of an earlier one (the same bytes within seconds)
+// and save nothing, where Dovecot stored every one. Lines end in LF, as
+// mbox files do; a body line beginning "From " is quoted as ">From ".
+func (c *corpus) writeMbox(path string, n int) error {
+	var b bytes.Buffer
+	for i := range n {
+		fmt.Fprintf(&b, "From sender@direct.example Thu Jan  1 08:00:00 2026\n")
+		for _, line := range strings.Split(strings.TrimSuffix(string(c.message(i, "sender@direct.example", "it@direct.example")), "\r\n"), "\r\n") {
+			if strings.HasPrefix(line, "From ") {
+				b.WriteByte('>')
+			}
+			b.WriteString(line)
+			b.WriteByte('\n')
+		}
+		b.WriteByte('\n')
+	}
+	return os.WriteFile(path, b.Bytes(), 0o600)
 }

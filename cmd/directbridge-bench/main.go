@@ -55,6 +55,7 @@ type options struct {
 	testdata string
 
 	imaptestSecs, imaptestRounds int
+	mboxMsgs                     int
 	replicaParts                 string // the replicas scenario's parts to run (-replicas-parts)
 
 	oneByOneMsgs int
@@ -95,6 +96,7 @@ func run() int {
 	flag.StringVar(&o.imaptest, "imaptest", "../shared/tools/imaptest/run.sh", "imaptest run.sh (see its README); skipped with a note when absent; empty or -quick: skipped")
 	flag.IntVar(&o.imaptestSecs, "imaptest-secs", 10, "length of each imaptest stress run, seconds")
 	flag.IntVar(&o.imaptestRounds, "imaptest-rounds", 2, "imaptest interleaved stress rounds")
+	flag.IntVar(&o.mboxMsgs, "imaptest-mbox-msgs", 5000, "distinct messages in the mbox imaptest's stress runs APPEND from")
 	flag.StringVar(&o.replicaParts, "replicas-parts", "idle,calls,kill,copy,imaptest", "the parts of the replicas scenario to run (rows of parts left out read \"not run\"), for working on one of them")
 	flag.StringVar(&beforePath, "before", "", "an earlier report (e.g. BENCHMARKS.md with the baseline figures, read before -out is written): its figures become a \"before\" column")
 	flag.StringVar(&o.label, "label", "", "a line printed at the top of the report (e.g. \"Baseline: main before the mailstore engine\")")

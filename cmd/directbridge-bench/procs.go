@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -26,6 +27,10 @@ type bench struct {
 	started time.Time
 	// commitRev is the commit built with -rev.
 	commitRev string
+	// mbox is the imaptest mbox of distinct messages (stressMbox).
+	mboxOnce sync.Once
+	mbox     string
+	mboxErr  error
 }
 
 func newBench(ctx context.Context, o options) (*bench, error) {

@@ -15,6 +15,8 @@ func scenarios() []scenario {
 			{scenario: "imaptest stress A, 10 clients: FETCH/s vs tuned Dovecot, same run, embedded sandbox, default settings", target: ">= 1.0x"},
 			{scenario: "imaptest `Error:` lines, stress A and B", target: "0"},
 			{scenario: "REST calls per IMAP command in that mix with the budget at 100/s", target: "<= 0.35"},
+			{scenario: "issue 22: the same stress A, distinct messages, no budget: FETCH/s vs tuned Dovecot", target: ">= 1.5x, 0 `Error:` lines"},
+			{scenario: "issue 22: the same at 100 requests/s: REST calls per IMAP command", target: "<= 0.15"},
 		}},
 		{name: "onebyone", title: "2. One message per command (JavaMail/mbsync style)", fn: runOneByOne, rows: []row{
 			{scenario: "one-message-per-command fetch of 2,000 messages (JavaMail/mbsync style): time vs Dovecot, REST calls", target: "<= 1.5x, <= 42 calls"},
