@@ -85,10 +85,11 @@ func main() {
 }
 
 func run() int {
+	raiseFileLimit()
 	var o options
 	var runRE, beforePath string
 	flag.BoolVar(&o.quick, "quick", false, "small sizes, no Dovecot, no imaptest: a few seconds to under a minute (what CI runs)")
-	flag.StringVar(&runRE, "run", "", "regular expression selecting scenarios by name: imaptest, onebyone, sync10k, sync50k, idle, manyidle, connmem, smtp, replicas")
+	flag.StringVar(&runRE, "run", "", "regular expression selecting scenarios by name: imaptest, onebyone, sync10k, sync50k, idle, manyidle, connmem, smtp, replicas, polling")
 	flag.StringVar(&o.out, "out", "", "file to write the report to (e.g. BENCHMARKS.md); empty: standard output")
 	flag.StringVar(&o.bin, "bin", "", "directbridge binary to measure; empty: go build ./cmd/directbridge into a temporary directory")
 	flag.StringVar(&o.rev, "rev", "", "git revision of this repository to build and measure (e.g. a commit before a change, for a before/after pair on one machine); empty: the working tree")
@@ -206,4 +207,21 @@ func (o *options) applyQuick() {
 	}
 	o.dovecot = false
 	o.imaptest = ""
+}
+
+// raiseFileLimit lifts this process's file limit, soft and hard, to
+// 65,536 when it may (root), else the soft one to the hard: the polling
+// scenario holds 5,000 IMAP connections on each side, and the bridges
+// it starts inherit the limit (a bridge gives each of its four
+// listeners a quarter of it, internal/limits).
+func raiseFileLimit() {
+	var lim syscall.Rlimit
+	if syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim) != nil {
+		return
+	}
+	want := max(lim.Max, 65536)
+	if syscall.Setrlimit(syscall.RLIMIT_NOFILE, &syscall.Rlimit{Cur: want, Max: want}) != nil {
+		lim.Cur = lim.Max
+		syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim)
+	}
 }

@@ -88,16 +88,17 @@ func (m *Folder) poll(life context.Context, stop chan struct{}) {
 		defer p.Release(pollLeaseKey(m.user, m.name))
 	}
 	first := true
-	// entered is when the last poll began to wait for its turn in the
-	// budget: the next is due an interval after it, not after the look,
-	// so that the wait for the budget does not stretch every folder's
-	// interval by itself (a thousand folders at 100 requests a second
-	// wait most of a second each).
+	// entered is when this poller's last poll began to wait for its turn
+	// in the budget: the next is due an interval after it, not after its
+	// look, so that the wait for the budget does not stretch every
+	// folder's interval by itself (a thousand folders at 100 requests a
+	// second wait most of a second each). A full refresh someone else
+	// made (a command's) counts as a poll.
 	var entered time.Time
 	for {
 		interval, fullEvery := m.store.pollTimes()
 		m.mu.Lock()
-		last := m.lastLookLocked()
+		last := m.lastStart
 		m.mu.Unlock()
 		if entered.After(last) {
 			last = entered
@@ -119,7 +120,7 @@ func (m *Folder) poll(life context.Context, stop chan struct{}) {
 		case <-t.C:
 		}
 		m.mu.Lock()
-		recent := time.Since(m.lastLookLocked()) < interval*9/10
+		recent := time.Since(m.lastStart) < interval*9/10
 		full := time.Since(m.lastStart) >= fullEvery*9/10
 		m.mu.Unlock()
 		if recent || !m.leased(life) {
