@@ -160,11 +160,45 @@ func (c *Client) messages(ctx context.Context, op string, body any, segments ...
 	if err != nil {
 		return nil, err
 	}
-	var resp directapi.GetMessageResponse
+	var resp wireMessages
 	if err := c.do(ctx, request{op: op, method: http.MethodPost, url: u, body: body, class: repeatable}, &resp); err != nil {
 		return nil, err
 	}
-	return resp.Messages, nil
+	out := make([]directapi.MessageDetail, len(resp.Messages))
+	for i := range resp.Messages {
+		out[i] = resp.Messages[i].detail()
+	}
+	return out, nil
+}
+
+// wireMessages is directapi.GetMessageResponse as it is decoded here: its
+// details without MessageDetail's UnmarshalJSON, which encoding/json
+// calls with each detail's bytes after scanning them, to scan and decode
+// them again. A busy folder's metadata search answers many details for
+// every APPEND (mailstore/discover.go), and the second pass was a third of
+// their cost (issue 22). The "attachments" alias MessageDetail accepts is
+// taken the same way here (detail).
+type wireMessages struct {
+	directapi.APIResponse
+	Messages []wireDetail `json:"messages"`
+}
+
+// plainDetail is MessageDetail without its methods.
+type plainDetail directapi.MessageDetail
+
+type wireDetail struct {
+	plainDetail
+	Attachments []directapi.Attachment `json:"attachments"`
+}
+
+// detail is the MessageDetail, with the attachments under the alias when
+// attachmentList holds none (directapi.MessageDetail.UnmarshalJSON).
+func (w *wireDetail) detail() directapi.MessageDetail {
+	d := directapi.MessageDetail(w.plainDetail)
+	if len(d.AttachmentList) == 0 && len(w.Attachments) > 0 {
+		d.AttachmentList = w.Attachments
+	}
+	return d
 }
 
 // GetMessagesByUIDs returns the messages with the given UIDs (operation 9),
