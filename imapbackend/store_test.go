@@ -355,6 +355,17 @@ func TestStoreOfStateShownCostsNothing(t *testing.T) {
 	if u := e.unread(alice, "INBOX"); u != 0 {
 		t.Errorf("unread at the provider %d; want 0", u)
 	}
+	// A copy into the folder makes the mirror's read state a guess
+	// again (the copy shows its source's): a STORE that names \Seen
+	// then tells the provider, though the message is shown read.
+	if _, err := c.Copy(imap.SeqSetNum(1), "INBOX").Wait(); err != nil {
+		t.Fatal(err)
+	}
+	e.sandbox.ResetCalls()
+	storeFlags(t, c, imap.SeqSetNum(2), imap.StoreFlagsAdd, true, imap.FlagSeen)
+	if got := e.sandbox.Calls("MarkMessagesAsReadByUIDs"); got != 1 {
+		t.Errorf("STORE of \\Seen after a COPY into the folder: %d MarkMessagesAsReadByUIDs (%v); want 1", got, e.sandbox.CallCounts())
+	}
 	// And back: -FLAGS (\Seen) on messages shown read is one call.
 	storeFlags(t, c, imap.SeqSet{{Start: 1, Stop: 10}}, imap.StoreFlagsDel, true, imap.FlagSeen)
 	if u := e.unread(alice, "INBOX"); u != 10 {

@@ -17,8 +17,8 @@ const (
 	// ReadAhead is a request made in the hope a client will soon need its
 	// answer (the next messages of a sequential fetch).
 	ReadAhead
-	// Poll is a refresh nobody waits for: it goes last, and polls together
-	// never take more than half of the budget.
+	// Poll is a refresh nobody waits for: it goes last, and takes what
+	// the others leave.
 	Poll
 	numPriorities
 )
@@ -253,9 +253,6 @@ func (b *Budget) nextLocked() (*waiter, Priority) {
 			}
 			if !b.takeLocked() {
 				q.byUser[user] = ws
-				if p == Poll && b.tokens >= 1 {
-					return nil, 0 // only the poll share is spent
-				}
 				return nil, 0
 			}
 			w := ws[0]

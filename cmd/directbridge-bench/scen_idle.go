@@ -295,7 +295,7 @@ func runManyIdle(ctx context.Context, b *bench, out *outcome) error {
 	p50, p99, mx := percentile(lats, 0.5), percentile(lats, 0.99), percentile(lats, 1)
 	rt := p99.Seconds() / lat.Seconds()
 	out.notes = append(out.notes,
-		fmt.Sprintf("A sandbox process with %d idle mailboxes and one active one (%d messages); a reverse proxy adds %s to every REST request; the bridge runs with DIRECTBRIDGE_API_RATE_LIMIT=100, otherwise default settings (poll interval 5 s).", n, samples+20, lat),
+		fmt.Sprintf("A sandbox process with %d idle mailboxes and one active one (%d messages); a reverse proxy adds %s to every REST request; the bridge runs with DIRECTBRIDGE_API_RATE_LIMIT=100, otherwise default settings.", n, samples+20, lat),
 		fmt.Sprintf("%d go-imap clients, one per idle user, LOGIN, SELECT INBOX and IDLE (16 connecting at a time: all connected in %s); 5 s later the active user SELECTs INBOX and fetches %d messages in random order, each once, `UID FETCH n (BODY[])` (not PEEK, so the bridge also sets \\Seen, as a mail client reading a message does), one every 200 ms plus the fetch time.", n, connectTime.Round(time.Second), len(lats)),
 		fmt.Sprintf("Active user's fetch latency: p50 %s, p99 %s, max %s; p99 = %.1f provider round trips of %s.", secs(p50), secs(p99), secs(mx), rt, lat),
 		fmt.Sprintf("REST requests during the %s measuring window: %d (%.0f/s) (%s).", window.Round(time.Second), restDelta(m0, m1), float64(restDelta(m0, m1))/window.Seconds(), opsText(m0, m1)))

@@ -135,10 +135,13 @@ func (st *Store) ApplyFlags(ctx context.Context, auth upstream.Auth, folder stri
 			}
 		}
 		mirror := current()
+		// Still exact: a read marking that failed meanwhile, a copy or
+		// an arrival may have made it a guess (readInferredLocked).
+		exact := trusted && m.readExactNow()
 		var uids []imap.UID
 		for _, u := range ups {
 			cs := mirror[u.UID]
-			if u.Seen != nil && *u.Seen == read && (u.SeenNamed && !trusted || !cs.known || cs.seen != read) {
+			if u.Seen != nil && *u.Seen == read && (u.SeenNamed && !exact || !cs.known || cs.seen != read) {
 				uids = append(uids, u.UID)
 			}
 		}
@@ -299,11 +302,10 @@ const seenFresh = 30 * time.Second
 func (m *Folder) readStateFresh(ctx context.Context) bool {
 	m.mu.Lock()
 	exact := !m.readExact.IsZero() && time.Since(m.readExact) < seenFresh
-	try := !exact && time.Since(m.exactTried) >= seenFresh
+	try := !exact && time.Since(m.exactTried) >= seenFresh && m.readUnsure <= m.readSure
 	if try {
 		m.exactTried = time.Now()
-		m.readUnsure++ // the refresh below reads the list (doRefresh)
-		m.readExact = time.Time{}
+		m.wantList = true // the refresh below reads the list (doRefresh)
 	}
 	m.mu.Unlock()
 	if exact {
@@ -315,6 +317,14 @@ func (m *Folder) readStateFresh(ctx context.Context) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return !m.readExact.IsZero()
+}
+
+// readExactNow reports whether the mirror's read state is still the
+// provider's as of a list read less than seenFresh ago.
+func (m *Folder) readExactNow() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return !m.readExact.IsZero() && time.Since(m.readExact) < seenFresh
 }
 
 // readInferredLocked notes that the mirror's read state may no longer be

@@ -94,6 +94,10 @@ type Folder struct {
 	// mirror's word (flags.go, readStateFresh); exactTried is when one
 	// last asked for the list to set it.
 	readExact, exactTried time.Time
+	// wantList makes the next refresh read the list of unread messages
+	// (readStateFresh asked for it), as readUnsure does, without taking
+	// the read state for wrong meanwhile.
+	wantList bool
 	// carried are the kept flags COPY or MOVE wrote for copies the mirror
 	// did not show yet (changes.go), at the version they were written: a
 	// load or refresh that read the state store before the write lists
@@ -108,7 +112,7 @@ type Folder struct {
 	flight    *refreshFlight
 	lastStart time.Time
 	lastLight time.Time // when the last light refresh (Discover) started
-	lastPeek  time.Time // when the last peek that found nothing new started (peek.go)
+	lastPeek  time.Time // when the last peek that found nothing new, or showed what it found, started (peek.go)
 	// lastListed is when the last light refresh that listed the folder
 	// started (one that placed arrivals from their metadata alone,
 	// discover.go, did not list it).

@@ -20,8 +20,8 @@ import (
 // elsewhere. Most polls peek instead: one SearchMessagesMetadataByReceivedDate
 // over what was received since the last look. New mail is received now,
 // so the peek finds it and shows it from the metadata it answered with
-// (or has a full refresh follow at once when it cannot); mail never waits
-// for the next full refresh. What a peek cannot see (messages
+// (or has a full refresh follow at once when it cannot), without waiting
+// for the next full refresh (but see peekSkew). What a peek cannot see (messages
 // expunged, read or copied in by another client of the provider: a copy
 // keeps its source's received date) waits for the full refresh, which
 // polls make as often as their budget lets (Store.pollTimes), and for a
@@ -40,34 +40,46 @@ const fullMax = 30 * time.Minute
 
 // peekSkew widens a peek's window either way while the provider's clock
 // is not known (provclock.go): received dates are the provider's clock.
+// The clock is learnt from the bridge's own saves (APPEND); a provider
+// whose clock runs more than this behind the bridge's, on a mailbox the
+// bridge never saved to, has its new mail found by full refreshes only.
 const peekSkew = metaSkew
+
+// peekMargin starts a peek's window this much before the last look: mail
+// dated received before a look but searchable only after it (a delivery
+// pipeline that commits late) is still found by the next peek. UIDs the
+// mirror knows are left out of the answer anyway.
+const peekMargin = time.Minute
 
 // peek asks the provider for the messages received in the folder since
 // the last look (one call) and shows those new to the mirror
-// (placeFound); news reports new mail it could not show so: then the
+// (placeFound); refresh reports new mail it could not show so: then the
 // caller refreshes in full. started is when the peek began (the
 // bridge's clock). A folder whose state a peek cannot judge (not loaded,
-// saves or transfers under way, whose UIDs only a listing pairs) reports
-// news: the caller refreshes in full, as before peeks.
-func (m *Folder) peek(ctx context.Context, started time.Time) (news bool, err error) {
+// saves or transfers under way, whose UIDs only a listing pairs) asks
+// for the full refresh without a call, as before peeks.
+func (m *Folder) peek(ctx context.Context, started time.Time) (found, refresh bool, err error) {
 	m.mu.Lock()
-	if !m.loaded || m.mb == nil || m.gone != nil || len(m.pending) > 0 || len(m.inflight) > 0 || len(m.unclaimed) > 0 {
+	if !m.peekable() {
 		m.mu.Unlock()
-		return true, nil
+		return false, true, nil
 	}
 	auth, uidNext := m.auth, m.uidNext
 	since := m.lastLookLocked()
 	m.mu.Unlock()
 	if _, busy := m.store.transferFloor(m.user, m.name); busy {
-		return true, nil
+		return false, true, nil
 	}
-	begin, end, ok := m.store.clock.window(since, started)
+	begin, end, ok := m.store.clock.window(since.Add(-peekMargin), started)
 	if !ok {
-		begin, end = since.Add(-peekSkew), started.Add(peekSkew)
+		begin, end = since.Add(-peekMargin-peekSkew), started.Add(peekSkew)
 	}
+	// Nothing received can be dated later than now on the provider's
+	// clock, however far off the estimate: a day past it costs nothing.
+	end = end.Add(24 * time.Hour)
 	details, err := m.store.cfg.Provider.MetadataReceived(ctx, auth, m.name, begin, end)
 	if err != nil {
-		return false, err
+		return false, false, err
 	}
 	var fresh []imap.UID
 	byUID := make(map[imap.UID]*directapi.MessageDetail, len(details))
@@ -88,18 +100,27 @@ func (m *Folder) peek(ctx context.Context, started time.Time) (news bool, err er
 	}
 	m.mu.Unlock()
 	if len(fresh) == 0 {
-		return false, nil
+		return false, false, nil
 	}
 	placed, err := m.placeFound(ctx, uidNext, fresh, byUID)
 	if err != nil || !placed {
-		return true, err // the caller's full refresh shows them
+		return true, true, err // the caller's full refresh shows them
 	}
 	m.mu.Lock()
 	if started.After(m.lastPeek) {
 		m.lastPeek = started
 	}
 	m.mu.Unlock()
-	return false, nil
+	return true, false, nil
+}
+
+// peekable reports whether a peek can judge the folder: loaded, and no
+// save, arrival or transfer under way whose UIDs only a listing pairs
+// (arrivals.go; savedAt: arrivals a light refresh took out of pending
+// and has not shown yet). Called with m.mu held.
+func (m *Folder) peekable() bool {
+	return m.loaded && m.mb != nil && m.gone == nil && len(m.pending) == 0 && len(m.inflight) == 0 &&
+		len(m.unclaimed) == 0 && len(m.savedAt) == 0
 }
 
 // placeFound shows new mail a peek found (fresh, from the metadata
@@ -108,9 +129,11 @@ func (m *Folder) peek(ctx context.Context, started time.Time) (news bool, err er
 // folder share): when the new UIDs run on from the mirror's UIDNEXT
 // without a hole, as deliveries do, and no flags written down for copies
 // wait (pendingFlagsFor, which only a listing refresh applies). They are
-// shown unread, as mail just delivered is; a client that read one in the
-// provider's web interface meanwhile is seen by the next full refresh
-// (the count disagrees). The UIDNEXT mark and any kept flags are written
+// shown unread, as mail just delivered is: the metadata holds no read
+// state. One read in the provider's web interface meanwhile, or copied in
+// by another client from a message read there (a copy of recent mail is
+// dated recent), shows read at the next full refresh (the count
+// disagrees). The UIDNEXT mark and any kept flags are written
 // first, in one transaction, as a refresh writes them. placed is false
 // when the mirror moved meanwhile or the rule does not hold: the caller
 // refreshes in full.
@@ -139,8 +162,13 @@ func (m *Folder) placeFound(ctx context.Context, uidNext imap.UID, fresh []imap.
 	m.seenElsewhere(before)
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.dropped || m.gone != nil || !m.loaded || m.validity != validity || m.uidNext != uidNext ||
-		len(m.pending) > 0 || len(m.inflight) > 0 || len(m.unclaimed) > 0 {
+	if m.dropped || m.validity != validity || m.uidNext != uidNext || !m.peekable() {
+		return false, nil
+	}
+	if _, busy := m.store.transferFloor(m.user, m.name); busy {
+		// A COPY or MOVE began during the search, whose copies (dated
+		// as their sources) it may have found: they are its to show,
+		// with their sources' flags (holdBackLocked).
 		return false, nil
 	}
 	m.version++

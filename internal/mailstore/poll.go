@@ -123,24 +123,32 @@ func (m *Folder) poll(life context.Context, stop chan struct{}) {
 		recent := time.Since(m.lastStart) < interval*9/10
 		full := time.Since(m.lastStart) >= fullEvery*9/10
 		m.mu.Unlock()
-		if recent || !m.leased(life) {
+		if recent {
 			continue
 		}
+		// Due again an interval from now, also where another replica
+		// holds the lease: it asks again then, not at every tick (its
+		// peeks publish nothing that would move lastStart here).
 		entered = time.Now()
-		if err := m.pollOnce(life, full, time.Since(m.lastLook())); err != nil {
+		if !m.leased(life) {
+			continue
+		}
+		if err := m.pollOnce(life, full); err != nil {
 			m.store.cfg.Logger.Warn("imap poll failed", "user", m.user, "err", err)
 		}
 	}
 }
 
 // pollOnce makes one poll: a full refresh, or a peek and a full refresh
-// if it found news. lag is how long the folder went without a look, for
-// Config.OnPoll.
-func (m *Folder) pollOnce(life context.Context, full bool, lag time.Duration) error {
+// if it found news it could not show. Config.OnPoll hears of it, with
+// how long the folder had gone without a look when the look began (after
+// the wait for the budget).
+func (m *Folder) pollOnce(life context.Context, full bool) error {
 	kind, found := PollFull, false
 	if !full {
 		kind = PollPeek
 	}
+	var lag time.Duration
 	if f := m.store.cfg.OnPoll; f != nil {
 		defer func() { f(lag, kind, found) }()
 	}
@@ -156,11 +164,12 @@ func (m *Folder) pollOnce(life context.Context, full bool, lag time.Duration) er
 		if err != nil {
 			return err
 		}
-		news, err := m.peek(pctx, time.Now())
-		if err != nil || !news {
+		lag = time.Since(m.lastLook())
+		var refresh bool
+		found, refresh, err = m.peek(pctx, time.Now())
+		if err != nil || !refresh {
 			return err
 		}
-		found = true
 		pctx, err = budget.Prepay(upstream.WithPriority(ctx, upstream.ReadAhead), m.user, 2)
 		if err != nil {
 			return err
@@ -171,5 +180,6 @@ func (m *Folder) pollOnce(life context.Context, full bool, lag time.Duration) er
 	if err != nil {
 		return err
 	}
+	lag = time.Since(m.lastLook())
 	return m.Sync(pctx)
 }

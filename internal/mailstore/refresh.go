@@ -133,7 +133,7 @@ func (m *Folder) refresh(ctx context.Context, notBefore time.Time, light bool) e
 func (m *Folder) doRefresh(ctx context.Context, started time.Time, light bool) error {
 	m.mu.Lock()
 	auth, loaded, v0, readGen := m.auth, m.loaded, m.version, m.readUnsure
-	unsure := m.readUnsure > m.readSure
+	unsure := m.readUnsure > m.readSure || m.wantList
 	m.mu.Unlock()
 
 	// A first load reads the folder's state before the listing: the
@@ -248,8 +248,15 @@ func (m *Folder) doRefresh(ctx context.Context, started time.Time, light bool) e
 	// state the mirror has wrong until the held messages are shown, and
 	// then for good when they are counted the other way (model seed 556:
 	// two read states swapped).
-	if !light && !changed && (unread != stillUnread+len(added) || unsure) {
-		if unreadSet, err = m.unreadUIDs(ctx, auth); err != nil {
+	if !light && (unread != stillUnread+len(added) || unsure) {
+		if changed {
+			// The count disagrees and the list is not asked (commands
+			// changed the mirror meanwhile): the read state shown is
+			// a guess until a refresh reads it.
+			m.mu.Lock()
+			m.readInferredLocked()
+			m.mu.Unlock()
+		} else if unreadSet, err = m.unreadUIDs(ctx, auth); err != nil {
 			return err
 		}
 	}
@@ -652,6 +659,7 @@ func (m *Folder) apply(ctx context.Context, v0, readGen uint64, uids []imap.UID,
 	switch {
 	case unreadSet != nil:
 		m.readExact = time.Now() // the provider's read state, whole
+		m.wantList = false
 	case len(add) > 0 || len(placed) > 0:
 		m.readInferredLocked() // newcomers counted unread, arrivals
 	}

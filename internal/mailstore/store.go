@@ -217,11 +217,16 @@ func (st *Store) Acquire(ctx context.Context, auth directapi.Authentication, nam
 		m.auth = auth
 		// A folder someone else has open is polled and holds every
 		// change made through the bridge already: fresh enough for a
-		// poll interval.
+		// poll interval. A peek counts (peek.go): it found new mail;
+		// what other clients of the provider changed shows at the
+		// polls' next full refresh, as it does for the connections
+		// that have the folder open.
 		maxAge := freshness
-		if m.refs > 0 && m.loaded {
+		watched := m.refs > 0 && m.loaded
+		if watched {
 			maxAge = max(freshness, st.PollInterval())
 		}
+		peeked := watched && time.Since(m.lastLookLocked()) < maxAge
 		m.refs++
 		if m.evict != nil {
 			m.evict.Stop()
@@ -234,6 +239,9 @@ func (st *Store) Acquire(ctx context.Context, auth directapi.Authentication, nam
 			st.bg.Go(func(life context.Context) { m.poll(life, stop) })
 		}
 		m.mu.Unlock()
+		if peeked {
+			return m, nil
+		}
 		if err := m.syncIfOlder(ctx, maxAge); err != nil {
 			st.Release(m)
 			return nil, err
