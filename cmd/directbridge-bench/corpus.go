@@ -130,11 +130,23 @@ func (c *corpus) message(i int, from, to string) []byte {
 // APPENDs as retries of an earlier one (the same bytes within seconds)
 // and save nothing, where Dovecot stored every one. Lines end in LF, as
 // mbox files do; a body line beginning "From " is quoted as ">From ".
+//
+// Only messages of at most mboxMax bytes are taken (the corpus's text
+// messages; those with an attachment are larger): imaptest's build here
+// treats LITERAL- as LITERAL+ (its README) and sends every APPEND as a
+// non-synchronising literal, which RFC 7888 §4 limits to 4,096 bytes under
+// the LITERAL- that go-imap offers; a larger one is answered BAD.
 func (c *corpus) writeMbox(path string, n int) error {
+	const mboxMax = 4000
 	var b bytes.Buffer
-	for i := range n {
+	for i, kept := 0, 0; kept < n; i++ {
+		msg := c.message(i, "sender@direct.example", "it@direct.example")
+		if len(msg) > mboxMax {
+			continue
+		}
+		kept++
 		fmt.Fprintf(&b, "From sender@direct.example Thu Jan  1 08:00:00 2026\n")
-		for _, line := range strings.Split(strings.TrimSuffix(string(c.message(i, "sender@direct.example", "it@direct.example")), "\r\n"), "\r\n") {
+		for _, line := range strings.Split(strings.TrimSuffix(string(msg), "\r\n"), "\r\n") {
 			if strings.HasPrefix(line, "From ") {
 				b.WriteByte('>')
 			}
