@@ -89,7 +89,7 @@ func run() int {
 	var o options
 	var runRE, beforePath string
 	flag.BoolVar(&o.quick, "quick", false, "small sizes, no Dovecot, no imaptest: a few seconds to under a minute (what CI runs)")
-	flag.StringVar(&runRE, "run", "", "regular expression selecting scenarios by name: imaptest, onebyone, sync10k, sync50k, idle, manyidle, connmem, smtp, replicas, polling")
+	flag.StringVar(&runRE, "run", "", "regular expression selecting scenarios by name: imaptest, onebyone, sync10k, sync50k, idle, manyidle, connmem, smtp, replicas, smtpsizes, polling")
 	flag.StringVar(&o.out, "out", "", "file to write the report to (e.g. BENCHMARKS.md); empty: standard output")
 	flag.StringVar(&o.bin, "bin", "", "directbridge binary to measure; empty: go build ./cmd/directbridge into a temporary directory")
 	flag.StringVar(&o.rev, "rev", "", "git revision of this repository to build and measure (e.g. a commit before a change, for a before/after pair on one machine); empty: the working tree")

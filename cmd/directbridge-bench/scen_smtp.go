@@ -12,10 +12,11 @@ import (
 	"github.com/emersion/go-smtp"
 )
 
-// smtpText is a 10 KB plain-text body.
-func smtpText() string {
+// smtpText is a plain-text body of about size bytes.
+func smtpText(size int) string {
 	var b strings.Builder
-	for i := 0; b.Len() < 10*1024; i++ {
+	b.Grow(size + 64)
+	for i := 0; b.Len() < size; i++ {
 		b.WriteString(words[i%len(words)])
 		if i%12 == 11 {
 			b.WriteString("\r\n")
@@ -57,34 +58,90 @@ func parallel(k, n int, fn func(worker, i int) error) (time.Duration, error) {
 }
 
 func runSMTP(ctx context.Context, b *bench, out *outcome) error {
-	k, n := b.o.smtpClients, b.o.smtpMsgs
-	sender := account{user: "sender@direct.example", pass: benchPassword}
-	rcpt := account{user: "rcpt@direct.example", pass: benchPassword}
-	sb, err := b.startSandbox(ctx, "smtp-sandbox", []account{sender, rcpt})
+	m, err := measureSMTP(ctx, b, "smtp", b.o.smtpClients, 10*1024, b.o.smtpMsgs)
 	if err != nil {
 		return err
 	}
-	defer sb.stop()
-	br, err := b.startBridge(ctx, "smtp-bridge", bridgeSpec{apiURL: sb.url})
+	out.notes = append(out.notes,
+		"A sandbox process with two mailboxes; a bridge process against it, default settings, no added latency. Each message: 10 KB of plain text, one recipient in the sandbox.",
+		fmt.Sprintf("Direct: %d goroutines call the provider's Send (REST) on the sandbox, %d messages in all: %s, %.1f messages/s.", m.clients, m.n, secs(m.dDirect), m.rateDirect()),
+		fmt.Sprintf("Through the bridge: %d go-smtp clients, each on its own connection, authenticated once (AUTH PLAIN), then MAIL, RCPT, DATA per message, %d messages in all: %s, %.1f messages/s; %d REST calls (%s).", m.clients, m.n, secs(m.dSMTP), m.rateSMTP(), m.calls, m.ops),
+		"One message each way per client is sent first, untimed, to warm connections and the bridge's credential check.")
+	out.rows[0].measured = fmt.Sprintf("%.2fx (bridge %.1f msg/s, direct %.1f msg/s)", m.ratio(), m.rateSMTP(), m.rateDirect())
+	out.rows[0].met = yesNo(m.ratio() >= 0.8)
+	return nil
+}
+
+// smtpRun is one measureSMTP.
+type smtpRun struct {
+	clients, size, n int
+	dDirect, dSMTP   time.Duration
+	calls            int
+	ops              string
+}
+
+func (m smtpRun) rateDirect() float64 { return float64(m.n) / m.dDirect.Seconds() }
+func (m smtpRun) rateSMTP() float64   { return float64(m.n) / m.dSMTP.Seconds() }
+func (m smtpRun) ratio() float64      { return m.rateSMTP() / m.rateDirect() }
+
+// runSMTPSizes measures SMTP against direct Send at 1, 4 and 16 clients,
+// with 10 KB and 1 MB messages (issue 22), each on a fresh sandbox and
+// bridge.
+func runSMTPSizes(ctx context.Context, b *bench, out *outcome) error {
+	row := 0
+	for _, size := range []int{10 * 1024, 1 << 20} {
+		for _, k := range []int{1, 4, 16} {
+			n := b.o.smtpMsgs
+			if size > 100*1024 {
+				n = max(k, b.o.smtpMsgs/10)
+			}
+			m, err := measureSMTP(ctx, b, fmt.Sprintf("smtp%d-%d", k, size), k, size, n)
+			if err != nil {
+				out.rows[row].measured, out.rows[row].met = "failed: "+oneLine(err.Error()), "no"
+				if ctx.Err() != nil {
+					return err
+				}
+			} else {
+				out.rows[row].measured = fmt.Sprintf("%.2fx (bridge %.1f msg/s, direct %.1f msg/s, %d messages)", m.ratio(), m.rateSMTP(), m.rateDirect(), m.n)
+				out.rows[row].met = yesNo(m.ratio() >= 0.85)
+			}
+			row++
+		}
+	}
+	out.notes = append(out.notes, fmt.Sprintf("Each row: a sandbox process and a bridge process against it (default settings, no added latency); plain-text messages of the size named, one recipient. Direct: that many goroutines call Send (REST) on the sandbox; through the bridge: that many go-smtp clients, each on its own connection, authenticated once, MAIL, RCPT, DATA per message. %d messages of 10 KB, %d of 1 MB (at least one per client) each way; one per client each way first, untimed.", b.o.smtpMsgs, max(1, b.o.smtpMsgs/10)))
+	return nil
+}
+
+// measureSMTP sends n messages of size bytes through k SMTP clients and
+// by k direct Send callers, on a sandbox and bridge of their own.
+func measureSMTP(ctx context.Context, b *bench, name string, k, size, n int) (smtpRun, error) {
+	m := smtpRun{clients: k, size: size, n: n}
+	sender := account{user: "sender@direct.example", pass: benchPassword}
+	rcpt := account{user: "rcpt@direct.example", pass: benchPassword}
+	sb, err := b.startSandbox(ctx, name+"-sandbox", []account{sender, rcpt})
 	if err != nil {
-		return err
+		return m, err
+	}
+	defer sb.stop()
+	br, err := b.startBridge(ctx, name+"-bridge", bridgeSpec{apiURL: sb.url})
+	if err != nil {
+		return m, err
 	}
 	defer br.stop()
 	r := newREST(sb.url)
-	text := smtpText()
-
+	text := smtpText(size)
 	clients := make([]*smtp.Client, k)
 	for i := range clients {
 		c, err := smtp.Dial(br.smtpAddr)
 		if err != nil {
-			return fmt.Errorf("smtp dial: %w", err)
+			return m, fmt.Errorf("smtp dial: %w", err)
 		}
 		defer c.Close()
 		if err := c.Hello("bench.localhost"); err != nil {
-			return err
+			return m, err
 		}
 		if err := c.Auth(sasl.NewPlainClient("", sender.user, sender.pass)); err != nil {
-			return fmt.Errorf("smtp auth: %w", err)
+			return m, fmt.Errorf("smtp auth: %w", err)
 		}
 		clients[i] = c
 	}
@@ -113,39 +170,31 @@ func runSMTP(ctx context.Context, b *bench, out *outcome) error {
 	// One of each first, so that connections and the bridge's credential
 	// check are warm on both sides.
 	if _, err := parallel(k, k, direct); err != nil {
-		return fmt.Errorf("direct warm-up: %w", err)
+		return m, fmt.Errorf("direct warm-up: %w", err)
 	}
 	if _, err := parallel(k, k, viaSMTP); err != nil {
-		return fmt.Errorf("smtp warm-up: %w", err)
+		return m, fmt.Errorf("smtp warm-up: %w", err)
 	}
 	dDirect, err := parallel(k, n, direct)
 	if err != nil {
-		return fmt.Errorf("direct Send: %w", err)
+		return m, fmt.Errorf("direct Send: %w", err)
 	}
 	m0, err := br.scrape(ctx)
 	if err != nil {
-		return err
+		return m, err
 	}
 	dSMTP, err := parallel(k, n, viaSMTP)
 	if err != nil {
-		return fmt.Errorf("through the bridge: %w", err)
+		return m, fmt.Errorf("through the bridge: %w", err)
 	}
 	m1, err := br.scrape(ctx)
 	if err != nil {
-		return err
+		return m, err
 	}
 	for _, c := range clients {
 		c.Quit()
 	}
-	rateDirect := float64(n) / dDirect.Seconds()
-	rateSMTP := float64(n) / dSMTP.Seconds()
-	ratio := rateSMTP / rateDirect
-	out.notes = append(out.notes,
-		"A sandbox process with two mailboxes; a bridge process against it, default settings, no added latency. Each message: 10 KB of plain text, one recipient in the sandbox.",
-		fmt.Sprintf("Direct: %d goroutines call the provider's Send (REST) on the sandbox, %d messages in all: %s, %.1f messages/s.", k, n, secs(dDirect), rateDirect),
-		fmt.Sprintf("Through the bridge: %d go-smtp clients, each on its own connection, authenticated once (AUTH PLAIN), then MAIL, RCPT, DATA per message, %d messages in all: %s, %.1f messages/s; %d REST calls (%s).", k, n, secs(dSMTP), rateSMTP, restDelta(m0, m1), opsText(m0, m1)),
-		"One message each way per client is sent first, untimed, to warm connections and the bridge's credential check.")
-	out.rows[0].measured = fmt.Sprintf("%.2fx (bridge %.1f msg/s, direct %.1f msg/s)", ratio, rateSMTP, rateDirect)
-	out.rows[0].met = yesNo(ratio >= 0.8)
-	return nil
+	m.dDirect, m.dSMTP = dDirect, dSMTP
+	m.calls, m.ops = restDelta(m0, m1), opsText(m0, m1)
+	return m, nil
 }
