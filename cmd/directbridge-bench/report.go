@@ -96,7 +96,7 @@ func (r *report) render() string {
 	if b.o.label != "" {
 		fmt.Fprintf(&w, "**%s**\n\n", b.o.label)
 	}
-	w.WriteString("Measured by `cmd/directbridge-bench` (README, \"Benchmarks\", says how to re-run it), from outside the bridge with real protocol clients. The targets are issue 8's \"Targets\" table.")
+	w.WriteString("Measured by `cmd/directbridge-bench` (README, \"Benchmarks\", says how to re-run it), from outside the bridge with real protocol clients. The targets are the \"Targets\" tables of issues 8, 21 and 22.")
 	if b.o.quick {
 		w.WriteString(" **This is a `-quick` run: tiny sizes, its figures mean nothing.**")
 	}

@@ -49,7 +49,7 @@ func scenarios() []scenario {
 			{scenario: "state copied from SQLite to PostgreSQL: clients that resync", target: "none (UIDVALIDITY unchanged)"},
 			{scenario: "one replica on PostgreSQL vs one on SQLite, imaptest stress FETCH/s", target: ">= 0.8x"},
 		}},
-		{name: "smtpsizes", title: "11. SMTP at several sizes and parallelisms vs direct Send (issue 22)", fn: runSMTPSizes, rows: []row{
+		{name: "smtpsizes", title: "10. SMTP at several sizes and parallelisms vs direct Send (issue 22)", fn: runSMTPSizes, rows: []row{
 			{scenario: "SMTP vs raw Send, 1 client, 10 KB", target: ">= 0.85x"},
 			{scenario: "SMTP vs raw Send, 4 clients, 10 KB", target: ">= 0.85x"},
 			{scenario: "SMTP vs raw Send, 16 clients, 10 KB", target: ">= 0.85x"},
@@ -57,7 +57,7 @@ func scenarios() []scenario {
 			{scenario: "SMTP vs raw Send, 4 clients, 1 MB", target: ">= 0.85x"},
 			{scenario: "SMTP vs raw Send, 16 clients, 1 MB", target: ">= 0.85x"},
 		}},
-		{name: "polling", title: "10. Polling for thousands of users, and changes that change nothing (issue 22)", fn: runPolling, rows: []row{
+		{name: "polling", title: "11. Polling for thousands of users, and changes that change nothing (issue 22)", fn: runPolling, rows: []row{
 			{scenario: "8 users, default settings, embedded sandbox: new mail to IDLE, p95", target: "<= 1.5 s"},
 			{scenario: "1,000 users idle on INBOX at 100 requests/s: new mail to IDLE, p95", target: "<= 10 s"},
 			{scenario: "5,000 users idle on INBOX at 100 requests/s (4,800 where the file limit is 20,000): new mail to IDLE, p95", target: "<= 45 s"},
