@@ -1,6 +1,7 @@
 package imapbackend_test
 
 import (
+	"context"
 	"slices"
 	"sync"
 	"testing"
@@ -167,5 +168,90 @@ func TestIdlePollCostsOneCall(t *testing.T) {
 	}
 	if n := e.sandbox.TotalCalls(); n != 0 {
 		t.Errorf("FETCH of the new message cost %v; want nothing", e.sandbox.CallCounts())
+	}
+}
+
+// TestPeekHoleRefreshesInFull: new mail a peek finds after a hole (a
+// message delivered and removed at the provider between two polls, or a
+// copy a search cannot date) is not placed from the peek's answer, whose
+// UIDs then do not run on from UIDNEXT: a full refresh lists the folder at
+// once, and the IDLE client sees the one message that is there, with no
+// EXISTS for the one that is gone.
+func TestPeekHoleRefreshesInFull(t *testing.T) {
+	interval := 500 * time.Millisecond
+	// Polls every 0.5 s; full refreshes every 25 s: within the test,
+	// only a peek's own decision lists the folder.
+	e := newEnv(t, options{pollInterval: interval, engine: func(c *mailstore.Config) { c.Budget = upstream.NewBudget(4) }})
+	e.deliver(alice, "INBOX", testMessage("first"))
+	var mu sync.Mutex
+	var exists []uint32
+	var expunges int
+	c, err := imapclient.DialInsecure(e.addr, &imapclient.Options{UnilateralDataHandler: &imapclient.UnilateralDataHandler{
+		Mailbox: func(d *imapclient.UnilateralDataMailbox) {
+			if d.NumMessages != nil {
+				mu.Lock()
+				exists = append(exists, *d.NumMessages)
+				mu.Unlock()
+			}
+		},
+		Expunge: func(uint32) {
+			mu.Lock()
+			expunges++
+			mu.Unlock()
+		},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	if err := c.Login(alice, alicePW).Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Select("INBOX", nil).Wait(); err != nil {
+		t.Fatal(err)
+	}
+	idle, err := c.Idle()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Right after a peek, so that the next one sees both changes.
+	e.sandbox.ResetCalls()
+	for deadline := time.Now().Add(3 * time.Second); e.sandbox.Calls("SearchMessagesMetadataByReceivedDate") == 0; time.Sleep(2 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("no peek within 3 s")
+		}
+	}
+	gone := e.deliver(alice, "INBOX", testMessage("gone"))
+	kept := e.deliver(alice, "INBOX", testMessage("kept"))
+	if err := e.client.DeleteMessagesByUIDs(context.Background(), auth(alice), "INBOX", []int64{gone}, true); err != nil {
+		t.Fatal(err)
+	}
+	e.sandbox.ResetCalls()
+	for deadline := time.Now().Add(3 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		mu.Lock()
+		n := len(exists)
+		mu.Unlock()
+		if n > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no EXISTS within 3 s of new mail")
+		}
+	}
+	idle.Close()
+	if err := idle.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(exists) != 1 || exists[0] != 2 || expunges != 0 {
+		t.Errorf("EXISTS %v, %d EXPUNGE; want one EXISTS 2 and no EXPUNGE", exists, expunges)
+	}
+	if n := e.sandbox.Calls("GetUIDs"); n != 1 {
+		t.Errorf("the hole cost %d GetUIDs (%v); want one listing", n, e.sandbox.CallCounts())
+	}
+	msgs, err := c.Fetch(imap.SeqSetNum(2), &imap.FetchOptions{UID: true, Envelope: true}).Collect()
+	if err != nil || len(msgs) != 1 || msgs[0].UID != imap.UID(kept) || msgs[0].Envelope == nil || msgs[0].Envelope.Subject != "kept" {
+		t.Fatalf("FETCH 2: %+v, %v; want UID %d, Subject kept", msgs, err, kept)
 	}
 }

@@ -155,6 +155,13 @@ func (m *Folder) placeFound(ctx context.Context, uidNext imap.UID, fresh []imap.
 	if err != nil {
 		return false, err
 	}
+	// Checked again below, after the write; checked here too, so that a
+	// mirror that moved meanwhile does not get the mark raised for a
+	// refresh that will place these itself (on a shared store a mark
+	// above the mirror's UIDNEXT reads as another replica's, seenElsewhere).
+	if !m.stillPlaceable(validity, uidNext) {
+		return false, nil
+	}
 	before, err := st.WriteRefresh(ctx, m.user, m.name, validity, state.RefreshWrite{MaxUID: uint32(fresh[len(fresh)-1])})
 	if err != nil {
 		return false, err
@@ -162,13 +169,7 @@ func (m *Folder) placeFound(ctx context.Context, uidNext imap.UID, fresh []imap.
 	m.seenElsewhere(before)
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.dropped || m.validity != validity || m.uidNext != uidNext || !m.peekable() {
-		return false, nil
-	}
-	if _, busy := m.store.transferFloor(m.user, m.name); busy {
-		// A COPY or MOVE began during the search, whose copies (dated
-		// as their sources) it may have found: they are its to show,
-		// with their sources' flags (holdBackLocked).
+	if !m.placeableLocked(validity, uidNext) {
 		return false, nil
 	}
 	m.version++
@@ -187,6 +188,26 @@ func (m *Folder) placeFound(ctx context.Context, uidNext imap.UID, fresh []imap.
 	}
 	m.raiseUIDNextLocked(fresh) // written above
 	return true, nil
+}
+
+// stillPlaceable is placeableLocked, taking the lock.
+func (m *Folder) stillPlaceable(validity uint32, uidNext imap.UID) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.placeableLocked(validity, uidNext)
+}
+
+// placeableLocked reports whether what a peek found can still be placed:
+// the mirror as the peek saw it (validity, UIDNEXT), nothing under way a
+// listing must pair, and no COPY or MOVE into the folder begun during the
+// search, whose copies (dated as their sources) it may have found: they
+// are the transfer's to show, with their sources' flags (holdBackLocked).
+func (m *Folder) placeableLocked(validity uint32, uidNext imap.UID) bool {
+	if m.dropped || m.validity != validity || m.uidNext != uidNext || !m.peekable() {
+		return false
+	}
+	_, busy := m.store.transferFloor(m.user, m.name)
+	return !busy
 }
 
 // lastLookLocked is when the provider was last asked about new mail in

@@ -144,6 +144,13 @@ func (m *Folder) poll(life context.Context, stop chan struct{}) {
 // how long the folder had gone without a look when the look began (after
 // the wait for the budget).
 func (m *Folder) pollOnce(life context.Context, full bool) error {
+	if !full {
+		// A folder a peek cannot judge is refreshed in full, without
+		// paying for a peek first.
+		m.mu.Lock()
+		full = !m.peekable()
+		m.mu.Unlock()
+	}
 	kind, found := PollFull, false
 	if !full {
 		kind = PollPeek
