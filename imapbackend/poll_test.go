@@ -255,3 +255,73 @@ func TestPeekHoleRefreshesInFull(t *testing.T) {
 		t.Fatalf("FETCH 2: %+v, %v; want UID %d, Subject kept", msgs, err, kept)
 	}
 }
+
+// TestPeekWithTheProviderClockKnown: once an APPEND has taught the bridge
+// the provider's clock (mailstore/provclock.go), peeks search the narrow
+// window around the last look, and new mail is still found by one call
+// and shown within a poll interval.
+func TestPeekWithTheProviderClockKnown(t *testing.T) {
+	e := newEnv(t, options{pollInterval: 100 * time.Millisecond, engine: func(c *mailstore.Config) { c.Budget = upstream.NewBudget(4) }})
+	e.deliver(alice, "INBOX", testMessage("first"))
+	var mu sync.Mutex
+	var exists uint32
+	c, err := imapclient.DialInsecure(e.addr, &imapclient.Options{UnilateralDataHandler: &imapclient.UnilateralDataHandler{
+		Mailbox: func(d *imapclient.UnilateralDataMailbox) {
+			if d.NumMessages != nil {
+				mu.Lock()
+				exists = *d.NumMessages
+				mu.Unlock()
+			}
+		},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	if err := c.Login(alice, alicePW).Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Select("INBOX", nil).Wait(); err != nil {
+		t.Fatal(err)
+	}
+	// An APPEND to the selected folder: its UID is confirmed from the
+	// new message's metadata, which teaches the clock.
+	raw := testMessage("appended")
+	cmd := c.Append("INBOX", int64(len(raw)), nil)
+	cmd.Write([]byte(raw))
+	cmd.Close()
+	if _, err := cmd.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	idle, err := c.Idle()
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second) // past the APPEND's own refreshes
+	e.sandbox.ResetCalls()
+	sent := time.Now()
+	e.deliver(alice, "INBOX", testMessage("second"))
+	for {
+		mu.Lock()
+		n := exists
+		mu.Unlock()
+		if n == 3 {
+			break
+		}
+		if time.Since(sent) > 3*time.Second {
+			t.Fatalf("EXISTS %d 3 s after new mail; want 3", n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	idle.Close()
+	if err := idle.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if calls := e.sandbox.CallCounts(); e.sandbox.TotalCalls() != calls["SearchMessagesMetadataByReceivedDate"] {
+		t.Errorf("new mail with the clock known cost %v; want peeks alone", calls)
+	}
+	msgs, err := c.Fetch(imap.SeqSetNum(3), &imap.FetchOptions{Envelope: true}).Collect()
+	if err != nil || len(msgs) != 1 || msgs[0].Envelope == nil || msgs[0].Envelope.Subject != "second" {
+		t.Fatalf("FETCH 3 ENVELOPE: %+v, %v; want Subject second", msgs, err)
+	}
+}
