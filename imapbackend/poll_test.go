@@ -101,31 +101,8 @@ func TestIdlePollCostsOneCall(t *testing.T) {
 	// 255 ms (1/(4·0.98)), full refreshes every 25 s (2/(4·0.02)).
 	e := newEnv(t, options{pollInterval: interval, engine: func(c *mailstore.Config) { c.Budget = upstream.NewBudget(4) }})
 	e.deliver(alice, "INBOX", testMessage("first"))
-	var mu sync.Mutex
-	var exists uint32
-	c, err := imapclient.DialInsecure(e.addr, &imapclient.Options{UnilateralDataHandler: &imapclient.UnilateralDataHandler{
-		Mailbox: func(d *imapclient.UnilateralDataMailbox) {
-			if d.NumMessages != nil {
-				mu.Lock()
-				exists = *d.NumMessages
-				mu.Unlock()
-			}
-		},
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	if err := c.Login(alice, alicePW).Wait(); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.Select("INBOX", nil).Wait(); err != nil {
-		t.Fatal(err)
-	}
-	idle, err := c.Idle()
-	if err != nil {
-		t.Fatal(err)
-	}
+	x := e.startIdler(t)
+	x.startIdle(t)
 
 	e.sandbox.ResetCalls()
 	time.Sleep(3 * time.Second)
@@ -136,33 +113,18 @@ func TestIdlePollCostsOneCall(t *testing.T) {
 	}
 
 	e.sandbox.ResetCalls()
-	sent := time.Now()
 	e.deliver(alice, "INBOX", testMessage("second"))
-	for {
-		mu.Lock()
-		n := exists
-		mu.Unlock()
-		if n == 2 {
-			break
-		}
-		if time.Since(sent) > 3*time.Second {
-			t.Fatalf("EXISTS %d 3 s after new mail; want 2", n)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	x.awaitExists(t, 2, 3*time.Second)
 	// The peek that found it showed it, from the metadata it answered
 	// with: no listing.
 	calls = e.sandbox.CallCounts()
 	if calls["SearchMessagesMetadataByReceivedDate"] < 1 || e.sandbox.TotalCalls() != calls["SearchMessagesMetadataByReceivedDate"] {
 		t.Errorf("new mail cost %v; want peeks alone", calls)
 	}
-	idle.Close()
-	if err := idle.Wait(); err != nil {
-		t.Fatal(err)
-	}
+	x.stopIdle(t)
 	// Shown unread, described from that metadata at no cost.
 	e.sandbox.ResetCalls()
-	msgs, err := c.Fetch(imap.SeqSetNum(2), &imap.FetchOptions{UID: true, Flags: true, Envelope: true}).Collect()
+	msgs, err := x.c.Fetch(imap.SeqSetNum(2), &imap.FetchOptions{UID: true, Flags: true, Envelope: true}).Collect()
 	if err != nil || len(msgs) != 1 || msgs[0].Envelope == nil || msgs[0].Envelope.Subject != "second" || slices.Contains(msgs[0].Flags, imap.FlagSeen) || msgs[0].UID != 2 {
 		t.Fatalf("FETCH 2 (UID FLAGS ENVELOPE): %+v, %v; want UID 2, unread, Subject second", msgs, err)
 	}
@@ -183,37 +145,8 @@ func TestPeekHoleRefreshesInFull(t *testing.T) {
 	// only a peek's own decision lists the folder.
 	e := newEnv(t, options{pollInterval: interval, engine: func(c *mailstore.Config) { c.Budget = upstream.NewBudget(4) }})
 	e.deliver(alice, "INBOX", testMessage("first"))
-	var mu sync.Mutex
-	var exists []uint32
-	var expunges int
-	c, err := imapclient.DialInsecure(e.addr, &imapclient.Options{UnilateralDataHandler: &imapclient.UnilateralDataHandler{
-		Mailbox: func(d *imapclient.UnilateralDataMailbox) {
-			if d.NumMessages != nil {
-				mu.Lock()
-				exists = append(exists, *d.NumMessages)
-				mu.Unlock()
-			}
-		},
-		Expunge: func(uint32) {
-			mu.Lock()
-			expunges++
-			mu.Unlock()
-		},
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	if err := c.Login(alice, alicePW).Wait(); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.Select("INBOX", nil).Wait(); err != nil {
-		t.Fatal(err)
-	}
-	idle, err := c.Idle()
-	if err != nil {
-		t.Fatal(err)
-	}
+	x := e.startIdler(t)
+	x.startIdle(t)
 	// Right after a peek, so that the next one sees both changes.
 	e.sandbox.ResetCalls()
 	for deadline := time.Now().Add(3 * time.Second); e.sandbox.Calls("SearchMessagesMetadataByReceivedDate") == 0; time.Sleep(2 * time.Millisecond) {
@@ -227,30 +160,17 @@ func TestPeekHoleRefreshesInFull(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.sandbox.ResetCalls()
-	for deadline := time.Now().Add(3 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		mu.Lock()
-		n := len(exists)
-		mu.Unlock()
-		if n > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("no EXISTS within 3 s of new mail")
-		}
+	x.awaitExists(t, 2, 3*time.Second)
+	x.stopIdle(t)
+	x.mu.Lock()
+	if len(x.exists) != 1 || x.expunges != 0 {
+		t.Errorf("EXISTS %v, %d EXPUNGE; want one EXISTS 2 and no EXPUNGE", x.exists, x.expunges)
 	}
-	idle.Close()
-	if err := idle.Wait(); err != nil {
-		t.Fatal(err)
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	if len(exists) != 1 || exists[0] != 2 || expunges != 0 {
-		t.Errorf("EXISTS %v, %d EXPUNGE; want one EXISTS 2 and no EXPUNGE", exists, expunges)
-	}
+	x.mu.Unlock()
 	if n := e.sandbox.Calls("GetUIDs"); n != 1 {
 		t.Errorf("the hole cost %d GetUIDs (%v); want one listing", n, e.sandbox.CallCounts())
 	}
-	msgs, err := c.Fetch(imap.SeqSetNum(2), &imap.FetchOptions{UID: true, Envelope: true}).Collect()
+	msgs, err := x.c.Fetch(imap.SeqSetNum(2), &imap.FetchOptions{UID: true, Envelope: true}).Collect()
 	if err != nil || len(msgs) != 1 || msgs[0].UID != imap.UID(kept) || msgs[0].Envelope == nil || msgs[0].Envelope.Subject != "kept" {
 		t.Fatalf("FETCH 2: %+v, %v; want UID %d, Subject kept", msgs, err, kept)
 	}
@@ -263,65 +183,105 @@ func TestPeekHoleRefreshesInFull(t *testing.T) {
 func TestPeekWithTheProviderClockKnown(t *testing.T) {
 	e := newEnv(t, options{pollInterval: 100 * time.Millisecond, engine: func(c *mailstore.Config) { c.Budget = upstream.NewBudget(4) }})
 	e.deliver(alice, "INBOX", testMessage("first"))
-	var mu sync.Mutex
-	var exists uint32
+	x := e.startIdler(t)
+	// An APPEND to the selected folder: its UID is confirmed from the
+	// new message's metadata, which teaches the clock.
+	raw := testMessage("appended")
+	cmd := x.c.Append("INBOX", int64(len(raw)), nil)
+	cmd.Write([]byte(raw))
+	cmd.Close()
+	if _, err := cmd.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	x.startIdle(t)
+	time.Sleep(time.Second) // past the APPEND's own refreshes
+	e.sandbox.ResetCalls()
+	e.deliver(alice, "INBOX", testMessage("second"))
+	x.awaitExists(t, 3, 3*time.Second)
+	x.stopIdle(t)
+	if calls := e.sandbox.CallCounts(); e.sandbox.TotalCalls() != calls["SearchMessagesMetadataByReceivedDate"] {
+		t.Errorf("new mail with the clock known cost %v; want peeks alone", calls)
+	}
+	msgs, err := x.c.Fetch(imap.SeqSetNum(3), &imap.FetchOptions{Envelope: true}).Collect()
+	if err != nil || len(msgs) != 1 || msgs[0].Envelope == nil || msgs[0].Envelope.Subject != "second" {
+		t.Fatalf("FETCH 3 ENVELOPE: %+v, %v; want Subject second", msgs, err)
+	}
+}
+
+// idler is a client of alice's that SELECTed INBOX and sits in IDLE,
+// keeping the EXISTS and EXPUNGE responses it reads.
+type idler struct {
+	c    *imapclient.Client
+	idle *imapclient.IdleCommand
+
+	mu       sync.Mutex
+	exists   []uint32
+	expunges int
+}
+
+func (e *env) startIdler(t *testing.T) *idler {
+	t.Helper()
+	x := &idler{}
 	c, err := imapclient.DialInsecure(e.addr, &imapclient.Options{UnilateralDataHandler: &imapclient.UnilateralDataHandler{
 		Mailbox: func(d *imapclient.UnilateralDataMailbox) {
 			if d.NumMessages != nil {
-				mu.Lock()
-				exists = *d.NumMessages
-				mu.Unlock()
+				x.mu.Lock()
+				x.exists = append(x.exists, *d.NumMessages)
+				x.mu.Unlock()
 			}
+		},
+		Expunge: func(uint32) {
+			x.mu.Lock()
+			x.expunges++
+			x.mu.Unlock()
 		},
 	}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
+	x.c = c
 	if err := c.Login(alice, alicePW).Wait(); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.Select("INBOX", nil).Wait(); err != nil {
 		t.Fatal(err)
 	}
-	// An APPEND to the selected folder: its UID is confirmed from the
-	// new message's metadata, which teaches the clock.
-	raw := testMessage("appended")
-	cmd := c.Append("INBOX", int64(len(raw)), nil)
-	cmd.Write([]byte(raw))
-	cmd.Close()
-	if _, err := cmd.Wait(); err != nil {
-		t.Fatal(err)
-	}
-	idle, err := c.Idle()
+	return x
+}
+
+// startIdle sends IDLE.
+func (x *idler) startIdle(t *testing.T) {
+	t.Helper()
+	idle, err := x.c.Idle()
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(time.Second) // past the APPEND's own refreshes
-	e.sandbox.ResetCalls()
-	sent := time.Now()
-	e.deliver(alice, "INBOX", testMessage("second"))
-	for {
-		mu.Lock()
-		n := exists
-		mu.Unlock()
-		if n == 3 {
-			break
-		}
-		if time.Since(sent) > 3*time.Second {
-			t.Fatalf("EXISTS %d 3 s after new mail; want 3", n)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	idle.Close()
-	if err := idle.Wait(); err != nil {
+	x.idle = idle
+}
+
+// stopIdle ends IDLE (DONE) and waits for its answer.
+func (x *idler) stopIdle(t *testing.T) {
+	t.Helper()
+	x.idle.Close()
+	if err := x.idle.Wait(); err != nil {
 		t.Fatal(err)
 	}
-	if calls := e.sandbox.CallCounts(); e.sandbox.TotalCalls() != calls["SearchMessagesMetadataByReceivedDate"] {
-		t.Errorf("new mail with the clock known cost %v; want peeks alone", calls)
-	}
-	msgs, err := c.Fetch(imap.SeqSetNum(3), &imap.FetchOptions{Envelope: true}).Collect()
-	if err != nil || len(msgs) != 1 || msgs[0].Envelope == nil || msgs[0].Envelope.Subject != "second" {
-		t.Fatalf("FETCH 3 ENVELOPE: %+v, %v; want Subject second", msgs, err)
+}
+
+// awaitExists waits up to limit for an EXISTS of n.
+func (x *idler) awaitExists(t *testing.T, n uint32, limit time.Duration) {
+	t.Helper()
+	for deadline := time.Now().Add(limit); ; time.Sleep(10 * time.Millisecond) {
+		x.mu.Lock()
+		seen := slices.Contains(x.exists, n)
+		got := slices.Clone(x.exists)
+		x.mu.Unlock()
+		if seen {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("EXISTS %v within %s; want %d", got, limit, n)
+		}
 	}
 }

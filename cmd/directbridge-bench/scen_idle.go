@@ -209,45 +209,10 @@ func runManyIdle(ctx context.Context, b *bench, out *outcome) error {
 	defer br.stop()
 
 	// Connect the idle users, 16 at a time.
-	t0 := time.Now()
-	xs := make([]*idler, n)
-	var failed atomic.Int32
-	var firstErr atomic.Pointer[error]
-	next := atomic.Int64{}
-	var wg sync.WaitGroup
-	for w := 0; w < 16; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= n || ctx.Err() != nil {
-					return
-				}
-				x, err := startIdler(br.imapAddr, idlers[i])
-				if err != nil {
-					failed.Add(1)
-					firstErr.CompareAndSwap(nil, &err)
-					continue
-				}
-				xs[i] = x
-			}
-		}()
-	}
-	wg.Wait()
-	connectTime := time.Since(t0)
-	defer func() {
-		var cw sync.WaitGroup
-		for _, x := range xs {
-			if x != nil {
-				cw.Add(1)
-				go func() { defer cw.Done(); x.close(true) }()
-			}
-		}
-		cw.Wait()
-	}()
-	if f := failed.Load(); f > 0 {
-		return fmt.Errorf("%d of %d idle users could not connect, first: %w", f, n, *firstErr.Load())
+	xs, connectTime, err := connectIdlers(ctx, br.imapAddr, idlers)
+	defer closeIdlers(xs)
+	if err != nil {
+		return err
 	}
 	b.logf("manyidle: %d idle users connected in %s", n, connectTime.Round(time.Second))
 	time.Sleep(5 * time.Second)
@@ -302,4 +267,53 @@ func runManyIdle(ctx context.Context, b *bench, out *outcome) error {
 	out.rows[0].measured = fmt.Sprintf("%.1f round trips (p99 %s at %s added latency; %d idle users, %d fetches)", rt, secs(p99), lat, n, len(lats))
 	out.rows[0].met = yesNo(rt <= 3)
 	return nil
+}
+
+// connectIdlers starts an idler for each account, 16 connecting at a
+// time, and returns them (nil where one failed), how long it took, and an
+// error naming how many failed and the first reason. closeIdlers drops
+// them all.
+func connectIdlers(ctx context.Context, addr string, accts []account) ([]*idler, time.Duration, error) {
+	t0 := time.Now()
+	xs := make([]*idler, len(accts))
+	var failed atomic.Int32
+	var firstErr atomic.Pointer[error]
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(accts) || ctx.Err() != nil {
+					return
+				}
+				x, err := startIdler(addr, accts[i])
+				if err != nil {
+					failed.Add(1)
+					firstErr.CompareAndSwap(nil, &err)
+					continue
+				}
+				xs[i] = x
+			}
+		}()
+	}
+	wg.Wait()
+	if f := failed.Load(); f > 0 {
+		return xs, time.Since(t0), fmt.Errorf("%d of %d idle users could not connect, first: %w", f, len(accts), *firstErr.Load())
+	}
+	return xs, time.Since(t0), ctx.Err()
+}
+
+// closeIdlers drops the connections of xs at once.
+func closeIdlers(xs []*idler) {
+	var wg sync.WaitGroup
+	for _, x := range xs {
+		if x != nil {
+			wg.Add(1)
+			go func() { defer wg.Done(); x.close(true) }()
+		}
+	}
+	wg.Wait()
 }

@@ -6,7 +6,6 @@ import (
 	"math/rand/v2"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/emersion/go-imap/v2"
@@ -47,45 +46,11 @@ func newMailLatency(ctx context.Context, b *bench, name string, users, samples i
 	}
 	defer br.stop()
 
-	t0 := time.Now()
-	xs := make([]*idler, users)
-	var failed atomic.Int32
-	var firstErr atomic.Pointer[error]
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range 16 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= users || ctx.Err() != nil {
-					return
-				}
-				x, err := startIdler(br.imapAddr, rcpts[i])
-				if err != nil {
-					failed.Add(1)
-					firstErr.CompareAndSwap(nil, &err)
-					continue
-				}
-				xs[i] = x
-			}
-		}()
-	}
-	wg.Wait()
-	run.connect = time.Since(t0)
-	defer func() {
-		var cw sync.WaitGroup
-		for _, x := range xs {
-			if x != nil {
-				cw.Add(1)
-				go func() { defer cw.Done(); x.close(true) }()
-			}
-		}
-		cw.Wait()
-	}()
-	if f := failed.Load(); f > 0 {
-		return run, fmt.Errorf("%d of %d idle users could not connect, first: %w", f, users, *firstErr.Load())
+	xs, connect, err := connectIdlers(ctx, br.imapAddr, rcpts)
+	run.connect = connect
+	defer closeIdlers(xs)
+	if err != nil {
+		return run, err
 	}
 	b.logf("%s: %d idle users connected in %s", name, users, run.connect.Round(time.Second))
 	// The logins' and SELECTs' calls are behind; polls run at their pace.
@@ -108,6 +73,7 @@ func newMailLatency(ctx context.Context, b *bench, name string, users, samples i
 		perUser[picked[k%users]]++
 	}
 	var mu sync.Mutex
+	var wg sync.WaitGroup
 	var sendErr error
 	tm := time.Now()
 	for i, count := range perUser {
