@@ -301,7 +301,7 @@ const seenFresh = 30 * time.Second
 // the client did not ask, with the command answered OK.
 func (m *Folder) readStateFresh(ctx context.Context) bool {
 	m.mu.Lock()
-	exact := !m.readExact.IsZero() && time.Since(m.readExact) < seenFresh
+	exact := m.readExactLocked()
 	try := !exact && time.Since(m.exactTried) >= seenFresh && m.readUnsure <= m.readSure
 	if try {
 		m.exactTried = time.Now()
@@ -324,6 +324,10 @@ func (m *Folder) readStateFresh(ctx context.Context) bool {
 func (m *Folder) readExactNow() bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	return m.readExactLocked()
+}
+
+func (m *Folder) readExactLocked() bool {
 	return !m.readExact.IsZero() && time.Since(m.readExact) < seenFresh
 }
 

@@ -60,16 +60,13 @@ const peekMargin = time.Minute
 // for the full refresh without a call, as before peeks.
 func (m *Folder) peek(ctx context.Context, started time.Time) (found, refresh bool, err error) {
 	m.mu.Lock()
-	if !m.peekable() {
+	if !m.placeableLocked(m.validity, m.uidNext) {
 		m.mu.Unlock()
 		return false, true, nil
 	}
 	auth, uidNext := m.auth, m.uidNext
 	since := m.lastLookLocked()
 	m.mu.Unlock()
-	if _, busy := m.store.transferFloor(m.user, m.name); busy {
-		return false, true, nil
-	}
 	begin, end, ok := m.store.clock.window(since.Add(-peekMargin), started)
 	if !ok {
 		begin, end = since.Add(-peekMargin-peekSkew), started.Add(peekSkew)

@@ -69,16 +69,17 @@ func (st *Store) PollStats() (folders int, interval time.Duration) {
 }
 
 // poll looks for changes while stop is open: a PollInterval after the
-// last look, whoever made it (a NOOP's refresh counts as a poll), with a
-// little jitter so that folders watched since the same moment do not all
-// ask at once. Most looks are peeks (peek.go, one call); one whose last
-// full refresh is as old as pollTimes lets it be refreshes in full (two
-// calls), and so does one whose peek found news. Polls wait for the budget at its lowest
-// priority, and before the call starts (upstream.Budget.Prepay); the
-// refresh after a peek that found mail waits behind clients only, so that
-// an IDLE client gets the mail a round trip later, not a turn later.
-// Errors are logged and the next round tries again; connections keep the
-// state they have.
+// last poll began, or after the last full refresh whoever made it (a
+// command's counts as a poll), with a little jitter so that folders
+// watched since the same moment do not all ask at once. Most polls are
+// peeks (peek.go, one call); one whose last full refresh is as old as
+// pollTimes lets it be refreshes in full (two calls), and so does one
+// whose peek found news it could not show. Polls wait for the budget at
+// its lowest priority, and before the call starts
+// (upstream.Budget.Prepay); the refresh after a peek that found mail
+// waits behind clients only, so that an IDLE client gets the mail a
+// round trip later, not a turn later. Errors are logged and the next
+// round tries again; connections keep the state they have.
 //
 // Among replicas (peers.go) one polls the folder at a time, the holder
 // of its lease; the others learn from its messages. The lease is taken
@@ -163,10 +164,10 @@ func (m *Folder) pollOnce(life context.Context, full bool) error {
 	// make every poll of a slow provider fail; the next round waits.
 	ctx, cancel := context.WithTimeout(life, m.store.cfg.CallTimeout)
 	defer cancel()
-	budget := m.store.cfg.Budget
+	// Paid for before the call: a client that joins a refresh waits for
+	// the provider only, never for polls' turn.
+	budget, prio := m.store.cfg.Budget, upstream.Poll
 	if !full {
-		// Paid for before the call: a client that joins a refresh
-		// waits for the provider only, never for polls' turn.
 		pctx, err := budget.Prepay(upstream.WithPriority(ctx, upstream.Poll), m.user, 1)
 		if err != nil {
 			return err
@@ -177,16 +178,14 @@ func (m *Folder) pollOnce(life context.Context, full bool) error {
 		if err != nil || !refresh {
 			return err
 		}
-		pctx, err = budget.Prepay(upstream.WithPriority(ctx, upstream.ReadAhead), m.user, 2)
-		if err != nil {
-			return err
-		}
-		return m.Sync(pctx)
+		prio = upstream.ReadAhead // news an IDLE client waits for
 	}
-	pctx, err := budget.Prepay(upstream.WithPriority(ctx, upstream.Poll), m.user, 2)
+	pctx, err := budget.Prepay(upstream.WithPriority(ctx, prio), m.user, 2)
 	if err != nil {
 		return err
 	}
-	lag = time.Since(m.lastLook())
+	if full {
+		lag = time.Since(m.lastLook())
+	}
 	return m.Sync(pctx)
 }
