@@ -189,3 +189,61 @@ func (dv *dovecotProc) stop() {
 	}
 	os.RemoveAll(dv.dir)
 }
+
+// coldDovecotFor starts a private Dovecot whose INBOX holds the same n
+// messages as the sandbox, written straight into its maildir as files
+// (one per message, as a delivery agent leaves them) before any client
+// logged in: Dovecot has no index and no cache of them yet, so the first
+// sync pays for reading and parsing every message, as the bridge's first
+// sync pays for loading every message from the provider (issue 22's
+// "cold Dovecot").
+func (b *bench) coldDovecotFor(ctx context.Context, name string, a account, n int) (*dovecotProc, string) {
+	if !b.o.dovecot {
+		return nil, "not compared (-dovecot=false or -quick)"
+	}
+	if _, err := exec.LookPath("dovecot"); err != nil {
+		return nil, "not compared: dovecot is not installed (apt-get install dovecot-imapd)"
+	}
+	t := time.Now()
+	dv, err := startDovecot(ctx, a)
+	if err == nil {
+		err = writeMaildir(filepath.Join(dv.dir, "mail", a.user), b.corpus, a.user, n)
+	}
+	if err != nil {
+		dv.stop()
+		return nil, "not compared: " + oneLine(err.Error())
+	}
+	b.logf("%s: Dovecot's maildir written with %d messages in %s", name, n, time.Since(t).Round(time.Millisecond))
+	return dv, ""
+}
+
+// writeMaildir writes corpus messages 0..n-1 into the maildir at dir as
+// unread mail in cur/, owned as the mail directory is (Dovecot runs mail
+// processes as nobody when the bench runs as root).
+func writeMaildir(dir string, c *corpus, to string, n int) error {
+	owner, err := os.Stat(filepath.Dir(dir))
+	if err != nil {
+		return err
+	}
+	st := owner.Sys().(*syscall.Stat_t)
+	base := time.Now().Unix()
+	for _, sub := range []string{"", "cur", "new", "tmp"} {
+		p := filepath.Join(dir, sub)
+		if err := os.MkdirAll(p, 0o700); err != nil {
+			return err
+		}
+		if err := os.Lchown(p, int(st.Uid), int(st.Gid)); err != nil {
+			return err
+		}
+	}
+	for i := 0; i < n; i++ {
+		p := filepath.Join(dir, "cur", fmt.Sprintf("%d.M%dP1.bench:2,", base, i))
+		if err := os.WriteFile(p, c.message(i, "sender@direct.example", to), 0o600); err != nil {
+			return err
+		}
+		if err := os.Lchown(p, int(st.Uid), int(st.Gid)); err != nil {
+			return err
+		}
+	}
+	return nil
+}

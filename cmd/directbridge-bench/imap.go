@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/emersion/go-imap/v2"
@@ -134,4 +135,49 @@ func appendAll(c *imapclient.Client, c0 *corpus, from, to string, n int) error {
 		}
 	}
 	return nil
+}
+
+// thunderbirdFields are the header fields Thunderbird asks for when it
+// downloads a folder's message list (its IMAP log:
+// mailnews.imap.headers).
+var thunderbirdFields = []string{"From", "To", "Cc", "Bcc", "Subject", "Date", "Message-ID",
+	"Priority", "X-Priority", "References", "Newsgroups", "In-Reply-To", "Content-Type", "Reply-To"}
+
+// thunderbirdChunk is how many UIDs one of Thunderbird's header FETCHes
+// covers on a large new folder (mail.imap.chunk_size grows towards a few
+// hundred to thousands on a fast server).
+const thunderbirdChunk = 1000
+
+// thunderbirdSync is Thunderbird's first sync of a folder it has never
+// seen: SELECT, `UID FETCH 1:* (FLAGS)`, then the message list in chunks
+// of UIDs: `UID FETCH a:b (UID RFC822.SIZE FLAGS BODY.PEEK[HEADER.FIELDS
+// (...)])`. No bodies: Thunderbird downloads one when it is opened (or
+// later, for offline use). It returns the messages listed and the header
+// bytes read.
+func thunderbirdSync(c *imapclient.Client) (fetched, error) {
+	var total fetched
+	if _, err := c.Select("INBOX", nil).Wait(); err != nil {
+		return total, fmt.Errorf("select: %w", err)
+	}
+	list, err := drainFetch(c.Fetch(imap.UIDSet{imap.UIDRange{Start: 1, Stop: 0}}, &imap.FetchOptions{UID: true, Flags: true}))
+	if err != nil {
+		return total, fmt.Errorf("uid fetch 1:* (flags): %w", err)
+	}
+	hdrs := []*imap.FetchItemBodySection{{Peek: true, Specifier: imap.PartSpecifierHeader, HeaderFields: thunderbirdFields}}
+	uids := list.uids
+	slices.Sort(uids)
+	for start := 0; start < len(uids); start += thunderbirdChunk {
+		chunk := uids[start:min(start+thunderbirdChunk, len(uids))]
+		set := imap.UIDSet{imap.UIDRange{Start: chunk[0], Stop: chunk[len(chunk)-1]}}
+		f, err := drainFetch(c.Fetch(set, &imap.FetchOptions{UID: true, RFC822Size: true, Flags: true, BodySection: hdrs}))
+		if err != nil {
+			return total, fmt.Errorf("uid fetch %v headers: %w", set, err)
+		}
+		total.msgs += f.msgs
+		total.bytes += f.bytes
+	}
+	if total.msgs != len(uids) {
+		return total, fmt.Errorf("listed %d messages, got headers of %d", len(uids), total.msgs)
+	}
+	return total, nil
 }

@@ -26,6 +26,7 @@ func scenarios() []scenario {
 		}},
 		{name: "sync50k", title: "4. 50,000-message folder", fn: runSync50k, rows: []row{
 			{scenario: "50,000-message folder: first sync; bridge RSS after (sandbox separate)", target: "<= 20 s; <= 300 MB"},
+			{scenario: "issue 22: 50,000-message folder, Thunderbird-style first sync (`UID FETCH 1:* (FLAGS)`, then `UID FETCH a:b (UID RFC822.SIZE FLAGS BODY.PEEK[HEADER.FIELDS (...)])` per 1,000 UIDs) on a fresh bridge vs cold Dovecot; bridge RSS after", target: "<= 1.5x, <= 300 MB"},
 		}},
 		{name: "idle", title: "5. New mail to an IDLE client", fn: runIdle, rows: []row{
 			{scenario: "new mail to an IDLE client, p95, default settings", target: "<= 10 s"},
