@@ -130,6 +130,10 @@ type Folder struct {
 	// finds (arrivals.go); settle is the refresh timer after the last.
 	pending  []*arrival
 	inflight []*arrival         // saves asked for and not answered yet
+	// saveNext is the batch of saves waiting for the folder's call under
+	// way (saveSlot) to be answered, to go together (savebatch.go).
+	saveNext *saveBatch
+	saveSlot chan struct{}
 	savedAt  map[imap.UID]saved // arrivals placed, until their handles exist
 	// unclaimed are UIDs that came in while arrivals were pending and
 	// were not paired with one (a save answered after the refresh that
