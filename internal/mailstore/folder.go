@@ -129,7 +129,7 @@ type Folder struct {
 	// pending are messages saved by APPEND whose UIDs the next refresh
 	// finds (arrivals.go); settle is the refresh timer after the last.
 	pending  []*arrival
-	inflight []*arrival         // saves asked for and not answered yet
+	inflight []*arrival // saves asked for and not answered yet
 	// saveNext is the batch of saves waiting for the folder's call under
 	// way (saveSlot) to be answered, to go together (savebatch.go).
 	saveNext *saveBatch
