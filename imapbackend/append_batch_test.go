@@ -76,17 +76,30 @@ func TestConcurrentAppendsShareSaves(t *testing.T) {
 	for i := range msgs {
 		msgs[i] = testMessage(fmt.Sprintf("together-%d", i))
 	}
+	// One APPEND first teaches the bridge the provider's clock, so that a
+	// metadata search alone finds the UIDs of what it saves
+	// (mailstore/discover.go).
+	warm := testMessage("warm-up")
+	data, err := appendMsg(e.login(alice, alicePW), "INBOX", warm)
+	if err != nil {
+		t.Fatal(err)
+	}
 	// Every save takes 150 ms: the first one goes alone, and the others,
 	// started with it, wait for it and go together.
 	e.sandbox.InjectFault("SaveRawMessages", sandbox.Fault{Latency: 150 * time.Millisecond})
 	e.sandbox.ResetCalls()
 	uids := appendAllAtOnce(t, e, msgs)
-	saves := e.sandbox.Calls("SaveRawMessages")
+	calls := e.sandbox.CallCounts()
 	e.sandbox.ClearFaults()
-	if saves > 3 {
-		t.Errorf("%d APPENDs started together made %d SaveRawMessages; want at most 3 (the first alone, the rest together)", n, saves)
+	if calls["SaveRawMessages"] > 3 {
+		t.Errorf("%d APPENDs started together made %d SaveRawMessages; want at most 3 (the first alone, the rest together)", n, calls["SaveRawMessages"])
 	}
-	checkSavedOnce(t, e, msgs, uids)
+	// Their UIDs: one search per save at most (a refresh waits for the
+	// save after its own to share a search), and no listing of the folder.
+	if calls["SearchMessagesMetadataByReceivedDate"] > calls["SaveRawMessages"] || calls["GetUIDs"] != 0 {
+		t.Errorf("finding the UIDs of %d APPENDs cost %v; want at most one search per save and no GetUIDs", n, calls)
+	}
+	checkSavedOnce(t, e, append([]string{warm}, msgs...), append([]imap.UID{data.UID}, uids...))
 }
 
 // TestRefusedBatchIsSplit: when the provider refuses a SaveRawMessages
@@ -144,4 +157,50 @@ func fetchBody(t *testing.T, c *imapclient.Client, uid imap.UID) string {
 		return string(b.Bytes)
 	}
 	return ""
+}
+
+// TestAppendDuringSlowSearchNeedsNoListing: a light refresh's metadata
+// search that is answered late (a slow provider, or one waiting for the
+// budget) also holds the messages saved while it waited, and places them
+// with its own: two APPENDs cost two saves and one search, no listing of
+// the folder (mailstore/discover.go: the search is open at the end).
+func TestAppendDuringSlowSearchNeedsNoListing(t *testing.T) {
+	e := newEnv(t, options{})
+	c1, c2 := e.login(alice, alicePW), e.login(alice, alicePW)
+	warm := testMessage("warm-up")
+	w, err := appendMsg(c1, "INBOX", warm) // teaches the provider's clock
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.sandbox.ResetCalls()
+	e.sandbox.InjectFault("SearchMessagesMetadataByReceivedDate", sandbox.Fault{Latency: 400 * time.Millisecond, Times: 1})
+	msgs := []string{testMessage("slow-search-a"), testMessage("slow-search-b")}
+	uids := make([]imap.UID, 2)
+	var wg sync.WaitGroup
+	appendOn := func(i int, c *imapclient.Client) {
+		defer wg.Done()
+		data, err := appendMsg(c, "INBOX", msgs[i])
+		if err != nil {
+			t.Errorf("APPEND %d: %v", i, err)
+			return
+		}
+		uids[i] = data.UID
+	}
+	wg.Add(1)
+	go appendOn(0, c1)
+	for deadline := time.Now().Add(5 * time.Second); e.sandbox.Calls("SearchMessagesMetadataByReceivedDate") == 0; {
+		if time.Now().After(deadline) {
+			t.Fatal("the first APPEND's search never reached the provider")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	// The first APPEND's search is held up; the second saves meanwhile.
+	wg.Add(1)
+	go appendOn(1, c2)
+	wg.Wait()
+	calls := e.sandbox.CallCounts()
+	if calls["SaveRawMessages"] != 2 || calls["SearchMessagesMetadataByReceivedDate"] != 1 || calls["GetUIDs"] != 0 {
+		t.Errorf("two APPENDs, the second during the first's slow search, cost %v; want 2 saves, 1 search, no GetUIDs", calls)
+	}
+	checkSavedOnce(t, e, append([]string{warm}, msgs...), append([]imap.UID{w.UID}, uids...))
 }

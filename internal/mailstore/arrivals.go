@@ -129,6 +129,11 @@ func (m *Folder) settled(life context.Context) {
 	m.markAppendedRead(ctx)
 	m.mu.Lock()
 	m.settle = nil
+	m.mu.Unlock()
+	// A refresh under way (an APPEND's, waiting for its search) may
+	// place what waits: only what it leaves needs one more.
+	m.awaitFlight(ctx)
+	m.mu.Lock()
 	waiting := len(m.pending) > 0 && !m.dropped
 	m.mu.Unlock()
 	if !waiting {
@@ -823,6 +828,7 @@ func (m *Folder) Append(ctx context.Context, auth upstream.Auth, raw []byte, msg
 	if !wantUID {
 		return 0, nil
 	}
+	m.awaitNextSave(ctx)
 	m.awaitFlight(ctx)
 	if m.placed(a) == 0 {
 		// Any refresh that started once the save was answered lists its

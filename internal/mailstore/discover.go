@@ -42,13 +42,21 @@ func (m *Folder) discoverBySearch(ctx context.Context, started time.Time) (done 
 		m.mu.Unlock()
 		return false, nil
 	}
-	auth, uidNext, validity := m.auth, m.uidNext, m.validity
-	since := earliestSent(m.pending)
+	auth, uidNext, validity, listedAt := m.auth, m.uidNext, m.validity, m.listedAt
+	candidates := unlisted(m.pending, listedAt, time.Time{})
 	m.mu.Unlock()
-	begin, end, ok := m.store.clock.window(since, started)
+	if len(candidates) == 0 {
+		return false, nil
+	}
+	since := earliestSent(candidates)
+	asked := time.Now()
+	begin, end, ok := m.store.clock.window(since, asked)
 	if !ok {
 		return false, nil
 	}
+	// Open at the end: the search may wait for the provider's budget,
+	// and what was saved meanwhile is in its answer too.
+	end = end.Add(openEnd)
 	if _, busy := m.store.transferFloor(m.user, m.name); busy {
 		return false, nil // copies may be coming, whose UIDs only a listing shows
 	}
@@ -76,7 +84,13 @@ func (m *Folder) discoverBySearch(ctx context.Context, started time.Time) (done 
 		}
 	}
 	m.mu.Lock()
-	pending := slices.Clone(m.pending)
+	// Every arrival since the last listing, if the answer holds them all;
+	// else those answered before the search was asked, which it must
+	// hold (the others were saved after the provider answered).
+	pending := unlisted(m.pending, listedAt, time.Time{})
+	if len(newUIDs) < len(pending) {
+		pending = unlisted(pending, listedAt, asked)
+	}
 	// Anything that changed meanwhile is for the listing: an arrival
 	// whose save's answer was lost (only its bytes may place it), a
 	// folder gone, UIDs shown by another way.
@@ -86,7 +100,7 @@ func (m *Folder) discoverBySearch(ctx context.Context, started time.Time) (done 
 	if stale || len(newUIDs) == 0 || len(newUIDs) != len(pending) {
 		return false, nil
 	}
-	pairs := pairByRead(pending, newUIDs, details, started)
+	pairs := pairByRead(pending, newUIDs, details, asked)
 	if len(pairs) != len(pending) {
 		return false, nil
 	}
@@ -117,6 +131,35 @@ func (m *Folder) discoverBySearch(ctx context.Context, started time.Time) (done 
 	m.commitArrivals(pending, pairs, readUIDs, started, details)
 	m.addArrivals(newUIDs, shown)
 	return true, nil
+}
+
+// openEnd is how far past now a light refresh's search reaches: the
+// provider's clock may run ahead of the bridge's, and the search may wait
+// for the budget before it is answered.
+const openEnd = 24 * time.Hour
+
+// unlisted returns the arrivals of pending that a search can place: those
+// answered since the start of the last listing (listedAt) and, when
+// before is not zero, before it.
+//
+// One answered before listedAt was listed then if its message was still
+// there, and the mirror shows that UID (paired or, if its save's answer
+// came late, unclaimed) or never will (expunged meanwhile, as imaptest's
+// clients do at once): it waits for the listing refreshes that pair it or
+// give it up (giveUpLocked), and must not keep every light refresh
+// meanwhile from placing the newer ones by their metadata alone. One
+// answered after the search was asked may have been saved after the
+// provider answered it: it waits for the next refresh (its APPEND asks
+// for one). A new UID that is none of theirs still sends the refresh to
+// the listing.
+func unlisted(pending []*arrival, listedAt, before time.Time) []*arrival {
+	var out []*arrival
+	for _, a := range pending {
+		if !a.at.Before(listedAt) && (before.IsZero() || a.at.Before(before)) {
+			out = append(out, a)
+		}
+	}
+	return out
 }
 
 // earliestSent is when the first of the saves of as was asked (they are

@@ -117,6 +117,9 @@ type Folder struct {
 	// started (one that placed arrivals from their metadata alone,
 	// discover.go, did not list it).
 	lastListed time.Time
+	// listedAt is when the last successful refresh of this mirror that
+	// listed the folder (GetUIDs), light or full, started (discover.go).
+	listedAt time.Time
 	// heldSince is when refreshes began holding back new UIDs for a
 	// transfer under way into the folder (holdBackLocked); zero when the
 	// last refresh held back none.
@@ -133,6 +136,7 @@ type Folder struct {
 	// saveNext is the batch of saves waiting for the folder's call under
 	// way (saveSlot) to be answered, to go together (savebatch.go).
 	saveNext *saveBatch
+	saveCur  *saveBatch // the batch whose call is under way
 	saveSlot chan struct{}
 	savedAt  map[imap.UID]saved // arrivals placed, until their handles exist
 	// unclaimed are UIDs that came in while arrivals were pending and

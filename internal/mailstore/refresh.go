@@ -98,10 +98,10 @@ func (m *Folder) refresh(ctx context.Context, notBefore time.Time, light bool) e
 		case f.light:
 			m.lastLight = f.started
 			if listed {
-				m.lastListed = f.started
+				m.lastListed, m.listedAt = f.started, f.started
 			}
 		default:
-			m.lastStart = f.started
+			m.lastStart, m.listedAt = f.started, f.started
 		}
 		m.mu.Unlock()
 		close(f.done)
