@@ -126,37 +126,59 @@ func (st *Store) ApplyFlags(ctx context.Context, auth upstream.Auth, folder stri
 		}) && m.readStateFresh(ctx)
 	}
 	for _, read := range []bool{true, false} {
-		// The UIDs whose provider read state this STORE changes, as
-		// the mirror shows it when the call is made.
-		pick := func() []imap.UID {
-			mirror := current()
-			// Still exact: a read marking that failed meanwhile, a copy
-			// or an arrival may have made it a guess
-			// (readInferredLocked).
-			exact := trusted && m.readExactNow()
-			var uids []imap.UID
-			for _, u := range ups {
-				cs := mirror[u.UID]
-				if u.Seen != nil && *u.Seen == read && (u.SeenNamed && !exact || !cs.known || cs.seen != read) {
-					uids = append(uids, u.UID)
-				}
+		// Two sessions that mark one message read and unread at once:
+		// the mirror must end as the provider does, so each direction's
+		// call and its showing are one step per folder (seenMu).
+		if m != nil {
+			if err := m.seenMu.Lock(ctx); err != nil {
+				return nil, err
 			}
-			return uids
 		}
-		var uids, done []imap.UID
+		mirror := current()
+		// Still exact: a read marking that failed meanwhile, a copy or
+		// an arrival may have made it a guess (readInferredLocked).
+		exact := trusted && m.readExactNow()
+		var uids []imap.UID
+		for _, u := range ups {
+			cs := mirror[u.UID]
+			if u.Seen != nil && *u.Seen == read && (u.SeenNamed && !exact || !cs.known || cs.seen != read) {
+				uids = append(uids, u.UID)
+			}
+		}
+		if len(uids) == 0 {
+			if m != nil {
+				m.seenMu.Unlock()
+			}
+			continue
+		}
+		mark := func(u []int64) error { return c.SetRead(ctx, auth, folder, u, read) }
+		var done []imap.UID
 		var err error
 		if m != nil {
-			// Two sessions that mark one message read and unread at
-			// once: the mirror must end as the provider does, so each
-			// direction's call and its showing are one step per folder
-			// (seenMu), shared by the STOREs that queue for it
-			// (seenbatch.go).
-			uids, done, err = m.markSeen(ctx, auth, read, &seenReq{pick: pick, source: source})
-		} else if uids = pick(); len(uids) > 0 {
-			done, err = uids, c.SetRead(ctx, auth, folder, uidList(uids), read)
+			done, err = m.mutateExisting(ctx, auth, uids, mark)
+		} else {
+			done, err = uids, mark(uidList(uids))
 		}
 		if err != nil {
+			if m != nil {
+				// The failed call may have been carried out in part or
+				// in whole (an answer lost): the mirror learns the
+				// provider's read state again (after seenMu: a refresh
+				// takes it).
+				m.readUnsureNow()
+				m.seenMu.Unlock()
+				m.resync(ctx, "after a failed read marking")
+			}
 			return nil, err
+		}
+		if m != nil {
+			r := read
+			shownNow := make([]shown, len(done))
+			for i, u := range done {
+				shownNow[i] = shown{UID: u, Seen: &r}
+			}
+			m.show(shownNow, source)
+			m.seenMu.Unlock()
 		}
 		if len(done) != len(uids) {
 			asked := make(map[imap.UID]bool, len(uids))

@@ -47,9 +47,6 @@ type Folder struct {
 	// refresh too). So it is never held while waiting for a refresh; and
 	// its waiters give up with their context all the same (ctxMutex).
 	seenMu ctxMutex
-	// seenNext are the read markings (unread, read) waiting for seenMu,
-	// to go together (seenbatch.go).
-	seenNext [2]*seenBatch
 
 	mu       sync.Mutex
 	auth     directapi.Authentication // latest credentials of a watcher: polling needs some
