@@ -22,22 +22,24 @@ import (
 // Both operations take a set of UIDs and are safe to repeat, so a merged
 // call the provider refuses (one caller's UID was expunged meanwhile, and
 // a provider refuses the whole request) is repeated by each caller alone,
-// and each gets the answer to its own UIDs. Save is not merged: a refused
-// batch of messages might have been stored in part, and repeating it
-// would store them twice.
+// and each gets the answer to its own UIDs.
+//
+// Save calls are merged too (saves.go), with other rules: a save is not
+// safe to repeat.
 func WithCoalescing(p Provider, b *Budget) Provider {
 	if b == nil || b.Rate() == 0 {
 		return p
 	}
-	return &coalescing{Provider: p, b: b, open: map[batchKey]*batch{}}
+	return &coalescing{Provider: p, b: b, open: map[batchKey]*batch{}, saves: map[batchKey]*saveBatch{}}
 }
 
 type coalescing struct {
 	Provider
 	b *Budget
 
-	mu   sync.Mutex
-	open map[batchKey]*batch // batches waiting for the budget
+	mu    sync.Mutex
+	open  map[batchKey]*batch     // batches waiting for the budget
+	saves map[batchKey]*saveBatch // Save batches waiting for the budget
 }
 
 // batchKey is what calls must share to be merged.

@@ -51,7 +51,7 @@ const arrivalTries = 3
 
 // arrival is a message saved to the folder whose UID is not known yet.
 type arrival struct {
-	sent  time.Time // when the SaveRawMessages carrying it was asked
+	sent  time.Time // when SaveRawMessages was asked
 	at    time.Time // when it answered
 	msgID string
 	size  int
@@ -69,9 +69,6 @@ type arrival struct {
 	// there; only its bytes found in the folder place it (never the
 	// order of new UIDs, which could be another message's).
 	uncertain bool
-	// saveErr is the outcome of the SaveRawMessages that carried it
-	// (savebatch.go), set before its batch's done is closed.
-	saveErr error
 }
 
 // abandon forgets an arrival that was not found.
@@ -80,6 +77,17 @@ func (m *Folder) abandon(a *arrival) {
 	defer m.mu.Unlock()
 	a.raw = nil
 	m.pending = slices.DeleteFunc(slices.Clone(m.pending), func(b *arrival) bool { return b == a })
+}
+
+// saving notes a save about to be asked for: a refresh whose listing may
+// hold its message waits for the answer before pairing (awaitSaves), so
+// that no message saved through the bridge is shown to sessions without
+// its bytes and flags.
+func (m *Folder) saving(a *arrival) {
+	a.done = make(chan struct{})
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.inflight = append(m.inflight, a)
 }
 
 // saveEnded notes the provider's answer to a's save: saved, a waits to
@@ -793,14 +801,19 @@ func (m *Folder) Append(ctx context.Context, auth upstream.Auth, raw []byte, msg
 		st.endAttempts(context.WithoutCancel(ctx), []state.Attempt{{ID: id}})
 		return 0, ErrAnswerLost
 	}
-	a := &arrival{msgID: msgID, size: len(raw), seen: seen, kept: kept, raw: raw}
+	a := &arrival{sent: time.Now(), msgID: msgID, size: len(raw), seen: seen, kept: kept, raw: raw}
 	if msgID == "" {
 		if p, err := mimeconv.Parse(raw, mimeconv.ParseOptions{SkipBodies: true}); err == nil {
 			a.subject, a.date = p.Subject, p.SentDate
 		}
 	}
-	err = m.save(ctx, auth, a)
+	m.saving(a)
+	// Under a budget, saves to the folder that wait for it at the same
+	// moment go out in one SaveRawMessages (upstream.WithCoalescing).
+	err = st.cfg.Provider.Save(ctx, auth, m.name, [][]byte{raw})
 	unknown := errors.Is(err, upstream.ErrUnknownOutcome)
+	a.uncertain = unknown
+	m.saveEnded(a, err == nil || unknown)
 	// The journal entry is written without the command's context, which
 	// may be spent: it is what a retry is answered from.
 	jctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), st.cfg.CallTimeout)
@@ -828,7 +841,7 @@ func (m *Folder) Append(ctx context.Context, auth upstream.Auth, raw []byte, msg
 	if !wantUID {
 		return 0, nil
 	}
-	m.awaitNextSave(ctx)
+	m.awaitOverlapping(ctx, a)
 	m.awaitFlight(ctx)
 	if m.placed(a) == 0 {
 		// Any refresh that started once the save was answered lists its

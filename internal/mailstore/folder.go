@@ -132,12 +132,7 @@ type Folder struct {
 	// pending are messages saved by APPEND whose UIDs the next refresh
 	// finds (arrivals.go); settle is the refresh timer after the last.
 	pending  []*arrival
-	inflight []*arrival // saves asked for and not answered yet
-	// saveNext is the batch of saves waiting for the folder's call under
-	// way (saveSlot) to be answered, to go together (savebatch.go).
-	saveNext *saveBatch
-	saveCur  *saveBatch // the batch whose call is under way
-	saveSlot chan struct{}
+	inflight []*arrival         // saves asked for and not answered yet
 	savedAt  map[imap.UID]saved // arrivals placed, until their handles exist
 	// unclaimed are UIDs that came in while arrivals were pending and
 	// were not paired with one (a save answered after the refresh that

@@ -1,0 +1,195 @@
+package upstream_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/directbridge/directbridge/upstream"
+)
+
+// saveRecorder is a provider that records Save calls and stores what they
+// carry, unless fail says otherwise for a call.
+type saveRecorder struct {
+	upstream.Provider
+	mu     sync.Mutex
+	calls  [][]string
+	stored []string
+	// fail, if set, is asked for each call's messages: an error to
+	// answer, and whether the messages are stored all the same.
+	fail func(msgs []string) (error, bool)
+}
+
+func (p *saveRecorder) Save(_ context.Context, _ upstream.Auth, _ string, raws [][]byte) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var msgs []string
+	for _, r := range raws {
+		msgs = append(msgs, string(r))
+	}
+	p.calls = append(p.calls, msgs)
+	if p.fail != nil {
+		if err, stored := p.fail(msgs); err != nil {
+			if stored {
+				p.stored = append(p.stored, msgs...)
+			}
+			return err
+		}
+	}
+	p.stored = append(p.stored, msgs...)
+	return nil
+}
+
+// spentBudget returns a budget of 5 requests a second whose burst is
+// spent, so that calls wait for it.
+func spentBudget(t *testing.T) *upstream.Budget {
+	b := upstream.NewBudget(5)
+	for range 5 {
+		if err := b.Wait(context.Background(), "other"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return b
+}
+
+// saveAll saves each message at once, each in a call of its own, and
+// returns the errors.
+func saveAll(ctxs []context.Context, p upstream.Provider, msgs []string) []error {
+	errs := make([]error, len(msgs))
+	var wg sync.WaitGroup
+	for i, m := range msgs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx := context.Background()
+			if ctxs != nil {
+				ctx = ctxs[i]
+			}
+			errs[i] = p.Save(ctx, upstream.Auth{Username: "a@x", Password: "pw"}, "INBOX", [][]byte{[]byte(m)})
+		}()
+	}
+	wg.Wait()
+	return errs
+}
+
+func messages(n int) []string {
+	var out []string
+	for i := range n {
+		out = append(out, fmt.Sprintf("message %d", i))
+	}
+	return out
+}
+
+// TestCoalescingMergesWaitingSaves: saves to one folder that wait for the
+// budget at the same time go out as one SaveRawMessages, and each message
+// is stored once.
+func TestCoalescingMergesWaitingSaves(t *testing.T) {
+	rec := &saveRecorder{}
+	b := spentBudget(t)
+	p := upstream.WithCoalescing(upstream.WithBudget(rec, b), b)
+	msgs := messages(6)
+	for i, err := range saveAll(nil, p, msgs) {
+		if err != nil {
+			t.Fatalf("Save %d: %v", i, err)
+		}
+	}
+	if len(rec.calls) > 2 {
+		t.Errorf("%d provider calls for %d waiting saves (%v); want them merged", len(rec.calls), len(msgs), rec.calls)
+	}
+	if got := slices.Sorted(slices.Values(rec.stored)); !slices.Equal(got, msgs) {
+		t.Errorf("stored %v; want each of %v once", got, msgs)
+	}
+}
+
+// TestCoalescingRefusedSaveIsUnknown: a merged save the provider refuses
+// may have stored some of its messages ("not shown"): every caller is told
+// the outcome is unknown, and nothing is sent again.
+func TestCoalescingRefusedSaveIsUnknown(t *testing.T) {
+	rec := &saveRecorder{fail: func(msgs []string) (error, bool) {
+		if len(msgs) > 1 {
+			return upstream.Classify("Save", upstream.ErrRefused, errors.New("message 2 refused")), true
+		}
+		return nil, false
+	}}
+	b := spentBudget(t)
+	p := upstream.WithCoalescing(upstream.WithBudget(rec, b), b)
+	msgs := messages(4)
+	errs := saveAll(nil, p, msgs)
+	merged := slices.ContainsFunc(rec.calls, func(c []string) bool { return len(c) > 1 })
+	if !merged {
+		t.Skipf("the saves did not wait together (%v)", rec.calls)
+	}
+	for i, err := range errs {
+		inMerged := slices.ContainsFunc(rec.calls, func(c []string) bool { return len(c) > 1 && slices.Contains(c, msgs[i]) })
+		if inMerged && !errors.Is(err, upstream.ErrUnknownOutcome) {
+			t.Errorf("Save %d, in the refused merged call: %v; want an unknown outcome", i, err)
+		}
+	}
+	seen := map[string]int{}
+	for _, c := range rec.calls {
+		for _, m := range c {
+			seen[m]++
+		}
+	}
+	for m, n := range seen {
+		if n > 1 {
+			t.Errorf("%q sent %d times; a refused merged save must not be repeated", m, n)
+		}
+	}
+}
+
+// TestCoalescingTemporarySaveRepeatsAlone: a merged save that certainly
+// did not take effect (ErrTemporary) is repeated by each caller alone, so
+// the failure is only the caller's whose message causes it.
+func TestCoalescingTemporarySaveRepeatsAlone(t *testing.T) {
+	rec := &saveRecorder{fail: func(msgs []string) (error, bool) {
+		if slices.Contains(msgs, "message 1") {
+			return upstream.Classify("Save", upstream.ErrTemporary, errors.New("other error")), false
+		}
+		return nil, false
+	}}
+	b := spentBudget(t)
+	p := upstream.WithCoalescing(upstream.WithBudget(rec, b), b)
+	msgs := messages(4)
+	errs := saveAll(nil, p, msgs)
+	for i, err := range errs {
+		if (i == 1) != (err != nil) {
+			t.Errorf("Save %d: %v", i, err)
+		}
+	}
+	if got, want := slices.Sorted(slices.Values(rec.stored)), []string{"message 0", "message 2", "message 3"}; !slices.Equal(got, want) {
+		t.Errorf("stored %v; want %v, once each", got, want)
+	}
+}
+
+// TestCoalescingSaveLeavesWhileWaiting: a caller whose context ends while
+// its merged save still waits for the budget takes its message out: it is
+// never sent, and the caller is told so (ErrTemporary: certainly not
+// saved).
+func TestCoalescingSaveLeavesWhileWaiting(t *testing.T) {
+	rec := &saveRecorder{}
+	b := spentBudget(t)
+	p := upstream.WithCoalescing(upstream.WithBudget(rec, b), b)
+	msgs := messages(3)
+	ctxs := []context.Context{context.Background(), nil, context.Background()}
+	var cancel context.CancelFunc
+	ctxs[1], cancel = context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	errs := saveAll(ctxs, p, msgs)
+	if !errors.Is(errs[1], upstream.ErrTemporary) && !errors.Is(errs[1], upstream.ErrUnknownOutcome) {
+		t.Errorf("Save 1, given up: %v; want a temporary failure", errs[1])
+	}
+	stored := slices.Contains(rec.stored, msgs[1])
+	if errors.Is(errs[1], upstream.ErrTemporary) && stored {
+		t.Errorf("Save 1 was told it was not saved, and its message was stored: %v", rec.calls)
+	}
+	for _, i := range []int{0, 2} {
+		if errs[i] != nil || !slices.Contains(rec.stored, msgs[i]) {
+			t.Errorf("Save %d: %v (stored %v)", i, errs[i], rec.stored)
+		}
+	}
+}
