@@ -139,6 +139,7 @@ func runSync50k(ctx context.Context, b *bench, out *outcome) error {
 	rss0, _, _ := memStatus(s.br.pid())
 	d, calls, ops, h, g, err := timeFirstSync(ctx, s, b.o.syncBodies, 0)
 	prefix := ""
+	var env []string // the settings the measured bridge ran with
 	if err != nil {
 		if ctx.Err() != nil {
 			return err
@@ -150,7 +151,8 @@ func runSync50k(ctx context.Context, b *bench, out *outcome) error {
 		prefix = fmt.Sprintf("failed at default settings after %s (%s); with DIRECTBRIDGE_API_TIMEOUT=10m: ", secs(d), oneLine(err.Error()))
 		out.notes = append(out.notes, fmt.Sprintf("At default settings the first sync failed after %s: %s (the bridge's REST requests: %s). Measured again below on a fresh bridge with DIRECTBRIDGE_API_TIMEOUT=10m.", secs(d), oneLine(err.Error()), ops))
 		s.br.stop()
-		if s.br, err = b.startBridge(ctx, "sync50k-bridge-longer-timeout", bridgeSpec{apiURL: s.sb.url, env: []string{"DIRECTBRIDGE_API_TIMEOUT=10m"}}); err != nil {
+		env = []string{"DIRECTBRIDGE_API_TIMEOUT=10m"}
+		if s.br, err = b.startBridge(ctx, "sync50k-bridge-longer-timeout", bridgeSpec{apiURL: s.sb.url, env: env}); err != nil {
 			return err
 		}
 		rss0, _, _ = memStatus(s.br.pid())
@@ -171,16 +173,17 @@ func runSync50k(ctx context.Context, b *bench, out *outcome) error {
 	out.rows[0].measured = prefix + fmt.Sprintf("%s; %s (peak %s) (%d messages)", secs(d), mib(rss), mib(hwm), n)
 	out.rows[0].met = yesNo(d <= 20*time.Second && rss <= 300e6)
 	s.br.stop()
-	return thunderbird50k(ctx, b, s, out)
+	return thunderbird50k(ctx, b, s, env, out)
 }
 
 // thunderbird50k is issue 22's first-sync row: Thunderbird's first sync
 // of the same folder on a fresh bridge (new state directory, same
 // sandbox: nothing of the earlier sync is kept), against a Dovecot that
-// has the same messages as maildir files it has never indexed.
-func thunderbird50k(ctx context.Context, b *bench, s *seededBridge, out *outcome) error {
+// has the same messages as maildir files it has never indexed. env are
+// the settings the first sync needed (none, or a longer API timeout).
+func thunderbird50k(ctx context.Context, b *bench, s *seededBridge, env []string, out *outcome) error {
 	var err error
-	if s.br, err = b.startBridge(ctx, "sync50k-thunderbird-bridge", bridgeSpec{apiURL: s.sb.url}); err != nil {
+	if s.br, err = b.startBridge(ctx, "sync50k-thunderbird-bridge", bridgeSpec{apiURL: s.sb.url, env: env}); err != nil {
 		return err
 	}
 	m0, err := s.br.scrape(ctx)

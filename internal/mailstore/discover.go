@@ -18,8 +18,13 @@ import (
 // trips one after the other, and a listing of the whole folder, dear on
 // a large one, for every APPEND. Once the provider's clock is known
 // (provclock.go), the metadata of what was received since the oldest
-// arrival alone tells the new UIDs: discoverBySearch places the arrivals
-// from it, in one round trip.
+// arrival saved after the last listing alone tells the new UIDs:
+// discoverBySearch places the arrivals from it, in one round trip. The
+// search is open at the end (it may wait for the budget, and what was
+// saved meanwhile is in its answer too), and an older arrival the last
+// listing could not pair (its message expunged at once, or listed before
+// its save was answered) is left to the listings (unlisted), so that it
+// does not send every later refresh to the listing too.
 //
 // It applies only where it is as certain as the listing: the UIDs above
 // those the mirror knows that the answer holds run on from the mirror's

@@ -25,7 +25,9 @@ import (
 // from the messages it saved: a message saved between sent and answered
 // (the bridge's clock) that the provider dates received is evidence that
 // the offset lies in [received-answered, received-sent]. With an estimate
-// the search asks only for the seconds around the save, shifted by it;
+// the search reaches back only to the seconds before the save, shifted by
+// it (an APPEND's light refresh asks for everything after that, open at
+// the end: discover.go);
 // should the answer lack a UID that was looked for (the provider's clock
 // jumped), the wide search follows. The estimate is per Store: one
 // provider, one clock.
