@@ -199,9 +199,11 @@ func (b *Bridge) open() error {
 		}
 		b.cluster.OnShare(b.budget.SetShare)
 	}
-	// Under a budget, read markings and deletions that wait for it at
-	// once on one folder go out as one request (upstream/coalesce.go).
-	provider := upstream.WithCoalescing(upstream.WithBudget(restclient.Upstream(b.client), b.budget), b.budget)
+	// Under a budget, read markings, deletions and saves that wait for it
+	// at once on one folder go out as one request (upstream/coalesce.go);
+	// a merged save is one request of the client's batch size at most.
+	provider := upstream.WithCoalescing(upstream.WithBudget(restclient.Upstream(b.client), b.budget), b.budget,
+		upstream.SaveBatchMax(b.cfg.APIBatchSize))
 	var tracker smtpbackend.Tracker
 	checker := provider
 	if b.cfg.Bounces {

@@ -10,7 +10,8 @@ import (
 )
 
 // Append stores a message (APPEND, RFC 9051 §6.3.12) with one
-// SaveRawMessages call. The provider answers without a UID, so a light
+// SaveRawMessages call (shared with other APPENDs to the folder that wait
+// for the budget at the same moment, upstream.WithCoalescing). The provider answers without a UID, so a light
 // refresh of the folder finds it at once (internal/mailstore/arrivals.go; shared
 // by concurrent APPENDs) and gives it the flags asked for, and the answer
 // carries APPENDUID (RFC 4315 §3), with EXISTS when the folder is the

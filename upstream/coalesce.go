@@ -24,22 +24,38 @@ import (
 // a provider refuses the whole request) is repeated by each caller alone,
 // and each gets the answer to its own UIDs.
 //
-// Save calls are merged too (saves.go), with other rules: a save is not
-// safe to repeat.
-func WithCoalescing(p Provider, b *Budget) Provider {
+// Save calls are merged too (coalesce_save.go), with other rules: a save
+// is not safe to repeat.
+func WithCoalescing(p Provider, b *Budget, opts ...CoalesceOption) Provider {
 	if b == nil || b.Rate() == 0 {
 		return p
 	}
-	return &coalescing{Provider: p, b: b, open: map[batchKey]*batch{}, saves: map[batchKey]*saveBatch{}}
+	c := &coalescing{Provider: p, b: b, open: map[batchKey]*batch{}, saves: map[batchKey]*saveBatch{}, saveMax: saveMergeMax}
+	for _, o := range opts {
+		o(c)
+	}
+	return c
+}
+
+// CoalesceOption adjusts WithCoalescing.
+type CoalesceOption func(*coalescing)
+
+// SaveBatchMax caps the messages of a merged Save at n (at least 1): the
+// REST client's batch size, so that a merged save is always one request
+// (a split one that failed half way would leave every caller's outcome
+// unknown).
+func SaveBatchMax(n int) CoalesceOption {
+	return func(c *coalescing) { c.saveMax = max(1, min(n, saveMergeMax)) }
 }
 
 type coalescing struct {
 	Provider
 	b *Budget
 
-	mu    sync.Mutex
-	open  map[batchKey]*batch     // batches waiting for the budget
-	saves map[batchKey]*saveBatch // Save batches waiting for the budget
+	mu      sync.Mutex
+	open    map[batchKey]*batch     // batches waiting for the budget
+	saves   map[batchKey]*saveBatch // Save batches waiting for the budget
+	saveMax int                     // messages per merged Save
 }
 
 // batchKey is what calls must share to be merged.
@@ -48,6 +64,10 @@ type batchKey struct {
 	folder string
 	op     string
 	flag   bool // SetRead's read, Delete's forever
+	// prio is the budget priority a merged Save waits at: a background
+	// save (a bounce filed by the tracker) must not hold a client's
+	// APPEND back at its own priority.
+	prio Priority
 }
 
 // batch is a merged call: UIDs gather while its first caller waits.
@@ -60,13 +80,13 @@ type batch struct {
 }
 
 func (c *coalescing) SetRead(ctx context.Context, auth Auth, folder string, uids []int64, read bool) error {
-	return c.merge(ctx, batchKey{auth, folder, "SetRead", read}, uids, func(ctx context.Context, uids []int64) error {
+	return c.merge(ctx, batchKey{auth: auth, folder: folder, op: "SetRead", flag: read}, uids, func(ctx context.Context, uids []int64) error {
 		return c.Provider.SetRead(ctx, auth, folder, uids, read)
 	})
 }
 
 func (c *coalescing) Delete(ctx context.Context, auth Auth, folder string, uids []int64, forever bool) error {
-	return c.merge(ctx, batchKey{auth, folder, "Delete", forever}, uids, func(ctx context.Context, uids []int64) error {
+	return c.merge(ctx, batchKey{auth: auth, folder: folder, op: "Delete", flag: forever}, uids, func(ctx context.Context, uids []int64) error {
 		return c.Provider.Delete(ctx, auth, folder, uids, forever)
 	})
 }

@@ -142,13 +142,14 @@ func TestCoalescingRefusedSaveIsUnknown(t *testing.T) {
 	}
 }
 
-// TestCoalescingTemporarySaveRepeatsAlone: a merged save that certainly
-// did not take effect (ErrTemporary) is repeated by each caller alone, so
-// the failure is only the caller's whose message causes it.
-func TestCoalescingTemporarySaveRepeatsAlone(t *testing.T) {
+// TestCoalescingFailedSaveIsNotRepeated: a merged save that failed after
+// the provider may have looked at it (here an "other error" answer,
+// code 4, after the messages were stored) is not sent again: every caller
+// is told the outcome is unknown, and each message is stored once.
+func TestCoalescingFailedSaveIsNotRepeated(t *testing.T) {
 	rec := &saveRecorder{fail: func(msgs []string) (error, bool) {
-		if slices.Contains(msgs, "message 1") {
-			return upstream.Classify("Save", upstream.ErrTemporary, errors.New("other error")), false
+		if len(msgs) > 1 {
+			return upstream.Classify("Save", upstream.ErrTemporary, errors.New("code 4: other error")), true
 		}
 		return nil, false
 	}}
@@ -156,14 +157,96 @@ func TestCoalescingTemporarySaveRepeatsAlone(t *testing.T) {
 	p := upstream.WithCoalescing(upstream.WithBudget(rec, b), b)
 	msgs := messages(4)
 	errs := saveAll(nil, p, msgs)
+	if !slices.ContainsFunc(rec.calls, func(c []string) bool { return len(c) > 1 }) {
+		t.Skipf("the saves did not wait together (%v)", rec.calls)
+	}
 	for i, err := range errs {
-		if (i == 1) != (err != nil) {
+		inMerged := slices.ContainsFunc(rec.calls, func(c []string) bool { return len(c) > 1 && slices.Contains(c, msgs[i]) })
+		if inMerged && !errors.Is(err, upstream.ErrUnknownOutcome) {
+			t.Errorf("Save %d, in the failed merged call: %v; want an unknown outcome", i, err)
+		}
+	}
+	count := map[string]int{}
+	for _, m := range rec.stored {
+		count[m]++
+	}
+	for m, n := range count {
+		if n > 1 {
+			t.Errorf("%q stored %d times", m, n)
+		}
+	}
+}
+
+// TestCoalescingBusySaveRepeatsAlone: a merged save the provider turned
+// away unread (HTTP 429) is sent again by each caller alone.
+func TestCoalescingBusySaveRepeatsAlone(t *testing.T) {
+	rec := &saveRecorder{fail: func(msgs []string) (error, bool) {
+		if len(msgs) > 1 {
+			return &upstream.Error{Op: "Save", Class: upstream.ErrTemporary, Busy: true, Err: errors.New("429")}, false
+		}
+		return nil, false
+	}}
+	b := spentBudget(t)
+	p := upstream.WithCoalescing(upstream.WithBudget(rec, b), b)
+	msgs := messages(4)
+	for i, err := range saveAll(nil, p, msgs) {
+		if err != nil {
 			t.Errorf("Save %d: %v", i, err)
 		}
 	}
-	if got, want := slices.Sorted(slices.Values(rec.stored)), []string{"message 0", "message 2", "message 3"}; !slices.Equal(got, want) {
-		t.Errorf("stored %v; want %v, once each", got, want)
+	if got := slices.Sorted(slices.Values(rec.stored)); !slices.Equal(got, msgs) {
+		t.Errorf("stored %v; want each of %v once", got, msgs)
 	}
+}
+
+// TestCoalescingSaveSurvivesTheFirstCallerLeaving: once a merged save is
+// on its way, the first caller's context ending does not cut it off for
+// the others.
+func TestCoalescingSaveSurvivesTheFirstCallerLeaving(t *testing.T) {
+	release := make(chan struct{})
+	rec := &saveRecorder{}
+	slow := &slowSaver{saveRecorder: rec, release: release, started: make(chan struct{}, 1)}
+	b := spentBudget(t)
+	p := upstream.WithCoalescing(upstream.WithBudget(slow, b), b)
+	first, cancel := context.WithCancel(context.Background())
+	errs := make(chan error, 2)
+	auth := upstream.Auth{Username: "a@x", Password: "pw"}
+	go func() { errs <- p.Save(first, auth, "INBOX", [][]byte{[]byte("first")}) }()
+	time.Sleep(20 * time.Millisecond) // the first waits for the budget
+	go func() { errs <- p.Save(context.Background(), auth, "INBOX", [][]byte{[]byte("second")}) }()
+	<-slow.started // on its way
+	cancel()
+	time.Sleep(20 * time.Millisecond)
+	close(release)
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Errorf("Save: %v", err)
+		}
+	}
+	if got := slices.Sorted(slices.Values(rec.stored)); !slices.Equal(got, []string{"first", "second"}) {
+		t.Errorf("stored %v; want both once", got)
+	}
+}
+
+// slowSaver holds each Save until release is closed, unless its context
+// ends first.
+type slowSaver struct {
+	*saveRecorder
+	release chan struct{}
+	started chan struct{} // told when a Save arrives
+}
+
+func (s *slowSaver) Save(ctx context.Context, auth upstream.Auth, folder string, raws [][]byte) error {
+	select {
+	case s.started <- struct{}{}:
+	default:
+	}
+	select {
+	case <-s.release:
+	case <-ctx.Done():
+		return upstream.Classify("Save", upstream.ErrUnknownOutcome, ctx.Err())
+	}
+	return s.saveRecorder.Save(ctx, auth, folder, raws)
 }
 
 // TestCoalescingSaveLeavesWhileWaiting: a caller whose context ends while

@@ -31,7 +31,8 @@ type Appended struct {
 }
 
 // Append stores a message in folder (APPEND, RFC 9051 §6.3.12) in one
-// engine operation: one SaveRawMessages, then a light refresh that finds
+// engine operation: one SaveRawMessages (under a budget perhaps shared
+// with other APPENDs, upstream.WithCoalescing), then a light refresh that finds
 // its UID and gives it the flags asked for (Folder.Append, arrivals.go).
 // A nil error means the provider holds the message. A folder that does
 // not exist is ErrDestMissing ([TRYCREATE]).
