@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/emersion/go-imap/v2/imapclient"
 )
 
 // seededBridge starts a sandbox process with one mailbox holding n messages
@@ -61,14 +63,7 @@ func runOneByOne(ctx context.Context, b *bench, out *outcome) error {
 	if err != nil {
 		return err
 	}
-	t0 := time.Now()
-	c, err := dialIMAP(s.br.imapAddr, s.acct, nil)
-	if err != nil {
-		return err
-	}
-	f, err := oneByOne(c)
-	d := time.Since(t0)
-	c.Logout().Wait()
+	f, d, err := timedSession(s.br.imapAddr, s.acct, oneByOne)
 	if err != nil {
 		return fmt.Errorf("bridge: %w", err)
 	}
@@ -89,14 +84,7 @@ func runOneByOne(ctx context.Context, b *bench, out *outcome) error {
 		met = yesNo(calls <= limit) + " (calls only)"
 	} else {
 		defer dv.stop()
-		t0 := time.Now()
-		c, err := dialIMAP(dv.addr, s.acct, nil)
-		if err != nil {
-			return fmt.Errorf("dovecot: %w", err)
-		}
-		fd, err := oneByOne(c)
-		dd := time.Since(t0)
-		c.Logout().Wait()
+		fd, dd, err := timedSession(dv.addr, s.acct, oneByOne)
 		if err != nil {
 			return fmt.Errorf("dovecot: %w", err)
 		}
@@ -190,14 +178,7 @@ func thunderbird50k(ctx context.Context, b *bench, s *seededBridge, env []string
 	if err != nil {
 		return err
 	}
-	t0 := time.Now()
-	c, err := dialIMAP(s.br.imapAddr, s.acct, nil)
-	if err != nil {
-		return err
-	}
-	f, err := thunderbirdSync(c)
-	d := time.Since(t0)
-	c.Logout().Wait()
+	f, d, err := timedSession(s.br.imapAddr, s.acct, thunderbirdSync)
 	if err != nil {
 		return fmt.Errorf("thunderbird-style sync through the bridge: %w", err)
 	}
@@ -221,14 +202,7 @@ func thunderbird50k(ctx context.Context, b *bench, s *seededBridge, env []string
 		return nil
 	}
 	defer dv.stop()
-	t0 = time.Now()
-	c, err = dialIMAP(dv.addr, s.acct, nil)
-	if err != nil {
-		return err
-	}
-	fd, err := thunderbirdSync(c)
-	dd := time.Since(t0)
-	c.Logout().Wait()
+	fd, dd, err := timedSession(dv.addr, s.acct, thunderbirdSync)
 	if err != nil {
 		return fmt.Errorf("thunderbird-style sync through Dovecot: %w", err)
 	}
@@ -271,4 +245,18 @@ func timeFirstSync(ctx context.Context, s *seededBridge, bodies int, limit time.
 		err = serr
 	}
 	return
+}
+
+// timedSession connects to the IMAP server at addr as a, runs steps, and
+// logs out; d is from the connect to the end of steps.
+func timedSession(addr string, a account, steps func(*imapclient.Client) (fetched, error)) (f fetched, d time.Duration, err error) {
+	t0 := time.Now()
+	c, err := dialIMAP(addr, a, nil)
+	if err != nil {
+		return f, 0, err
+	}
+	f, err = steps(c)
+	d = time.Since(t0)
+	c.Logout().Wait()
+	return f, d, err
 }
