@@ -39,6 +39,7 @@ type instance struct {
 	// readAt[i] on. It starts unread, or as its source was.
 	reads  []bool
 	readAt []int64
+	readBy []*fakeprovider.Event // the change that set reads[i]
 	// behindRead: another client changed its read state (SetReadBehind).
 	behindRead bool
 }
@@ -52,6 +53,16 @@ func (in *instance) readBehind() bool {
 		}
 	}
 	return false
+}
+
+// setBehindAt reports whether the read state the message had at clock
+// at was set behind the bridge's back (SetReadBehind).
+func (in *instance) setBehindAt(at int64) bool {
+	i := 0
+	for i+1 < len(in.readAt) && in.readAt[i+1] <= at {
+		i++
+	}
+	return in.readBy[i].Behind
 }
 
 // readOver reports whether the message had read state want at some
@@ -81,9 +92,28 @@ func (in *instance) readHistory() string {
 		if r {
 			state = "read"
 		}
-		parts = append(parts, fmt.Sprintf("%s at clock %d", state, in.readAt[i]))
+		parts = append(parts, fmt.Sprintf("%s at clock %d (%s)", state, in.readAt[i], eventText(in.readBy[i])))
 	}
 	return strings.Join(parts, ", ")
+}
+
+// eventText names a provider change for failure messages: its
+// operation, folders and UIDs.
+func eventText(e *fakeprovider.Event) string {
+	if e == nil {
+		return "?"
+	}
+	s := e.Op + " " + e.Folder
+	if e.Dest != "" {
+		s += "->" + e.Dest
+	}
+	if len(e.UIDs) > 0 {
+		s += fmt.Sprintf(" %v", e.UIDs)
+	}
+	if len(e.New) > 0 {
+		s += fmt.Sprintf(" new %v", e.New)
+	}
+	return s
 }
 
 // ancestry tells where the message came from, each source with its
@@ -127,7 +157,7 @@ func (l *lineage) apply(journal []fakeprovider.Event) {
 			for i, u := range e.New {
 				raw := e.Raws[i]
 				l.add(&instance{key: instKey{e.User, e.Folder, imap.UID(u)}, modelID: modelIDOf(raw), raw: raw,
-					origin: e, created: e.Seq, reads: []bool{false}, readAt: []int64{e.Seq}})
+					origin: e, created: e.Seq, reads: []bool{false}, readAt: []int64{e.Seq}, readBy: []*fakeprovider.Event{e}})
 			}
 		case "Copy", "Move", "Delete":
 			for i, u := range e.UIDs {
@@ -137,7 +167,7 @@ func (l *lineage) apply(journal []fakeprovider.Event) {
 				}
 				if i < len(e.New) {
 					l.add(&instance{key: instKey{e.User, e.Dest, imap.UID(e.New[i])}, modelID: src.modelID, raw: src.raw,
-						origin: e, src: src, created: e.Seq, reads: []bool{src.reads[len(src.reads)-1]}, readAt: []int64{e.Seq}})
+						origin: e, src: src, created: e.Seq, reads: []bool{src.reads[len(src.reads)-1]}, readAt: []int64{e.Seq}, readBy: []*fakeprovider.Event{e}})
 				}
 			}
 		case "Remove":
@@ -147,7 +177,7 @@ func (l *lineage) apply(journal []fakeprovider.Event) {
 		case "SetRead", "SetReadBehind":
 			for _, u := range e.UIDs {
 				in := l.byKey[instKey{e.User, e.Folder, imap.UID(u)}]
-				in.reads, in.readAt = append(in.reads, e.Read), append(in.readAt, e.Seq)
+				in.reads, in.readAt, in.readBy = append(in.reads, e.Read), append(in.readAt, e.Seq), append(in.readBy, e)
 				in.behindRead = in.behindRead || e.Behind
 			}
 		}

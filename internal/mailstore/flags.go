@@ -288,6 +288,12 @@ func (m *Folder) showVersioned(ups []shown, source *seqview.View, bump bool) {
 // message it downloaded read, whether it was or not: 2,300 calls a run
 // when each was told to the provider (issue 22); with this, one refresh
 // that reads the list (three calls) every half minute at most.
+//
+// The price: a read state another client set since the list was read,
+// which the bridge has not seen yet, is not undone by such a STORE; it
+// stands as if it had come right after the STORE, and the client sees it
+// at the next refresh. A list read but not applied (commands changed
+// the mirror meanwhile) ends the trust, as it may show such a change.
 const seenFresh = 30 * time.Second
 
 // readStateFresh reports whether the mirror's read state is the

@@ -557,8 +557,12 @@ func (m *Folder) saveUIDNext(ctx context.Context, largest uint32) error {
 func (m *Folder) apply(ctx context.Context, v0, readGen uint64, uids []imap.UID, unreadSet map[imap.UID]bool, keptFlags map[uint32][]string, placed map[imap.UID]bool) error {
 	m.mu.Lock()
 	changed := m.version != v0
-	if changed {
+	if changed && unreadSet != nil {
+		// The provider's read state, read but not applied: it may show
+		// a change another client made that the mirror lacks, so a
+		// STORE must no longer take the mirror's word (readExact).
 		unreadSet = nil
+		m.readInferredLocked()
 	}
 	if unreadSet != nil {
 		// The provider's read state, as it was after every read marking
