@@ -1,6 +1,7 @@
 package smtpbackend_test
 
 import (
+	"context"
 	"io"
 	"net/mail"
 	"strings"
@@ -229,5 +230,30 @@ func TestFromDisplayNameTravels(t *testing.T) {
 	a, err := mail.ParseAddress(m.Header.Get("From"))
 	if err != nil || a.Name != "Alice Examplé" || a.Address != aliceAddr {
 		t.Errorf("From %q (%v); want Alice Examplé <%s>", m.Header.Get("From"), err, aliceAddr)
+	}
+}
+
+// TestSentMessageRecordedForTracking: once a message is answered 250, the
+// state store holds what the delivery tracker follows (written with the
+// journal's completion), so a restart still files its DSN.
+func TestSentMessageRecordedForTracking(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, func(c *smtpbackend.Config) {
+		// No check within the test: the record must be the send's, not
+		// one the tracker wrote while checking.
+		tr := delivery.New(delivery.Config{Provider: c.Provider, Store: c.Store, Hostname: "bridge.test",
+			FirstCheck: time.Hour, MaxInterval: time.Hour, Tick: time.Hour})
+		t.Cleanup(tr.Close)
+		c.Tracker = tr
+	})
+	c := h.login(t, aliceAddr)
+	msgID := "<tracked@client.example>"
+	mustSubmit(t, c, aliceAddr, []string{bobAddr, "doc@remote.example"}, simple(h.subject("tracked"), "hello\n", "Message-ID: "+msgID))
+	tracked, err := h.store.TrackedMessages(context.Background(), time.Now().Add(-time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tracked) != 1 || tracked[0].MessageID != msgID || tracked[0].Username != aliceAddr || len(tracked[0].Recipients) != 2 {
+		t.Fatalf("tracked records after the 250: %+v; want the message, with its two recipients", tracked)
 	}
 }

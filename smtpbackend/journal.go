@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/directbridge/directbridge/internal/delivery"
 	"github.com/directbridge/directbridge/internal/mimeconv"
 	"github.com/directbridge/directbridge/internal/state"
 	"github.com/directbridge/directbridge/upstream"
@@ -404,16 +405,30 @@ func (ss *session) findDelivered(ctx context.Context, entry state.Submission, su
 	return ss.findSentCopy(ctx, entry)
 }
 
-// completed records a send the provider accepted: the journal entry sent
-// and the sent record (which the IMAP front and delivery status use), in
-// one write of the state store. A failure is logged only: the provider has
-// the message, and the answer must be 250.
+// completed records a send the provider accepted: the journal entry sent,
+// the sent record (which the IMAP front and delivery status use) and the
+// delivery tracker's record of the message (ss.follow), in one write of
+// the state store. A failure is logged only: the provider has the
+// message, and the answer must be 250; the tracker then writes its
+// record itself.
 func (ss *session) completed(key, smtpID string, sub *Submission) {
 	rec := state.SentRecord{Username: ss.sender(), SmtpID: smtpID, MessageID: sub.MessageID, SentAt: time.Now()}
+	var track *state.TrackedMessage
+	if f := ss.follow; f != nil && ss.s.cfg.Store != nil {
+		m := *f
+		m.SmtpID = smtpID
+		if tm, ok := delivery.Record(m); ok {
+			track = &tm
+		}
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := ss.s.journal.CompleteSubmission(ctx, key, rec); err != nil {
+	if err := ss.s.journal.CompleteSubmission(ctx, key, rec, track); err != nil {
 		ss.s.log.Error("recording sent message", "err", err)
+		return
+	}
+	if track != nil {
+		ss.follow.Recorded = true
 	}
 }
 
@@ -653,8 +668,8 @@ func (j *memJournal) FindSubmission(_ context.Context, key string) (state.Submis
 	return s, ok, nil
 }
 
-// CompleteSubmission marks the entry sent; there are no sent records
-// without a state store.
-func (j *memJournal) CompleteSubmission(ctx context.Context, key string, rec state.SentRecord) error {
+// CompleteSubmission marks the entry sent; there are no sent records,
+// nor tracked messages, without a state store.
+func (j *memJournal) CompleteSubmission(ctx context.Context, key string, rec state.SentRecord, _ *state.TrackedMessage) error {
 	return j.EndSubmission(ctx, key, state.SubmissionSent, rec.SmtpID)
 }

@@ -99,7 +99,9 @@ type Config struct {
 	Metrics Metrics
 	// Tracker, when set, follows every message sent until its recipients
 	// are final and files delivery status notifications (delivery
-	// package); ESMTP DSN (RFC 3461) is offered with it.
+	// package); ESMTP DSN (RFC 3461) is offered with it. With Store set,
+	// it keeps its records there: a sent message's record is written with
+	// the journal's completion (delivery.Message.Recorded).
 	Tracker Tracker
 }
 

@@ -48,6 +48,11 @@ type session struct {
 	answerMu sync.Mutex
 	answer   *pendingAnswer
 	ended    bool
+
+	// follow is the message of the DATA under way that the delivery
+	// tracker is to follow once sent (Config.Tracker): Data makes it
+	// before the send, the journal's completion records it (completed).
+	follow *delivery.Message
 }
 
 var _ smtp.AuthSession = (*session)(nil)
@@ -274,17 +279,23 @@ func (ss *session) Data(r io.Reader) (err error) {
 	// journal counts the hold of an attempt still sending from.
 	ctx, cancel := context.WithDeadline(context.Background(), att.at.Add(ss.s.cfg.SendTimeout))
 	defer cancel()
+	if ss.s.cfg.Tracker != nil {
+		ss.follow = &delivery.Message{Auth: directapi.Authentication{Username: ss.username, Password: ss.password},
+			DirectAddr: ss.directAddr, Sender: ss.sender(), MessageID: sub.MessageID, Raw: raw,
+			EnvID: ss.envID, At: start, Recipients: slices.Clone(ss.rcpts), Notify: ss.notify}
+		defer func() { ss.follow = nil }()
+	}
 	smtpID, err := ss.send(ctx, att, sub)
 	if err != nil {
 		ss.s.log.Warn("smtp send failed", "user", ss.username, "recipients", len(ss.rcpts), "size", len(raw),
 			"duration", time.Since(start), "err", err)
 		return dataReply(err)
 	}
-	// The journal recorded it (journal.go), with the sent record.
-	if t := ss.s.cfg.Tracker; t != nil {
-		t.Track(delivery.Message{Auth: directapi.Authentication{Username: ss.username, Password: ss.password},
-			DirectAddr: ss.directAddr, SmtpID: smtpID, Sender: ss.sender(), MessageID: sub.MessageID, Raw: raw,
-			EnvID: ss.envID, At: start, Recipients: slices.Clone(ss.rcpts), Notify: ss.notify})
+	// The journal recorded it (journal.go), with the sent record and
+	// the tracker's record.
+	if f := ss.follow; f != nil {
+		f.SmtpID = smtpID
+		ss.s.cfg.Tracker.Track(*f)
 	}
 	ss.s.log.Info("smtp message sent", "user", ss.username, "recipients", len(ss.rcpts), "size", len(raw),
 		"smtp_id", smtpID, "duration", time.Since(start))

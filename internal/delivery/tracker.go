@@ -109,6 +109,26 @@ type Message struct {
 	At         time.Time // when the bridge took it
 	Recipients []string
 	Notify     map[string]Notify // by lower-case recipient; missing: the default
+	// Recorded: the state store holds its record already, written in
+	// the transaction that completed the send's journal entry
+	// (state.Submissions.CompleteSubmission, one write per message sent
+	// instead of two); Track then only follows it.
+	Recorded bool
+}
+
+// Record is what the state store keeps of a message followed
+// (state.TrackedMessage); ok is false for a T-user's send, which is not
+// recorded: no DSN can be filed for it.
+func Record(m Message) (rec state.TrackedMessage, ok bool) {
+	if m.DirectAddr != "" {
+		return rec, false
+	}
+	rec = state.TrackedMessage{SmtpID: m.SmtpID, Username: m.Auth.Username, Sender: m.Sender,
+		MessageID: m.MessageID, EnvID: m.EnvID, SentAt: m.At}
+	for _, r := range m.Recipients {
+		rec.Recipients = append(rec.Recipients, state.TrackedRecipient{Address: r, Notify: m.Notify[strings.ToLower(r)].String()})
+	}
+	return rec, true
 }
 
 // Reported is the state the tracker keeps: which recipients were
@@ -335,18 +355,15 @@ func (t *Tracker) Track(m Message) {
 	}
 }
 
-// record writes a message followed into the state store. A T-user's send
-// is not recorded: no DSN can be filed for it. A failure is logged only:
+// record writes a message followed into the state store, unless it is
+// there already (Message.Recorded). A T-user's send is not recorded: no
+// DSN can be filed for it. A failure is logged only:
 // the message is followed all the same, until a restart.
 func (t *Tracker) record(tr *tracked) {
 	m := tr.msg
-	if m.DirectAddr != "" {
+	rec, ok := Record(m)
+	if !ok || m.Recorded {
 		return
-	}
-	rec := state.TrackedMessage{SmtpID: m.SmtpID, Username: m.Auth.Username, Sender: m.Sender,
-		MessageID: m.MessageID, EnvID: m.EnvID, SentAt: m.At}
-	for _, r := range m.Recipients {
-		rec.Recipients = append(rec.Recipients, state.TrackedRecipient{Address: r, Notify: m.Notify[strings.ToLower(r)].String()})
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
 	defer cancel()

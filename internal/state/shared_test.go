@@ -24,6 +24,7 @@ var sharedTests = []sharedTest{
 	{"ConcurrentClaimsOneWins", testConcurrentClaimsOneWins},
 	{"SentRecordsPruned", testSentRecordsPruned},
 	{"SubmissionAnswered", testSubmissionAnswered},
+	{"CompleteTracks", testCompleteTracks},
 	{"SubmissionDeferred", testSubmissionDeferred},
 	{"TrackedMessages", testTrackedMessages},
 	{"StoreSentRecords", testStoreSentRecords},

@@ -84,9 +84,11 @@ type Submissions interface {
 	// EndSubmission records the outcome: sent (with smtpID) or unknown.
 	EndSubmission(ctx context.Context, key string, state SubmissionState, smtpID string) error
 	// CompleteSubmission records, in one transaction, that the
-	// submission of key was sent (state sent, rec's smtpId) and rec in the
-	// sent records (RecordSent): one write per message sent.
-	CompleteSubmission(ctx context.Context, key string, rec SentRecord) error
+	// submission of key was sent (state sent, rec's smtpId), rec in the
+	// sent records (RecordSent) and, when track is not nil, the message
+	// the delivery tracker follows (Tracking.TrackMessage): one write per
+	// message sent.
+	CompleteSubmission(ctx context.Context, key string, rec SentRecord, track *TrackedMessage) error
 	// AnswerSubmission records that the 250 reply of the submission of
 	// key, sent under smtpID, was written to the client (Answered). It
 	// changes the entry only while it is still that attempt, in state
@@ -222,14 +224,19 @@ func (s *Store) EndSubmission(ctx context.Context, key string, state SubmissionS
 	return nil
 }
 
-func (s *Store) CompleteSubmission(ctx context.Context, key string, rec SentRecord) error {
+func (s *Store) CompleteSubmission(ctx context.Context, key string, rec SentRecord, track *TrackedMessage) error {
 	err := s.tx(ctx, func(tx *sqlstmt.Tx) error {
 		if _, err := tx.ExecContext(ctx, `UPDATE submissions SET state = ?, smtp_id = ?, updated_at = ? WHERE key = ?`, SubmissionSent, rec.SmtpID, time.Now().UnixMilli(), key); err != nil {
 			return err
 		}
-		_, err := tx.ExecContext(ctx, `INSERT INTO sent (username, smtp_id, message_id, sent_at) VALUES (?, ?, ?, ?)`,
-			strings.ToLower(rec.Username), rec.SmtpID, rec.MessageID, rec.SentAt.UnixMilli())
-		return err
+		if _, err := tx.ExecContext(ctx, `INSERT INTO sent (username, smtp_id, message_id, sent_at) VALUES (?, ?, ?, ?)`,
+			strings.ToLower(rec.Username), rec.SmtpID, rec.MessageID, rec.SentAt.UnixMilli()); err != nil {
+			return err
+		}
+		if track == nil {
+			return nil
+		}
+		return trackIn(ctx, tx.ExecContext, *track)
 	})
 	if err != nil {
 		return fmt.Errorf("state: journal: completing the entry and recording the sent message: %w", err)

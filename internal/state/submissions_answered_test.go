@@ -37,7 +37,7 @@ func testSubmissionAnswered(t *testing.T, open func() (state.StateStore, error))
 	if got, _, _ := st.FindSubmission(ctx, "k"); got.Answered {
 		t.Fatalf("an entry still sending was marked answered: %+v", got)
 	}
-	if err := st.CompleteSubmission(ctx, "k", state.SentRecord{Username: "alice@direct.example", SmtpID: "smtp-1", SentAt: time.Now()}); err != nil {
+	if err := st.CompleteSubmission(ctx, "k", state.SentRecord{Username: "alice@direct.example", SmtpID: "smtp-1", SentAt: time.Now()}, nil); err != nil {
 		t.Fatal(err)
 	}
 	if err := st.AnswerSubmission(ctx, "k", "smtp-other"); err != nil {

@@ -2,6 +2,7 @@ package state
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -48,11 +49,17 @@ type TrackedRecipient struct {
 }
 
 func (s *Store) TrackMessage(ctx context.Context, m TrackedMessage) error {
+	return trackIn(ctx, s.stmts.Exec, m)
+}
+
+// trackIn writes m's record with exec: the store's own statement, or one
+// of a transaction (CompleteSubmission).
+func trackIn(ctx context.Context, exec func(context.Context, string, ...any) (sql.Result, error), m TrackedMessage) error {
 	rcpts, err := json.Marshal(m.Recipients)
 	if err != nil {
 		return fmt.Errorf("state: tracked: %w", err)
 	}
-	if _, err := s.stmts.Exec(ctx, `INSERT INTO tracked (smtp_id, username, sender, message_id, env_id, recipients, sent_at)
+	if _, err := exec(ctx, `INSERT INTO tracked (smtp_id, username, sender, message_id, env_id, recipients, sent_at)
 		VALUES (?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (smtp_id) DO UPDATE SET username = excluded.username, sender = excluded.sender,
 			message_id = excluded.message_id, env_id = excluded.env_id, recipients = excluded.recipients, sent_at = excluded.sent_at`,

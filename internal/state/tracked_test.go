@@ -57,3 +57,42 @@ func testTrackedMessages(t *testing.T, open func() (state.StateStore, error)) {
 		t.Errorf("%d messages with a wider bound; the one older than the first bound should be gone", len(got))
 	}
 }
+
+// testCompleteTracks: completing a send's journal entry with the tracked
+// message writes the entry, the sent record and the tracked record in one
+// go, and without one writes no tracked record (a T-user's send, or a
+// bridge without a delivery tracker).
+func testCompleteTracks(t *testing.T, open func() (state.StateStore, error)) {
+	ctx := context.Background()
+	st, err := open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	now := time.Now().Truncate(time.Millisecond).UTC()
+	for _, key := range []string{"k1", "k2"} {
+		if _, claimed, err := st.ClaimSubmission(ctx, state.Submission{Key: key, Username: "alice@direct.example", Match: key, FirstAt: now}); err != nil || !claimed {
+			t.Fatalf("claim %s: %v, %v", key, claimed, err)
+		}
+	}
+	tm := state.TrackedMessage{SmtpID: "smtp-1", Username: "alice@direct.example", Sender: "alice@direct.example",
+		MessageID: "<1@client.example>", SentAt: now, Recipients: []state.TrackedRecipient{{Address: "bob@direct.example", Notify: "FAILURE"}}}
+	if err := st.CompleteSubmission(ctx, "k1", state.SentRecord{Username: "alice@direct.example", SmtpID: "smtp-1", MessageID: "<1@client.example>", SentAt: now}, &tm); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.CompleteSubmission(ctx, "k2", state.SentRecord{Username: "alice@direct.example", SmtpID: "smtp-2", SentAt: now}, nil); err != nil {
+		t.Fatal(err)
+	}
+	for key, id := range map[string]string{"k1": "smtp-1", "k2": "smtp-2"} {
+		if got, ok, err := st.FindSubmission(ctx, key); err != nil || !ok || got.State != state.SubmissionSent || got.SmtpID != id {
+			t.Errorf("entry %s: %+v, %v, %v; want sent as %s", key, got, ok, err, id)
+		}
+	}
+	got, err := st.TrackedMessages(ctx, now.Add(-time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []state.TrackedMessage{tm}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("tracked:\n got %+v\nwant %+v", got, want)
+	}
+}
