@@ -57,6 +57,8 @@ type corkConn struct {
 	// writeTimeout bounds a flush without a deadline of go-imap's
 	// (corkWriteTimeout; zero also means that).
 	writeTimeout time.Duration
+	// through: writes go out at once (uncork).
+	through bool
 }
 
 // SetWriteDeadline remembers go-imap's deadline for the flushes, which
@@ -81,6 +83,14 @@ func (c *corkConn) Write(p []byte) (int, error) {
 	defer c.mu.Unlock()
 	if c.err != nil {
 		return 0, c.err
+	}
+	if c.through {
+		if err := c.flushLocked(); err != nil {
+			return 0, err
+		}
+		n, err := c.Conn.Write(p)
+		c.err = err
+		return n, err
 	}
 	if len(c.buf)+len(p) > corkMax {
 		if err := c.flushLocked(); err != nil {
@@ -131,6 +141,19 @@ func (c *corkConn) delayedFlush() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.timer = nil
+	c.flushLocked()
+}
+
+// uncork makes every later write go out at once, after what waits: a
+// client connection this replica relays to the user's home (proxy.go).
+// Its writes are the home's answers, each gathered there in one frame
+// already (director's corked frameWriter); its reads wait for the
+// client all along, so they never flush, and each answer would wait for
+// the timer, corkDelay late.
+func (c *corkConn) uncork() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.through = true
 	c.flushLocked()
 }
 

@@ -145,3 +145,19 @@ func TestCorkFlushNeverHangs(t *testing.T) {
 		t.Fatal("a flush to a client that does not read hung")
 	}
 }
+
+// TestUncorkedWritesAtOnce: a relayed client's connection (uncork) sends
+// what waited, then each write as it comes, with no read or timer.
+func TestUncorkedWritesAtOnce(t *testing.T) {
+	raw := newCountConn()
+	c := &corkConn{Conn: raw}
+	c.Write([]byte("* OK waiting\r\n"))
+	c.uncork()
+	if n, got := raw.snapshot(); n != 1 || got != "* OK waiting\r\n" {
+		t.Fatalf("uncork: %d writes of %q; want what waited, at once", n, got)
+	}
+	c.Write([]byte("a OK done\r\n"))
+	if n, got := raw.snapshot(); n != 2 || got != "* OK waiting\r\na OK done\r\n" {
+		t.Fatalf("after a write: %d writes of %q; want it sent at once", n, got)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/directbridge/directbridge/internal/director"
+	"github.com/directbridge/directbridge/internal/limits"
 )
 
 // proxyWriteTimeout bounds one write of relayed bytes: a client, or a
@@ -39,6 +40,12 @@ func (s *Server) proxy(f *frontConn, link *director.Link, home string) {
 		return
 	}
 	f.c.SetDeadline(time.Time{})
+	// The home's answers reach the client as they come: the relay's reads
+	// of the client wait all along and would never flush a corked
+	// connection (only its timer would, corkDelay late, each answer).
+	if cc, ok := limits.Under[*corkConn](f.c); ok {
+		cc.uncork()
+	}
 	go func() {
 		defer untrack(s, s.relays, r)
 		defer close(r.done)

@@ -195,7 +195,10 @@ func (s *Server) ServeTLS(l net.Listener) error {
 // announces its address: a link that comes before the IMAP server runs
 // waits for it instead of failing.
 func AcceptLinks(d *director.Director, l net.Listener) net.Listener {
-	return d.Listen(corkListener{l})
+	// Not corked: the session's side of a link gathers its answers
+	// itself (director's frameWriter), and the link's reads, a pump's,
+	// would never flush a corked connection.
+	return d.Listen(l)
 }
 
 // ServeLinks serves the sessions other replicas' fronts hand to this

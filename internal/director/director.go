@@ -219,15 +219,19 @@ func (in *Incoming) SetReadDeadline(t time.Time) error {
 // SetDeadline bounds the session's reads and writes.
 func (in *Incoming) SetDeadline(t time.Time) error {
 	in.in.setDeadline(t)
-	return in.Conn.SetWriteDeadline(t)
+	return in.fw.setDeadline(t)
 }
+
+// SetWriteDeadline bounds the session's writes, and the flushes of what
+// they leave waiting (frameWriter).
+func (in *Incoming) SetWriteDeadline(t time.Time) error { return in.fw.setDeadline(t) }
 
 // Close ends the session's side cleanly (the end frame) and the link.
 func (in *Incoming) Close() error {
 	if in.closed.Swap(true) {
 		return nil
 	}
-	in.Conn.SetWriteDeadline(time.Now().Add(time.Second))
+	in.fw.setDeadline(time.Now().Add(time.Second))
 	in.fw.End()
 	in.in.stop()
 	return in.Conn.Close()
@@ -288,7 +292,8 @@ func (d *Director) accept(raw net.Conn) (*Incoming, error) {
 		return nil, err
 	}
 	raw.SetDeadline(time.Time{})
-	in := &Incoming{Conn: c, in: newInbox(), fw: &frameWriter{w: c}, Hello: h}
+	in := &Incoming{Conn: c, in: newInbox(), fw: &frameWriter{w: c, corked: true, conn: c}, Hello: h}
+	in.in.flush = in.fw.Flush
 	go in.in.fill(r)
 	return in, nil
 }

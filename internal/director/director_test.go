@@ -174,3 +174,40 @@ func TestLinkTellsCleanEndFromBreak(t *testing.T) {
 		t.Errorf("broken link: read %q, %v; want nothing, then the break", b, err)
 	}
 }
+
+// TestHomeAnswerIsOneFrame: the lines the home's session writes for one
+// answer cross the link as one frame, sent when the session waits for
+// its client (its next read): the relaying replica reads the answer in
+// one piece and writes it to its client at once, instead of a frame, a
+// TLS record and two writes per line.
+func TestHomeAnswerIsOneFrame(t *testing.T) {
+	key := []byte(strings.Repeat("k", 32))
+	home, _ := New(key, nil, nil)
+	addr, got := serveLinks(t, home)
+	front, _ := New(key, nil, nil)
+	l, err := front.Dial(context.Background(), "h", addr, Hello{User: "alice@direct.example", Password: "pw"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	in := <-got
+	defer in.Close()
+	want := ""
+	for i := range 50 {
+		line := fmt.Sprintf("* %d FETCH (FLAGS (\\Seen))\r\n", i+1)
+		in.Write([]byte(line))
+		want += line
+	}
+	in.Write([]byte("a OK FETCH completed\r\n"))
+	want += "a OK FETCH completed\r\n"
+	go in.Read(make([]byte, 1)) // the session waits for its client
+	l.SetReadDeadline(time.Now().Add(5 * time.Second))
+	buf := make([]byte, 64<<10)
+	n, err := l.Read(buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(buf[:n]) != want {
+		t.Fatalf("the first read at the relaying end has %d of the answer's %d bytes; want it whole, one frame", n, len(want))
+	}
+}

@@ -31,21 +31,81 @@ var errBroke = errors.New("director: the link broke off")
 
 // frameWriter writes frames to w; its writes may come from two
 // goroutines (the session's, and End from a closer).
+//
+// The home's side of a link is corked: go-imap writes an answer line by
+// line, and a frame (a TLS record, a write, and a read and a write at the
+// relaying replica) per line made a FETCH of fifty messages fifty of
+// each. What the session writes waits, and goes out as one frame when the
+// session waits for its client (inbox.Read calls Flush), at corkMax, at
+// the end, and at the latest corkDelay after its first byte (untagged
+// responses while the session waits, as during IDLE). The client's side
+// (Link) is not corked: a command goes out as the client sent it.
 type frameWriter struct {
 	mu    sync.Mutex
 	w     io.Writer
 	buf   []byte
 	ended bool
+
+	corked  bool
+	pending []byte      // corked bytes not sent yet
+	timer   *time.Timer // the delayed flush, while bytes wait
+	err     error       // a delayed flush's failure, for the next Write
+	// conn and deadline: a corked writer's connection, and the write
+	// deadline its user set (setDeadline), which a flush keeps within
+	// corkWriteTimeout: the bytes leave later than the writes that
+	// deadline covered, and a relay that stops reading must not hold a
+	// flush (and the session's next write) for ever.
+	conn     interface{ SetWriteDeadline(time.Time) error }
+	deadline time.Time
 }
 
+// corkWriteTimeout bounds a corked writer's flush.
+const corkWriteTimeout = 30 * time.Second
+
+// setDeadline sets the write deadline of the link's session side.
+func (f *frameWriter) setDeadline(t time.Time) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.deadline = t
+	if f.conn == nil {
+		return nil
+	}
+	return f.conn.SetWriteDeadline(t)
+}
+
+// corkMax and corkDelay bound what a corked frameWriter holds back.
+const (
+	corkMax   = 64 << 10
+	corkDelay = 2 * time.Millisecond
+)
+
 // Write sends p in frames, each header and payload in one write (one
-// TLS record).
+// TLS record); corked, it keeps p for the next flush.
 func (f *frameWriter) Write(p []byte) (int, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.ended {
 		return 0, io.ErrClosedPipe
 	}
+	if f.err != nil {
+		return 0, f.err
+	}
+	if !f.corked {
+		return f.send(p)
+	}
+	f.pending = append(f.pending, p...)
+	if len(f.pending) >= corkMax {
+		if err := f.flushLocked(); err != nil {
+			return 0, err
+		}
+	} else if f.timer == nil {
+		f.timer = time.AfterFunc(corkDelay, func() { f.Flush() })
+	}
+	return len(p), nil
+}
+
+// send writes p in frames of at most maxFrame bytes.
+func (f *frameWriter) send(p []byte) (int, error) {
 	n := 0
 	for len(p) > 0 {
 		chunk := p[:min(len(p), maxFrame)]
@@ -57,19 +117,52 @@ func (f *frameWriter) Write(p []byte) (int, error) {
 		n += len(chunk)
 		p = p[len(chunk):]
 	}
-	if cap(f.buf) > 64<<10 {
+	if cap(f.buf) > corkMax {
 		f.buf = nil // not kept for ever after a large write
 	}
 	return n, nil
 }
 
-// End sends the end frame, once.
+// Flush sends what a corked writer holds back.
+func (f *frameWriter) Flush() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.flushLocked()
+}
+
+func (f *frameWriter) flushLocked() error {
+	if f.timer != nil {
+		f.timer.Stop()
+		f.timer = nil
+	}
+	if f.err != nil || len(f.pending) == 0 || f.ended {
+		return f.err
+	}
+	if f.conn != nil {
+		dl := f.deadline
+		if limit := time.Now().Add(corkWriteTimeout); dl.IsZero() || dl.After(limit) {
+			dl = limit
+		}
+		f.conn.SetWriteDeadline(dl)
+		defer f.conn.SetWriteDeadline(f.deadline)
+	}
+	_, f.err = f.send(f.pending)
+	if cap(f.pending) > corkMax {
+		f.pending = nil
+	} else {
+		f.pending = f.pending[:0]
+	}
+	return f.err
+}
+
+// End sends what waits and the end frame, once.
 func (f *frameWriter) End() error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.ended {
 		return nil
 	}
+	f.flushLocked()
 	f.ended = true
 	_, err := f.w.Write([]byte{0, 0, 0, 0})
 	return err
@@ -131,6 +224,9 @@ type inbox struct {
 	deadline time.Time
 	readable chan struct{} // a byte, an end or a new deadline came
 	room     chan struct{} // the session read: the pump may go on
+	// flush sends what the session wrote (a corked frameWriter) when it
+	// waits for its client; nil: nothing to send.
+	flush func() error
 }
 
 // inboxMax bounds what the pump reads ahead of the session.
@@ -215,6 +311,12 @@ func (b *inbox) Read(p []byte) (int, error) {
 		}
 		dl := b.deadline
 		b.mu.Unlock()
+		if b.flush != nil {
+			// The session waits for its client: its answer goes now.
+			if err := b.flush(); err != nil {
+				return 0, err
+			}
+		}
 		var timer *time.Timer
 		var timeout <-chan time.Time
 		if !dl.IsZero() {
