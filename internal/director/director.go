@@ -294,6 +294,10 @@ func (d *Director) accept(raw net.Conn) (*Incoming, error) {
 	raw.SetDeadline(time.Time{})
 	in := &Incoming{Conn: c, in: newInbox(), fw: &frameWriter{w: c, corked: true, conn: c}, Hello: h}
 	in.in.flush = in.fw.Flush
+	// A flush that failed (the relaying replica gone, or not reading for
+	// corkWriteTimeout) ends the link: the pump's read then fails, and
+	// the session waiting for its client learns of it.
+	in.fw.broken = func() { raw.Close() }
 	go in.in.fill(r)
 	return in, nil
 }

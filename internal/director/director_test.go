@@ -175,6 +175,37 @@ func TestLinkTellsCleanEndFromBreak(t *testing.T) {
 	}
 }
 
+// TestLargeWriteIsNotHeld: a write of corkMax or more (a message's
+// literal) leaves at once, after what waited, in order.
+func TestLargeWriteIsNotHeld(t *testing.T) {
+	key := []byte(strings.Repeat("k", 32))
+	home, _ := New(key, nil, nil)
+	addr, got := serveLinks(t, home)
+	front, _ := New(key, nil, nil)
+	l, err := front.Dial(context.Background(), "h", addr, Hello{User: "alice@direct.example", Password: "pw"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	in := <-got
+	defer in.Close()
+	in.fw.mu.Lock()
+	in.fw.delay = time.Hour
+	in.fw.mu.Unlock()
+	head := "* 1 FETCH (BODY[] {200000}\r\n"
+	body := strings.Repeat("x", 200000)
+	in.Write([]byte(head))
+	in.Write([]byte(body))
+	l.SetReadDeadline(time.Now().Add(5 * time.Second))
+	buf := make([]byte, len(head)+len(body))
+	if _, err := io.ReadFull(l, buf); err != nil {
+		t.Fatalf("the large write was held back: %v", err)
+	}
+	if string(buf) != head+body {
+		t.Fatal("the bytes came in another order")
+	}
+}
+
 // TestHomeAnswerIsOneFrame: the lines the home's session writes for one
 // answer cross the link as one frame, sent when the session waits for
 // its client (its next read): the relaying replica reads the answer in
@@ -192,6 +223,11 @@ func TestHomeAnswerIsOneFrame(t *testing.T) {
 	defer l.Close()
 	in := <-got
 	defer in.Close()
+	// No timer flush within the test, however slow the machine: only the
+	// session's wait sends the answer.
+	in.fw.mu.Lock()
+	in.fw.delay = time.Hour
+	in.fw.mu.Unlock()
 	want := ""
 	for i := range 50 {
 		line := fmt.Sprintf("* %d FETCH (FLAGS (\\Seen))\r\n", i+1)
@@ -209,5 +245,42 @@ func TestHomeAnswerIsOneFrame(t *testing.T) {
 	}
 	if string(buf[:n]) != want {
 		t.Fatalf("the first read at the relaying end has %d of the answer's %d bytes; want it whole, one frame", n, len(want))
+	}
+}
+
+// deadlineRecorder is a connection that notes the write deadline in
+// effect at each write.
+type deadlineRecorder struct {
+	cur  time.Time
+	seen []time.Time
+}
+
+func (d *deadlineRecorder) SetWriteDeadline(t time.Time) error { d.cur = t; return nil }
+func (d *deadlineRecorder) Write(p []byte) (int, error) {
+	d.seen = append(d.seen, d.cur)
+	return len(p), nil
+}
+
+// TestLargeWriteKeepsItsDeadline: what waits is flushed within
+// corkWriteTimeout, but a large write (a literal, which go-imap gives
+// minutes) goes under its writer's own deadline, not that bound.
+func TestLargeWriteKeepsItsDeadline(t *testing.T) {
+	rec := &deadlineRecorder{}
+	fw := &frameWriter{w: rec, conn: rec, corked: true, delay: time.Hour}
+	user := time.Now().Add(5 * time.Minute)
+	fw.setDeadline(user)
+	fw.Write([]byte("* 1 FETCH (BODY[] {100000}\r\n"))
+	fw.Write(make([]byte, 100000))
+	if len(rec.seen) != 2 {
+		t.Fatalf("%d writes; want the line waiting, then the literal", len(rec.seen))
+	}
+	if rec.seen[0].After(time.Now().Add(corkWriteTimeout)) {
+		t.Errorf("the flush of what waited had deadline %v; want at most corkWriteTimeout away", rec.seen[0])
+	}
+	if !rec.seen[1].Equal(user) {
+		t.Errorf("the literal was written under deadline %v; want its writer's %v", rec.seen[1], user)
+	}
+	if !rec.cur.Equal(user) {
+		t.Errorf("the deadline left after the writes is %v; want the writer's %v", rec.cur, user)
 	}
 }

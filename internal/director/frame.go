@@ -57,6 +57,12 @@ type frameWriter struct {
 	// flush (and the session's next write) for ever.
 	conn     interface{ SetWriteDeadline(time.Time) error }
 	deadline time.Time
+	// delay is how long corked bytes may wait (corkDelay; tests set
+	// more); broken is called once when a flush fails: the link is dead
+	// for its session, which may be waiting for its client and would not
+	// learn of it from its writes.
+	delay  time.Duration
+	broken func()
 }
 
 // corkWriteTimeout bounds a corked writer's flush.
@@ -93,15 +99,43 @@ func (f *frameWriter) Write(p []byte) (int, error) {
 	if !f.corked {
 		return f.send(p)
 	}
+	if len(p) >= corkMax {
+		// A large write (a message's literal) goes as it comes, under
+		// its writer's deadline (go-imap gives a literal minutes), after
+		// what waits: neither copied nor held to a flush's bound.
+		if err := f.flushLocked(); err != nil {
+			return 0, err
+		}
+		n, err := f.send(p)
+		if err != nil {
+			f.fail(err)
+		}
+		return n, err
+	}
 	f.pending = append(f.pending, p...)
 	if len(f.pending) >= corkMax {
 		if err := f.flushLocked(); err != nil {
 			return 0, err
 		}
 	} else if f.timer == nil {
-		f.timer = time.AfterFunc(corkDelay, func() { f.Flush() })
+		delay := f.delay
+		if delay <= 0 {
+			delay = corkDelay
+		}
+		f.timer = time.AfterFunc(delay, func() { f.Flush() })
 	}
 	return len(p), nil
+}
+
+// fail notes a failed write of a corked writer (under f.mu).
+func (f *frameWriter) fail(err error) {
+	if f.err == nil {
+		f.err = err
+	}
+	if f.broken != nil {
+		go f.broken()
+		f.broken = nil
+	}
 }
 
 // send writes p in frames of at most maxFrame bytes.
@@ -146,7 +180,9 @@ func (f *frameWriter) flushLocked() error {
 		f.conn.SetWriteDeadline(dl)
 		defer f.conn.SetWriteDeadline(f.deadline)
 	}
-	_, f.err = f.send(f.pending)
+	if _, err := f.send(f.pending); err != nil {
+		f.fail(err)
+	}
 	if cap(f.pending) > corkMax {
 		f.pending = nil
 	} else {

@@ -55,14 +55,15 @@ func (in *instance) readBehind() bool {
 	return false
 }
 
-// setBehindAt reports whether the read state the message had at clock
-// at was set behind the bridge's back (SetReadBehind).
-func (in *instance) setBehindAt(at int64) bool {
+// changedBehindFrom reports whether the read state the message had at
+// clock at was set behind the bridge's back (SetReadBehind), away from
+// state was: what the bridge last saw of it, unless it missed more.
+func (in *instance) changedBehindFrom(at int64, was bool) bool {
 	i := 0
 	for i+1 < len(in.readAt) && in.readAt[i+1] <= at {
 		i++
 	}
-	return in.readBy[i].Behind
+	return i > 0 && in.readBy[i].Behind && in.reads[i-1] == was
 }
 
 // readOver reports whether the message had read state want at some

@@ -47,9 +47,10 @@ func (r *run) checkOutcome(rec *record) {
 				// no call when the bridge read the provider's state lately
 				// (issue 22: a change that changes nothing costs nothing,
 				// mailstore seenFresh): a read state another client set
-				// since, which the bridge has not seen yet, stays, as if
-				// that client's change had come right after the STORE.
-				if in := l.get(rec.user, rec.folder, u); in != nil && in.liveOver(rec.start, rec.end) && !in.readOver(rec.start, rec.end, read) && !in.setBehindAt(rec.start) {
+				// since, away from the one the STORE names, which the
+				// bridge has not seen yet, stays, as if that client's
+				// change had come right after the STORE.
+				if in := l.get(rec.user, rec.folder, u); in != nil && in.liveOver(rec.start, rec.end) && !in.readOver(rec.start, rec.end, read) && !in.changedBehindFrom(rec.start, read) {
 					r.fail("%v: answered OK, but the provider never had UID %d read=%v while it ran (%s)", rec, u, read, in.ancestry())
 				}
 			}
