@@ -117,10 +117,11 @@ type Message struct {
 }
 
 // Record is what the state store keeps of a message followed
-// (state.TrackedMessage); ok is false for a T-user's send, which is not
-// recorded: no DSN can be filed for it.
+// (state.TrackedMessage); ok is false for one Track does not follow (no
+// smtpId, no recipients) and for a T-user's send, which is not recorded:
+// no DSN can be filed for it.
 func Record(m Message) (rec state.TrackedMessage, ok bool) {
-	if m.DirectAddr != "" {
+	if m.DirectAddr != "" || m.SmtpID == "" || len(m.Recipients) == 0 {
 		return rec, false
 	}
 	rec = state.TrackedMessage{SmtpID: m.SmtpID, Username: m.Auth.Username, Sender: m.Sender,
