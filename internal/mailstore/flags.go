@@ -70,6 +70,22 @@ type shown struct {
 // (mutateExisting); messages gone are left out, as RFC 2180 §4.2.1
 // allows. The UIDs whose change was carried out are returned.
 func (st *Store) ApplyFlags(ctx context.Context, auth upstream.Auth, folder string, validity uint32, m *Folder, ups []FlagUpdate, source *seqview.View) ([]imap.UID, error) {
+	if m != nil {
+		// A copy a transfer under way made may be shown before its
+		// flags are placed (a refresh holds nothing back while an
+		// APPEND waits for its UID, holdBackLocked); the transfer adds
+		// its source's flags to whatever the copy holds then, which
+		// would undo a change made here meanwhile: the STORE, which
+		// saw the copy, comes after it (doc.go, rule 6).
+		uids := make([]imap.UID, len(ups))
+		for i, u := range ups {
+			uids[i] = u.UID
+		}
+		slices.Sort(uids)
+		if err := st.awaitTransfersInto(ctx, m.user, m.name, uids); err != nil {
+			return nil, err
+		}
+	}
 	// The mirror's current state decides which calls are needed.
 	type cur struct {
 		known bool
