@@ -175,9 +175,11 @@ func TestLinkTellsCleanEndFromBreak(t *testing.T) {
 	}
 }
 
-// TestLargeWriteIsNotHeld: a write of corkMax or more (a message's
-// literal) leaves at once, after what waited, in order.
-func TestLargeWriteIsNotHeld(t *testing.T) {
+// corkedLink opens a link and returns both its ends, the home's with no
+// timer flush within a test, however slow the machine: only the
+// session's wait, or a large write, sends what it wrote.
+func corkedLink(t *testing.T) (*Link, *Incoming) {
+	t.Helper()
 	key := []byte(strings.Repeat("k", 32))
 	home, _ := New(key, nil, nil)
 	addr, got := serveLinks(t, home)
@@ -186,12 +188,19 @@ func TestLargeWriteIsNotHeld(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
+	t.Cleanup(func() { l.Close() })
 	in := <-got
-	defer in.Close()
+	t.Cleanup(func() { in.Close() })
 	in.fw.mu.Lock()
 	in.fw.delay = time.Hour
 	in.fw.mu.Unlock()
+	return l, in
+}
+
+// TestLargeWriteIsNotHeld: a write of corkMax or more (a message's
+// literal) leaves at once, after what waited, in order.
+func TestLargeWriteIsNotHeld(t *testing.T) {
+	l, in := corkedLink(t)
 	head := "* 1 FETCH (BODY[] {200000}\r\n"
 	body := strings.Repeat("x", 200000)
 	in.Write([]byte(head))
@@ -212,22 +221,7 @@ func TestLargeWriteIsNotHeld(t *testing.T) {
 // one piece and writes it to its client at once, instead of a frame, a
 // TLS record and two writes per line.
 func TestHomeAnswerIsOneFrame(t *testing.T) {
-	key := []byte(strings.Repeat("k", 32))
-	home, _ := New(key, nil, nil)
-	addr, got := serveLinks(t, home)
-	front, _ := New(key, nil, nil)
-	l, err := front.Dial(context.Background(), "h", addr, Hello{User: "alice@direct.example", Password: "pw"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	in := <-got
-	defer in.Close()
-	// No timer flush within the test, however slow the machine: only the
-	// session's wait sends the answer.
-	in.fw.mu.Lock()
-	in.fw.delay = time.Hour
-	in.fw.mu.Unlock()
+	l, in := corkedLink(t)
 	want := ""
 	for i := range 50 {
 		line := fmt.Sprintf("* %d FETCH (FLAGS (\\Seen))\r\n", i+1)
