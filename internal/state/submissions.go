@@ -226,17 +226,20 @@ func (s *Store) EndSubmission(ctx context.Context, key string, state SubmissionS
 
 func (s *Store) CompleteSubmission(ctx context.Context, key string, rec SentRecord, track *TrackedMessage) error {
 	err := s.tx(ctx, func(tx *sqlstmt.Tx) error {
-		if _, err := tx.ExecContext(ctx, `UPDATE submissions SET state = ?, smtp_id = ?, updated_at = ? WHERE key = ?`, SubmissionSent, rec.SmtpID, time.Now().UnixMilli(), key); err != nil {
+		// Writes only, none read back: on PostgreSQL they go with the
+		// COMMIT's round trip (Later), on SQLite at once.
+		later := func(_ context.Context, q string, args ...any) (sql.Result, error) { return nil, tx.Later(q, args...) }
+		if _, err := later(ctx, `UPDATE submissions SET state = ?, smtp_id = ?, updated_at = ? WHERE key = ?`, SubmissionSent, rec.SmtpID, time.Now().UnixMilli(), key); err != nil {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO sent (username, smtp_id, message_id, sent_at) VALUES (?, ?, ?, ?)`,
+		if _, err := later(ctx, `INSERT INTO sent (username, smtp_id, message_id, sent_at) VALUES (?, ?, ?, ?)`,
 			strings.ToLower(rec.Username), rec.SmtpID, rec.MessageID, rec.SentAt.UnixMilli()); err != nil {
 			return err
 		}
 		if track == nil {
 			return nil
 		}
-		return trackIn(ctx, tx.ExecContext, *track)
+		return trackIn(ctx, later, *track)
 	})
 	if err != nil {
 		return fmt.Errorf("state: journal: completing the entry and recording the sent message: %w", err)
