@@ -2,6 +2,7 @@ package enginetest
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/emersion/go-imap/v2"
@@ -193,6 +194,23 @@ func (l *lineage) add(in *instance) {
 // get returns the message under a key, or nil when there never was one.
 func (l *lineage) get(user, folder string, uid imap.UID) *instance {
 	return l.byKey[instKey{user, folder, uid}]
+}
+
+// copiesOf tells the messages the provider made from the one under
+// key (copies, moves, deletes to the Trash), with the change and clock
+// of each, for failure messages.
+func (l *lineage) copiesOf(key instKey) string {
+	var parts []string
+	for _, in := range l.byKey {
+		if in.src != nil && in.src.key == key {
+			parts = append(parts, fmt.Sprintf("%s by %s at clock %d", in.key, eventText(in.origin), in.created))
+		}
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	slices.Sort(parts)
+	return strings.Join(parts, "; ")
 }
 
 // describe tells what the provider's message under a key is, for

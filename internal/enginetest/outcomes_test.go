@@ -24,8 +24,8 @@ func (r *run) checkOutcome(rec *record) {
 		case "COPY", "MOVE":
 			for from, to := range rec.copied {
 				if in := l.get(rec.user, rec.dest, to); in == nil || in.src == nil || in.src.key != (instKey{rec.user, rec.folder, from}) {
-					r.fail("%v: COPYUID pairs UID %d with UID %d of %s, which the provider did not make from it (%s)",
-						rec, from, to, rec.dest, l.describe(rec.user, rec.dest, to))
+					r.fail("%v: COPYUID pairs UID %d with UID %d of %s, which the provider did not make from it (%s; the source's copies: %s)",
+						rec, from, to, rec.dest, l.describe(rec.user, rec.dest, to), l.copiesOf(instKey{rec.user, rec.folder, from}))
 				}
 			}
 			if rec.cmd == "MOVE" {

@@ -198,13 +198,13 @@ func (st *Store) copyKey(folder string, validity uint32, dest string, uids []ima
 // ErrOutcomeUnknown while they may still come; or nothing (not done:
 // copy). leave ends the retry's own claim on dest's new UIDs (transferInto)
 // before the copies' refresh, so that it shows them.
-func (m *Folder) resolveCopy(ctx context.Context, auth upstream.Auth, u undecided, dest string, dm *Folder, msgs []*Message, uids []imap.UID, leave func()) (Transferred, bool, error) {
+func (m *Folder) resolveCopy(ctx context.Context, auth upstream.Auth, u undecided, dest string, dm *Folder, msgs []*Message, uids []imap.UID, leave func(), self *intoMark) (Transferred, bool, error) {
 	st := m.store
 	for _, a := range u.attempts {
 		src := m.copiedOf(msgs, uids, m.flagsOf(uids))
-		if newUIDs, _ := st.findCopies(ctx, auth, dest, a.Mark, src, a.Created, dm); newUIDs != nil {
+		if newUIDs, _ := st.findCopies(ctx, auth, dest, a.Mark, src, a.Created, dm, self); newUIDs != nil {
 			st.cfg.Logger.Info("imap copy: an earlier attempt whose answer was lost made the copies; not copied again", "user", m.user)
-			data := st.placeCopies(ctx, auth, dest, a.Mark, dm, src, a.Created, nil, leave)
+			data := st.placeCopies(ctx, auth, dest, a.Mark, dm, src, a.Created, nil, leave, self)
 			st.endAttempts(ctx, u.attempts)
 			return Transferred{Done: uids, Data: data}, true, nil
 		}

@@ -38,9 +38,9 @@ import (
 //
 // leave ends the transfer's claim on the destination's new UIDs
 // (transferInto) before a refresh that is to pair them by the entries.
-func (st *Store) placeCopies(ctx context.Context, auth upstream.Auth, dest string, prev int64, dm *Folder, src []copied, began time.Time, pending []int64, leave func()) *imap.CopyData {
+func (st *Store) placeCopies(ctx context.Context, auth upstream.Auth, dest string, prev int64, dm *Folder, src []copied, began time.Time, pending []int64, leave func(), self *intoMark) *imap.CopyData {
 	log := st.cfg.Logger
-	newUIDs, top := st.findCopies(ctx, auth, dest, prev, src, began, dm)
+	newUIDs, top := st.findCopies(ctx, auth, dest, prev, src, began, dm, self)
 	if top > 0 && top <= MaxUID {
 		// The next COPY into an unwatched folder knows where it stood.
 		if err := st.cfg.State.SeenUIDs(ctx, auth.Username, dest, uint32(top)); err != nil {
@@ -157,7 +157,7 @@ func (st *Store) rereadKept(ctx context.Context, auth upstream.Auth, dest string
 // the copies not be among the answer (a provider that dates copies when
 // made), over the time of the transfer. Sources whose metadata the bridge
 // lacks cannot be found: nil then. top is the largest UID seen.
-func (st *Store) findCopies(ctx context.Context, auth upstream.Auth, dest string, prev int64, src []copied, began time.Time, dm *Folder) (newUIDs []imap.UID, top int64) {
+func (st *Store) findCopies(ctx context.Context, auth upstream.Auth, dest string, prev int64, src []copied, began time.Time, dm *Folder, self *intoMark) (newUIDs []imap.UID, top int64) {
 	var from, to time.Time
 	for _, cp := range src {
 		if !MetaKnown(cp.Meta) || cp.Meta.Size < 0 || cp.Meta.ReceivedDate.IsZero() {
@@ -180,9 +180,11 @@ func (st *Store) findCopies(ctx context.Context, auth upstream.Auth, dest string
 		}
 		slices.SortFunc(details, func(a, b directapi.MessageDetail) int { return cmp.Compare(a.UID, b.UID) })
 		var above []directapi.MessageDetail
+		claimed := st.claimedIn(auth.Username, dest)
 		for _, d := range details {
 			top = max(top, d.UID)
-			if d.UID > prev && d.UID <= MaxUID {
+			if d.UID > prev && d.UID <= MaxUID && !claimed[imap.UID(d.UID)] {
+				// Not a copy another transfer paired already.
 				above = append(above, d)
 			}
 		}
@@ -213,6 +215,11 @@ func (st *Store) findCopies(ctx context.Context, auth upstream.Auth, dest string
 			}
 		}
 		switch {
+		case runs == 1 && st.twinElsewhere(auth.Username, dest, self, src):
+			// Another transfer under way copies a twin here: if another
+			// client removed this one's copy meanwhile, the run found is
+			// that transfer's copy.
+			return nil, top
 		case runs == 1:
 			return found, top
 		case runs > 1:
@@ -429,17 +436,27 @@ func (st *Store) releasePending(ids []int64, since time.Time) {
 }
 
 // intoMark is a transfer into a folder under way: its copies get UIDs
-// above prev; done closes when it has placed them (or given up).
+// above prev; done closes when it has placed them (or given up). twins
+// are its sources' Message-ID and size, once known (transferSources).
 type intoMark struct {
-	prev int64
-	done chan struct{}
+	prev  int64
+	done  chan struct{}
+	twins map[twinID]bool
+}
+
+// twinID is what findCopies knows a copy by: copies of one message (its
+// twins) share it.
+type twinID struct {
+	msgID string
+	size  int
 }
 
 // transferInto notes a transfer into dest (whose largest UID was prev)
-// under way, until the returned function is called.
-// The returned function may be called more than once.
-func (st *Store) transferInto(user, dest string, prev int64) (done func()) {
-	k, mark := mirrorKey(user, dest), &intoMark{prev: prev, done: make(chan struct{})}
+// under way, until the returned function is called (more than once is
+// allowed); mark is the transfer's, for transferSources and findCopies.
+func (st *Store) transferInto(user, dest string, prev int64) (done func(), mark *intoMark) {
+	k := mirrorKey(user, dest)
+	mark = &intoMark{prev: prev, done: make(chan struct{})}
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	if st.into == nil {
@@ -460,7 +477,39 @@ func (st *Store) transferInto(user, dest string, prev int64) (done func()) {
 			}
 			close(mark.done)
 		})
+	}, mark
+}
+
+// transferSources notes what the sources of the transfer of mark are
+// known by (their metadata, metas).
+func (st *Store) transferSources(mark *intoMark, metas []*directapi.MessageDetail) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	mark.twins = map[twinID]bool{}
+	for _, d := range metas {
+		if MetaKnown(d) {
+			mark.twins[twinID{d.MsgID, d.Size}] = true
+		}
 	}
+}
+
+// twinElsewhere reports whether another transfer under way into the
+// folder (not self's) copies a message of the same Message-ID and size
+// as one of src: its copy may be the one findCopies takes for src's.
+func (st *Store) twinElsewhere(user, folder string, self *intoMark, src []copied) bool {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	for mark := range st.into[mirrorKey(user, folder)] {
+		if mark == self {
+			continue
+		}
+		for _, cp := range src {
+			if cp.Meta != nil && mark.twins[twinID{cp.Meta.MsgID, cp.Meta.Size}] {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // transferFloor is the lowest UID a transfer under way into the folder
@@ -552,6 +601,25 @@ func (st *Store) unclaimedOf(user, folder string, uids []imap.UID) []imap.UID {
 		at, ok := set[u]
 		return ok && now.Sub(at) <= claimTTL
 	})
+}
+
+// claimedIn returns the UIDs of folder that transfers of this process
+// paired with their copies (claim), within claimTTL.
+func (st *Store) claimedIn(user, folder string) map[imap.UID]bool {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	set := st.claimed[mirrorKey(user, folder)]
+	if len(set) == 0 {
+		return nil
+	}
+	now := time.Now()
+	out := make(map[imap.UID]bool, len(set))
+	for u, at := range set {
+		if now.Sub(at) <= claimTTL {
+			out[u] = true
+		}
+	}
+	return out
 }
 
 // pendingState tells whether a transfer of this process still runs for

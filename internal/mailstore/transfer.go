@@ -10,6 +10,7 @@ import (
 
 	"github.com/directbridge/directbridge/internal/state"
 	"github.com/directbridge/directbridge/upstream"
+	"github.com/directbridge/directbridge/upstream/directapi"
 )
 
 // COPY and MOVE (RFC 9051 §6.4.7, RFC 6851) are one operation of the
@@ -71,7 +72,7 @@ func (m *Folder) Transfer(ctx context.Context, auth upstream.Auth, uids []imap.U
 	if err != nil {
 		return Transferred{}, err
 	}
-	leave := st.transferInto(m.user, dest, prev)
+	leave, mark := st.transferInto(m.user, dest, prev)
 	defer leave()
 	// What the mirror still has, in UID order (a refresh may have taken
 	// some away since the command began).
@@ -93,6 +94,11 @@ func (m *Folder) Transfer(ctx context.Context, auth upstream.Auth, uids []imap.U
 	if err := m.EnsureMeta(ctx, msgs); err != nil {
 		log.Warn("imap copy: loading the sources' metadata failed", "user", m.user, "err", err)
 	}
+	metas := make([]*directapi.MessageDetail, len(msgs))
+	for i, msg := range msgs {
+		metas[i], _ = m.MetaOf(msg)
+	}
+	st.transferSources(mark, metas)
 	// A COPY is journaled (attempts.go): a retry of one whose answer was
 	// lost is answered from the destination. A MOVE needs no journal: a
 	// retry finds its sources gone, or moves them itself and the late
@@ -105,7 +111,7 @@ func (m *Folder) Transfer(ctx context.Context, auth upstream.Auth, uids []imap.U
 			return Transferred{}, err // without the journal a lost answer could not be told
 		}
 		if attempt == 0 {
-			if res, done, err := m.resolveCopy(ctx, auth, u, dest, dm, msgs, uids, leave); done {
+			if res, done, err := m.resolveCopy(ctx, auth, u, dest, dm, msgs, uids, leave, mark); done {
 				return res, err
 			}
 			if attempt, err = st.beginAgain(ctx, m.user, key, prev); err != nil {
@@ -222,7 +228,7 @@ func (m *Folder) Transfer(ctx context.Context, auth upstream.Auth, uids []imap.U
 			dm.readUnsureNow()
 		}
 	}
-	data := st.placeCopies(ctx, auth, dest, prev, dm, src, began, pending, leave)
+	data := st.placeCopies(ctx, auth, dest, prev, dm, src, began, pending, leave, mark)
 	if data != nil {
 		st.dropPendingFlags(ctx, pending)
 	}
