@@ -104,8 +104,9 @@
 //     the same messages under way (removals.go), a COPY or MOVE for the
 //     transfers under way into its source folder whose copies it names
 //     (Store.awaitTransfersInto; it waits before noting its own transfer,
-//     so two never wait for each other). Neither is waited for under a
-//     lock, nor inside a refresh.
+//     so two never wait for each other), a STORE for the transfers under
+//     way that may have made the copies it names (their flags are placed
+//     first). None is waited for under a lock, nor inside a refresh.
 //
 // Refreshes are versioned rather than locked out: every change a command
 // applies to the mirror raises its version, and a refresh whose provider
