@@ -202,9 +202,9 @@ func (m *Folder) resolveCopy(ctx context.Context, auth upstream.Auth, u undecide
 	st := m.store
 	for _, a := range u.attempts {
 		src := m.copiedOf(msgs, uids, m.flagsOf(uids))
-		if newUIDs, _ := st.findCopies(ctx, auth, dest, a.Mark, src, a.Created, dm, self); newUIDs != nil {
+		if newUIDs, _ := st.findCopies(ctx, auth, dest, a.Mark, src, a.Created, dm, self, false); newUIDs != nil {
 			st.cfg.Logger.Info("imap copy: an earlier attempt whose answer was lost made the copies; not copied again", "user", m.user)
-			data := st.placeCopies(ctx, auth, dest, a.Mark, dm, src, a.Created, nil, leave, self)
+			data := st.placeCopies(ctx, auth, dest, a.Mark, dm, src, a.Created, nil, leave, self, false)
 			st.endAttempts(ctx, u.attempts)
 			return Transferred{Done: uids, Data: data}, true, nil
 		}

@@ -38,9 +38,9 @@ import (
 //
 // leave ends the transfer's claim on the destination's new UIDs
 // (transferInto) before a refresh that is to pair them by the entries.
-func (st *Store) placeCopies(ctx context.Context, auth upstream.Auth, dest string, prev int64, dm *Folder, src []copied, began time.Time, pending []int64, leave func(), self *intoMark) *imap.CopyData {
+func (st *Store) placeCopies(ctx context.Context, auth upstream.Auth, dest string, prev int64, dm *Folder, src []copied, began time.Time, pending []int64, leave func(), self *intoMark, fresh bool) *imap.CopyData {
 	log := st.cfg.Logger
-	newUIDs, top := st.findCopies(ctx, auth, dest, prev, src, began, dm, self)
+	newUIDs, top := st.findCopies(ctx, auth, dest, prev, src, began, dm, self, fresh)
 	if top > 0 && top <= MaxUID {
 		// The next COPY into an unwatched folder knows where it stood.
 		if err := st.cfg.State.SeenUIDs(ctx, auth.Username, dest, uint32(top)); err != nil {
@@ -157,7 +157,14 @@ func (st *Store) rereadKept(ctx context.Context, auth upstream.Auth, dest string
 // the copies not be among the answer (a provider that dates copies when
 // made), over the time of the transfer. Sources whose metadata the bridge
 // lacks cannot be found: nil then. top is the largest UID seen.
-func (st *Store) findCopies(ctx context.Context, auth upstream.Auth, dest string, prev int64, src []copied, began time.Time, dm *Folder, self *intoMark) (newUIDs []imap.UID, top int64) {
+//
+// fresh: the copies are the ones the caller's own request just made, so
+// UIDs another transfer of this process paired (claimed) are not theirs,
+// and a twin another transfer under way copies makes the match unsure; a
+// retry that looks for an earlier attempt's copies (resolveCopy) is not
+// fresh, since that attempt may have paired them itself before its
+// answer was lost, or still run.
+func (st *Store) findCopies(ctx context.Context, auth upstream.Auth, dest string, prev int64, src []copied, began time.Time, dm *Folder, self *intoMark, fresh bool) (newUIDs []imap.UID, top int64) {
 	var from, to time.Time
 	for _, cp := range src {
 		if !MetaKnown(cp.Meta) || cp.Meta.Size < 0 || cp.Meta.ReceivedDate.IsZero() {
@@ -180,7 +187,10 @@ func (st *Store) findCopies(ctx context.Context, auth upstream.Auth, dest string
 		}
 		slices.SortFunc(details, func(a, b directapi.MessageDetail) int { return cmp.Compare(a.UID, b.UID) })
 		var above []directapi.MessageDetail
-		claimed := st.claimedIn(auth.Username, dest)
+		var claimed map[imap.UID]bool
+		if fresh {
+			claimed = st.claimedIn(auth.Username, dest)
+		}
 		for _, d := range details {
 			top = max(top, d.UID)
 			if d.UID > prev && d.UID <= MaxUID && !claimed[imap.UID(d.UID)] {
@@ -215,10 +225,12 @@ func (st *Store) findCopies(ctx context.Context, auth upstream.Auth, dest string
 			}
 		}
 		switch {
-		case runs == 1 && st.twinElsewhere(auth.Username, dest, self, src):
+		case runs == 1 && fresh && st.twinElsewhere(auth.Username, dest, self, src):
 			// Another transfer under way copies a twin here: if another
 			// client removed this one's copy meanwhile, the run found is
-			// that transfer's copy.
+			// that transfer's copy. (For a retry, the transfer under way
+			// is most likely the earlier attempt itself, whose copies
+			// are the ones looked for.)
 			return nil, top
 		case runs == 1:
 			return found, top

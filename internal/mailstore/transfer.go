@@ -228,7 +228,7 @@ func (m *Folder) Transfer(ctx context.Context, auth upstream.Auth, uids []imap.U
 			dm.readUnsureNow()
 		}
 	}
-	data := st.placeCopies(ctx, auth, dest, prev, dm, src, began, pending, leave, mark)
+	data := st.placeCopies(ctx, auth, dest, prev, dm, src, began, pending, leave, mark, true)
 	if data != nil {
 		st.dropPendingFlags(ctx, pending)
 	}
