@@ -358,14 +358,10 @@ func (st *Store) notePendingFlags(ctx context.Context, dest string, m *Folder, m
 	// one without flags: the copies are matched to the entries in order,
 	// and a twin without flags must not let its copy take the flags of
 	// the next one.
-	type twin struct {
-		id   string
-		size int
-	}
-	seen := map[twin]int{}
+	seen := map[twinID]int{}
 	for _, msg := range msgs {
 		if meta, _ := m.MetaOf(msg); MetaKnown(meta) {
-			seen[twin{meta.MsgID, meta.Size}]++
+			seen[twinID{meta.MsgID, meta.Size}]++
 		}
 	}
 	var pf []state.PendingFlag
@@ -374,7 +370,7 @@ func (st *Store) notePendingFlags(ctx context.Context, dest string, m *Folder, m
 		kept := KeptOf(fl)
 		meta, _ := m.MetaOf(msg)
 		if !ok || !MetaKnown(meta) || meta.MsgID == "" || meta.Size < 0 ||
-			len(kept) == 0 && seen[twin{meta.MsgID, meta.Size}] < 2 {
+			len(kept) == 0 && seen[twinID{meta.MsgID, meta.Size}] < 2 {
 			continue
 		}
 		pf = append(pf, state.PendingFlag{MsgID: meta.MsgID, Size: meta.Size, Flags: flagStrings(kept)})
@@ -602,17 +598,11 @@ func (st *Store) unclaimAll(user, folder string) {
 // unclaimedOf returns uids without those a transfer of this process
 // paired with its copies (claim).
 func (st *Store) unclaimedOf(user, folder string, uids []imap.UID) []imap.UID {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	set := st.claimed[mirrorKey(user, folder)]
-	if len(set) == 0 {
+	claimed := st.claimedIn(user, folder)
+	if len(claimed) == 0 {
 		return uids
 	}
-	now := time.Now()
-	return slices.DeleteFunc(slices.Clone(uids), func(u imap.UID) bool {
-		at, ok := set[u]
-		return ok && now.Sub(at) <= claimTTL
-	})
+	return slices.DeleteFunc(slices.Clone(uids), func(u imap.UID) bool { return claimed[u] })
 }
 
 // claimedIn returns the UIDs of folder that transfers of this process
